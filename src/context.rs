@@ -1,0 +1,381 @@
+//! [`Context`]: adapter choice, device, queue, pipeline cache, upload and download.
+//!
+//! Every wgpu call whose signature tends to change between releases lives in this file, so a
+//! wgpu upgrade touches one place.
+
+use std::sync::{Arc, Mutex};
+
+use wgpu::util::DeviceExt;
+
+use crate::error::{Error, Result};
+use crate::kernel::{KernelRegistry, Pipeline, PipelineKey};
+
+/// Optional features we use when the adapter has them; never required.
+const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
+    .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::SHADER_F16);
+
+/// How to build a [`Context`]. The defaults pick the best adapter and request its own limits.
+#[derive(Clone, Debug, Default)]
+pub struct ContextOptions {
+    /// Limits to request instead of the adapter's. Each must be within what the adapter
+    /// supports; asking for less is how tests prove that work is split to fit small devices.
+    pub limits: Option<wgpu::Limits>,
+}
+
+/// A GPU device ready for attention: cheap to clone, `Send + Sync`.
+///
+/// Holds the device, its queue, the adapter's description, and a cache of compiled pipelines.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: Option<wgpu::AdapterInfo>,
+    registry: KernelRegistry,
+    /// Set by the device-lost callback; once set every later call fails with it.
+    lost: Arc<Mutex<Option<String>>>,
+    /// Errors that escaped every error scope (kept instead of wgpu's default panic).
+    uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("adapter", &self.adapter_name())
+            .finish()
+    }
+}
+
+/// One line describing an adapter: `name (backend, type)`.
+pub fn describe_adapter(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
+}
+
+fn type_rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+/// Every adapter wgpu can see, honouring `WGPU_BACKEND`, best first (discrete GPUs, then
+/// integrated, virtual, CPU).
+pub fn enumerate_adapters() -> Vec<wgpu::Adapter> {
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
+    let mut adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    adapters.sort_by_key(|a| type_rank(a.get_info().device_type));
+    adapters
+}
+
+impl Context {
+    /// Opens the best adapter (high-performance first; `WGPU_BACKEND` and
+    /// `WGPU_ADAPTER_NAME` honoured) with the adapter's own limits.
+    pub fn new() -> Result<Self> {
+        Self::with_options(&ContextOptions::default())
+    }
+
+    /// Like [`Context::new`], with explicit options.
+    pub fn with_options(options: &ContextOptions) -> Result<Self> {
+        let adapters = enumerate_adapters();
+        let filter = std::env::var("WGPU_ADAPTER_NAME")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let seen: Vec<String> = adapters
+            .iter()
+            .map(|a| describe_adapter(&a.get_info()))
+            .collect();
+        let chosen = adapters.into_iter().find(|a| match &filter {
+            Some(f) => a.get_info().name.to_lowercase().contains(&f.to_lowercase()),
+            None => true,
+        });
+        let Some(adapter) = chosen else {
+            return Err(Error::NoAdapter { filter, seen });
+        };
+        Self::from_adapter(&adapter, options)
+    }
+
+    /// Opens a device on a given adapter.
+    pub fn from_adapter(adapter: &wgpu::Adapter, options: &ContextOptions) -> Result<Self> {
+        let info = adapter.get_info();
+        let limits = options.limits.clone().unwrap_or_else(|| adapter.limits());
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("wgpu-attention"),
+            required_features: adapter.features() & WANTED_FEATURES,
+            required_limits: limits,
+            ..Default::default()
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
+            Error::DeviceRequest {
+                adapter: info.name.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(Self::build(device, queue, Some(info)))
+    }
+
+    /// Wraps a device the caller already owns. Features and limits are the device's.
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+        Self::build(device, queue, None)
+    }
+
+    fn build(device: wgpu::Device, queue: wgpu::Queue, info: Option<wgpu::AdapterInfo>) -> Self {
+        let lost = Arc::new(Mutex::new(None));
+        let lost_slot = Arc::clone(&lost);
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut slot) = lost_slot.lock() {
+                *slot = Some(format!("device lost ({reason:?}): {message}"));
+            }
+        });
+        // wgpu's default handler panics; keep stray errors and report them at the next check.
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&uncaptured);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        Context {
+            inner: Arc::new(Inner {
+                device,
+                queue,
+                info,
+                registry: KernelRegistry::default(),
+                lost,
+                uncaptured,
+            }),
+        }
+    }
+
+    /// The wgpu device.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+
+    /// The wgpu queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+
+    /// Adapter description, when the context opened the adapter itself.
+    pub fn adapter_info(&self) -> Option<&wgpu::AdapterInfo> {
+        self.inner.info.as_ref()
+    }
+
+    /// Adapter name, or `"caller-provided device"`.
+    pub fn adapter_name(&self) -> String {
+        match &self.inner.info {
+            Some(i) => describe_adapter(i),
+            None => "caller-provided device".to_string(),
+        }
+    }
+
+    /// Features enabled on the device.
+    pub fn features(&self) -> wgpu::Features {
+        self.inner.device.features()
+    }
+
+    /// Limits of the device (what was requested, not the adapter's maxima).
+    pub fn limits(&self) -> wgpu::Limits {
+        self.inner.device.limits()
+    }
+
+    /// Fails if the device was lost or an error escaped every error scope.
+    pub(crate) fn check_health(&self, during: &'static str) -> Result<()> {
+        if let Ok(slot) = self.inner.lost.lock() {
+            if let Some(msg) = slot.as_ref() {
+                return Err(Error::Gpu {
+                    during,
+                    message: msg.clone(),
+                });
+            }
+        }
+        if let Ok(mut v) = self.inner.uncaptured.lock() {
+            if !v.is_empty() {
+                let message = v.join("; ");
+                v.clear();
+                return Err(Error::Gpu { during, message });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes and turns what they catch
+    /// into [`Error::Gpu`].
+    pub(crate) fn scoped<T>(&self, during: &'static str, f: impl FnOnce() -> T) -> Result<T> {
+        self.check_health(during)?;
+        let device = &self.inner.device;
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let value = f();
+        let v_err = pollster::block_on(validation.pop());
+        let o_err = pollster::block_on(oom.pop());
+        if let Some(e) = v_err.or(o_err) {
+            return Err(Error::Gpu {
+                during,
+                message: e.to_string(),
+            });
+        }
+        self.check_health(during)?;
+        Ok(value)
+    }
+
+    /// The compiled pipeline for a kernel and its specialisation constants, built once.
+    pub(crate) fn pipeline(&self, key: &PipelineKey) -> Result<Arc<Pipeline>> {
+        if let Some(p) = self.inner.registry.get(key) {
+            return Ok(p);
+        }
+        let built = self.scoped("pipeline creation", || key.build(&self.inner.device))?;
+        Ok(self.inner.registry.insert(key.clone(), built))
+    }
+
+    /// A storage buffer holding `data`.
+    pub(crate) fn upload<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer> {
+        // wgpu rejects zero-sized bindings; keep at least one element.
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let padded;
+        let contents = if bytes.is_empty() {
+            padded = [0u8; 4];
+            &padded[..]
+        } else {
+            bytes
+        };
+        self.check_buffer_size(label, contents.len() as u64)?;
+        self.scoped("buffer upload", || {
+            self.inner
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                })
+        })
+    }
+
+    /// A storage buffer of `len` f32 elements, filled with NaN so a kernel that skips a write
+    /// is caught by any comparison.
+    pub(crate) fn output_buffer(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+        let nan = vec![f32::NAN; len.max(1)];
+        self.upload(label, &nan)
+    }
+
+    /// A storage buffer of `bytes` bytes, uninitialised (wgpu zeroes it).
+    pub(crate) fn scratch_buffer(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+        let bytes = bytes.max(4);
+        self.check_buffer_size(label, bytes)?;
+        self.scoped("buffer creation", || {
+            self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })
+    }
+
+    /// A small uniform buffer.
+    pub(crate) fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
+        self.inner
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytemuck::bytes_of(value),
+                usage: wgpu::BufferUsages::UNIFORM,
+            })
+    }
+
+    fn check_buffer_size(&self, label: &str, bytes: u64) -> Result<()> {
+        let max = self.inner.device.limits().max_buffer_size;
+        if bytes > max {
+            return Err(Error::too_large(format_args!(
+                "{label} needs {bytes} bytes in one buffer; this device's max_buffer_size is {max}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Submits encoded work, inside error scopes.
+    pub(crate) fn submit(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
+        self.scoped("dispatch", || {
+            self.inner.queue.submit(Some(encoder.finish()));
+        })
+    }
+
+    /// Reads `len` elements of type T starting at element 0 of `buffer`.
+    pub(crate) fn download<T: bytemuck::Pod>(
+        &self,
+        buffer: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<Vec<T>> {
+        let elem = std::mem::size_of::<T>() as u64;
+        let bytes = (len as u64 * elem).max(4);
+        let device = &self.inner.device;
+        let staging = self.scoped("readback", || {
+            let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback staging"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("readback"),
+            });
+            encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+            self.inner.queue.submit(Some(encoder.finish()));
+            staging
+        })?;
+        let (sender, receiver) = futures_intrusive::channel::shared::oneshot_channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            // The receiver lives until after the poll below; a failed send cannot happen.
+            let _ = sender.send(r);
+        });
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu {
+                during: "readback",
+                message: e.to_string(),
+            })?;
+        let mapped = pollster::block_on(receiver.receive());
+        match mapped {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                return Err(Error::Gpu {
+                    during: "readback",
+                    message: e.to_string(),
+                })
+            }
+            None => {
+                return Err(Error::Gpu {
+                    during: "readback",
+                    message: "the map callback never ran".to_string(),
+                })
+            }
+        }
+        let out = {
+            let view = staging
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Gpu {
+                    during: "readback",
+                    message: e.to_string(),
+                })?;
+            let all: &[T] = bytemuck::cast_slice(&view);
+            all[..len.min(all.len())].to_vec()
+        };
+        staging.unmap();
+        self.check_health("readback")?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,150 @@
+//! One error type for the whole crate. Every variant says what was wrong and what was expected.
+
+use std::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, from bad user input to a lost device.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No adapter matched the request. Lists what was seen so the user can pick one.
+    #[error("no GPU adapter found{}; adapters seen: {}", filter_note(.filter), list_or_none(.seen))]
+    NoAdapter {
+        /// The `WGPU_ADAPTER_NAME` filter in force, if any.
+        filter: Option<String>,
+        /// `name (backend, type)` of every adapter enumerated.
+        seen: Vec<String>,
+    },
+    /// The adapter refused to create a device.
+    #[error("could not open a device on adapter '{adapter}': {reason}")]
+    DeviceRequest {
+        /// Adapter name.
+        adapter: String,
+        /// What wgpu said.
+        reason: String,
+    },
+    /// An input tensor has the wrong number of dimensions.
+    #[error("{name} must have rank 2 (L, D), 3 (H, L, D) or 4 (B, H, L, D) like q; got rank {got} with shape {shape:?}")]
+    Rank {
+        /// Which input.
+        name: &'static str,
+        /// Rank received.
+        got: usize,
+        /// Shape received.
+        shape: Vec<usize>,
+    },
+    /// Two inputs disagree on a dimension that must match.
+    #[error("shape mismatch: {what}")]
+    ShapeMismatch {
+        /// Which dimensions disagree, with both values.
+        what: String,
+    },
+    /// A dimension is zero.
+    #[error(
+        "{name} has a zero-size dimension: shape {shape:?}; every dimension must be at least 1"
+    )]
+    ZeroSize {
+        /// Which input.
+        name: &'static str,
+        /// Shape received.
+        shape: Vec<usize>,
+    },
+    /// Query heads are not a multiple of key/value heads.
+    #[error("query heads ({hq}) must be a multiple of key/value heads ({hkv}) for grouped-query attention")]
+    HeadGrouping {
+        /// Query heads.
+        hq: usize,
+        /// Key/value heads.
+        hkv: usize,
+    },
+    /// A mask does not broadcast to (B, Hq, Lq, Lk).
+    #[error("mask of shape {mask:?} does not broadcast to (B, Hq, Lq, Lk) = {target:?} (numpy rules: each trailing dimension must equal the target or be 1)")]
+    MaskShape {
+        /// Mask shape.
+        mask: Vec<usize>,
+        /// Target shape.
+        target: [usize; 4],
+    },
+    /// A value that must be finite is not.
+    #[error(
+        "{name} contains a non-finite value ({value}) at index {index:?}; inputs must be finite"
+    )]
+    NonFinite {
+        /// Which input.
+        name: &'static str,
+        /// The offending value, printed.
+        value: String,
+        /// Its multi-index.
+        index: Vec<usize>,
+    },
+    /// An option has a value outside its domain.
+    #[error("invalid option {name}: {reason}")]
+    InvalidOption {
+        /// The option.
+        name: &'static str,
+        /// Why, and what was expected.
+        reason: String,
+    },
+    /// The problem cannot be split to fit the device, or exceeds a fixed bound.
+    #[error("problem too large: {what}")]
+    TooLarge {
+        /// Which bound was exceeded, with the numbers.
+        what: String,
+    },
+    /// A path was forced that cannot run these inputs.
+    #[error("path '{path}' cannot run this problem: {reason}")]
+    PathUnavailable {
+        /// The path requested.
+        path: &'static str,
+        /// Why not.
+        reason: String,
+    },
+    /// wgpu reported a validation or out-of-memory error, or the device was lost.
+    #[error("GPU error during {during}: {message}")]
+    Gpu {
+        /// What we were doing.
+        during: &'static str,
+        /// wgpu's message.
+        message: String,
+    },
+    /// A `.npy` file could not be read or written.
+    #[error("{path}: {reason}")]
+    Npy {
+        /// File path.
+        path: String,
+        /// What was wrong and what was expected.
+        reason: String,
+    },
+}
+
+fn filter_note(filter: &Option<String>) -> String {
+    match filter {
+        Some(f) => format!(" matching WGPU_ADAPTER_NAME='{f}'"),
+        None => String::new(),
+    }
+}
+
+fn list_or_none(seen: &[String]) -> String {
+    if seen.is_empty() {
+        "none (on Linux without a GPU, install mesa-vulkan-drivers for the lavapipe CPU adapter)"
+            .to_string()
+    } else {
+        seen.join("; ")
+    }
+}
+
+/// Small helper so callers can write `Error::mismatch(format_args!(..))`.
+impl Error {
+    pub(crate) fn mismatch(what: fmt::Arguments<'_>) -> Self {
+        Error::ShapeMismatch {
+            what: what.to_string(),
+        }
+    }
+    pub(crate) fn too_large(what: fmt::Arguments<'_>) -> Self {
+        Error::TooLarge {
+            what: what.to_string(),
+        }
+    }
+}

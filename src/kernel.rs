@@ -1,0 +1,221 @@
+//! The kernel registry: one variant per WGSL file, with its source, binding table and label.
+//!
+//! Pipelines and bind-group layouts are built from the binding table, so adding a kernel is
+//! one `.wgsl` file plus one variant here. Specialisation is done with WGSL `override`
+//! constants, which are part of the cache key.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// How a shader binding is declared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindingKind {
+    /// `var<uniform>`.
+    Uniform,
+    /// `var<storage, read>`.
+    StorageRead,
+    /// `var<storage, read_write>`.
+    StorageReadWrite,
+}
+
+/// Every compute kernel of the crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// `shaders/scores.wgsl`: S = scale * Q Kᵀ + bias, masked entries as a sentinel.
+    Scores,
+    /// `shaders/softmax.wgsl`: in-place row softmax of S into P, with log-sum-exp.
+    Softmax,
+    /// `shaders/weighted_sum.wgsl`: O = P V.
+    WeightedSum,
+}
+
+impl Kernel {
+    /// All kernels, for tests that check every shader.
+    pub const ALL: [Kernel; 3] = [Kernel::Scores, Kernel::Softmax, Kernel::WeightedSum];
+
+    /// WGSL source, embedded at compile time.
+    pub fn source(self) -> &'static str {
+        match self {
+            Kernel::Scores => include_str!("../shaders/scores.wgsl"),
+            Kernel::Softmax => include_str!("../shaders/softmax.wgsl"),
+            Kernel::WeightedSum => include_str!("../shaders/weighted_sum.wgsl"),
+        }
+    }
+
+    /// Label used for the module and pipeline (shows up in validation errors).
+    pub fn label(self) -> &'static str {
+        match self {
+            Kernel::Scores => "scores",
+            Kernel::Softmax => "softmax",
+            Kernel::WeightedSum => "weighted_sum",
+        }
+    }
+
+    /// Binding table of group 0, in binding order. Must match the WGSL declarations.
+    pub fn bindings(self) -> &'static [BindingKind] {
+        use BindingKind::*;
+        match self {
+            // params, q, k, bias, allow, s
+            Kernel::Scores => &[
+                Uniform,
+                StorageRead,
+                StorageRead,
+                StorageRead,
+                StorageRead,
+                StorageReadWrite,
+            ],
+            // params, bias, allow, s, lse
+            Kernel::Softmax => &[
+                Uniform,
+                StorageRead,
+                StorageRead,
+                StorageReadWrite,
+                StorageReadWrite,
+            ],
+            // params, p, v, o
+            Kernel::WeightedSum => &[Uniform, StorageRead, StorageRead, StorageReadWrite],
+        }
+    }
+
+    /// Entry point name.
+    pub fn entry_point(self) -> &'static str {
+        "main"
+    }
+}
+
+/// A kernel plus the values of its `override` constants: what a pipeline is built from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PipelineKey {
+    /// Which shader.
+    pub kernel: Kernel,
+    /// `override` constants by name; integers only, which covers every specialisation we use.
+    pub constants: Vec<(&'static str, u32)>,
+}
+
+impl PipelineKey {
+    /// A kernel without specialisation constants.
+    pub fn plain(kernel: Kernel) -> Self {
+        PipelineKey {
+            kernel,
+            constants: Vec::new(),
+        }
+    }
+
+    pub(crate) fn build(&self, device: &wgpu::Device) -> Pipeline {
+        let kernel = self.kernel;
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
+            .bindings()
+            .iter()
+            .enumerate()
+            .map(|(i, kind)| wgpu::BindGroupLayoutEntry {
+                binding: i as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: match kind {
+                        BindingKind::Uniform => wgpu::BufferBindingType::Uniform,
+                        BindingKind::StorageRead => {
+                            wgpu::BufferBindingType::Storage { read_only: true }
+                        }
+                        BindingKind::StorageReadWrite => {
+                            wgpu::BufferBindingType::Storage { read_only: false }
+                        }
+                    },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(kernel.label()),
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(kernel.label()),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.label()),
+            source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+        });
+        let constants: Vec<(&str, f64)> = self
+            .constants
+            .iter()
+            .map(|(k, v)| (*k, f64::from(*v)))
+            .collect();
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(kernel.label()),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(kernel.entry_point()),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &constants,
+                // Every kernel writes workgroup memory before reading it.
+                zero_initialize_workgroup_memory: false,
+            },
+            cache: None,
+        });
+        Pipeline {
+            kernel,
+            layout,
+            pipeline,
+        }
+    }
+}
+
+/// A compiled compute pipeline with its bind-group layout.
+#[derive(Debug)]
+pub struct Pipeline {
+    kernel: Kernel,
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::ComputePipeline,
+}
+
+impl Pipeline {
+    /// The compute pipeline.
+    pub fn compute(&self) -> &wgpu::ComputePipeline {
+        &self.pipeline
+    }
+
+    /// Builds a bind group from buffer bindings given in binding order.
+    pub fn bind_group(
+        &self,
+        device: &wgpu::Device,
+        resources: &[wgpu::BufferBinding<'_>],
+    ) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = resources
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(b.clone()),
+            })
+            .collect();
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(self.kernel.label()),
+            layout: &self.layout,
+            entries: &entries,
+        })
+    }
+}
+
+/// Cache of built pipelines, shared by clones of a context.
+#[derive(Default)]
+pub(crate) struct KernelRegistry {
+    built: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+}
+
+impl KernelRegistry {
+    pub(crate) fn get(&self, key: &PipelineKey) -> Option<Arc<Pipeline>> {
+        self.built.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    pub(crate) fn insert(&self, key: PipelineKey, pipeline: Pipeline) -> Arc<Pipeline> {
+        let pipeline = Arc::new(pipeline);
+        if let Ok(mut m) = self.built.lock() {
+            return Arc::clone(m.entry(key).or_insert(pipeline));
+        }
+        pipeline
+    }
+}

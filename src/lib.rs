@@ -1,0 +1,51 @@
+//! # wgpu-attention
+//!
+//! Scaled dot-product attention, `softmax(scale * Q Kᵀ + mask) V`, on any GPU that wgpu
+//! reaches (Vulkan, Metal, DX12), in hand-written WGSL, with a CPU reference that every GPU
+//! result is checked against.
+//!
+//! Map of the API:
+//! - [`Context`]: adapter choice and device ([`Context::new`], [`Context::from_device`]).
+//! - [`attention`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
+//! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
+//! - [`reference::attention`]: the CPU reference in f64, same contract.
+//! - [`check::compare`]: max abs / rel error with the worst element's index.
+//! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
+//! - [`Error`]: every failure, typed.
+//!
+//! ```no_run
+//! use ndarray::Array3;
+//! use wgpu_attention::{attention, AttentionOptions, Causal, Context};
+//!
+//! let ctx = Context::new()?;
+//! let q = Array3::<f32>::from_elem((8, 128, 64), 0.1); // (H, L, D)
+//! let k = q.clone();
+//! let v = q.clone();
+//! let opts = AttentionOptions::default().causal(Causal::TopLeft).with_lse();
+//! let r = attention(&ctx, &q, &k, &v, &opts)?;
+//! assert_eq!(r.out.shape(), &[8, 128, 64]);
+//! # Ok::<(), wgpu_attention::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod attention;
+pub mod check;
+mod context;
+mod error;
+pub mod kernel;
+pub mod npy;
+mod options;
+pub mod params;
+pub mod plan;
+pub mod problem;
+pub mod reference;
+mod tensor;
+mod unfused;
+
+pub use attention::{attention, attention_gpu, GpuAttentionOutput};
+pub use check::{compare, Comparison, Tolerance};
+pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
+pub use error::{Error, Result};
+pub use options::{AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo};
+pub use tensor::GpuTensor;

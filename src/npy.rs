@@ -1,0 +1,303 @@
+//! Reading and writing `.npy` files as numpy and PyTorch (`np.save(t.numpy())`) write them.
+//!
+//! Read: little-endian float32 (`<f4`), float64 (`<f8`, converted to f32; values beyond the
+//! f32 range are an error), and bool (`|b1`), C order, format versions 1, 2 and 3. Everything
+//! else is refused with a message that names the problem and what was expected; the size the
+//! header claims is checked against the file before anything is allocated.
+//! Write: float32, C order, version 1.0.
+
+use std::path::Path;
+
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+
+use crate::error::{Error, Result};
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+/// An array read from a `.npy` file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NpyArray {
+    /// float32 data (float64 files are converted).
+    F32(ArrayD<f32>),
+    /// bool data.
+    Bool(ArrayD<bool>),
+}
+
+impl NpyArray {
+    /// Shape of the array.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            NpyArray::F32(a) => a.shape(),
+            NpyArray::Bool(a) => a.shape(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Dtype {
+    F32,
+    F64,
+    Bool,
+}
+
+impl Dtype {
+    fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F64 => 8,
+            Dtype::Bool => 1,
+        }
+    }
+}
+
+fn fail(path: &str, reason: impl Into<String>) -> Error {
+    Error::Npy {
+        path: path.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Reads a `.npy` file.
+pub fn read(path: impl AsRef<Path>) -> Result<NpyArray> {
+    let path = path.as_ref();
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| fail(&name, format!("cannot read file: {e}")))?;
+    parse(&name, &bytes)
+}
+
+/// Parses the bytes of a `.npy` file; `name` is used in error messages.
+pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
+    if bytes.len() < 10 || !bytes.starts_with(MAGIC) {
+        return Err(fail(name, "not a .npy file (missing the \\x93NUMPY magic)"));
+    }
+    let major = bytes[6];
+    let (header_len, header_start): (usize, usize) = match major {
+        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        2 | 3 => {
+            if bytes.len() < 12 {
+                return Err(fail(name, "truncated header"));
+            }
+            let n = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            (n as usize, 12)
+        }
+        v => {
+            return Err(fail(
+                name,
+                format!("unsupported .npy format version {v}; expected 1, 2 or 3"),
+            ))
+        }
+    };
+    let data_start = header_start
+        .checked_add(header_len)
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(|| fail(name, "truncated header"))?;
+    let header = std::str::from_utf8(&bytes[header_start..data_start])
+        .map_err(|_| fail(name, "header is not valid text"))?;
+    let (dtype, shape) = parse_header(name, header)?;
+    let count = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n.checked_mul(dtype.size()).is_some())
+        .ok_or_else(|| fail(name, format!("shape {shape:?} is absurdly large")))?;
+    let data = &bytes[data_start..];
+    let need = count * dtype.size();
+    if data.len() < need {
+        return Err(fail(
+            name,
+            format!(
+                "truncated: shape {shape:?} needs {need} bytes of data, the file has {}",
+                data.len()
+            ),
+        ));
+    }
+    if data.len() > need {
+        return Err(fail(
+            name,
+            format!(
+                "corrupt: {} unexpected bytes after the data of shape {shape:?}",
+                data.len() - need
+            ),
+        ));
+    }
+    let dim = IxDyn(&shape);
+    match dtype {
+        Dtype::F32 => {
+            let v: Vec<f32> = data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let a =
+                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            Ok(NpyArray::F32(a))
+        }
+        Dtype::F64 => {
+            let mut v = Vec::with_capacity(count);
+            for (i, c) in data.chunks_exact(8).enumerate() {
+                let x = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                let y = x as f32;
+                if x.is_finite() && !y.is_finite() {
+                    return Err(fail(
+                        name,
+                        format!("value {x} at flat index {i} is outside the f32 range"),
+                    ));
+                }
+                v.push(y);
+            }
+            let a =
+                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            Ok(NpyArray::F32(a))
+        }
+        Dtype::Bool => {
+            let mut v = Vec::with_capacity(count);
+            for (i, &b) in data.iter().enumerate() {
+                match b {
+                    0 => v.push(false),
+                    1 => v.push(true),
+                    _ => {
+                        return Err(fail(
+                            name,
+                            format!("corrupt bool data: byte {b} at flat index {i}"),
+                        ))
+                    }
+                }
+            }
+            let a =
+                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            Ok(NpyArray::Bool(a))
+        }
+    }
+}
+
+/// Pulls `'key': value` out of the header dict; value ends at the next top-level comma.
+fn dict_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
+    let pat_single = format!("'{key}'");
+    let pat_double = format!("\"{key}\"");
+    let at = header
+        .find(&pat_single)
+        .or_else(|| header.find(&pat_double))?;
+    let rest = header[at + pat_single.len()..].trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start();
+    let mut depth = 0i32;
+    for (i, ch) in rest.char_indices() {
+        match ch {
+            '(' | '[' => depth += 1,
+            ')' | ']' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Some(rest[..i].trim());
+                }
+            }
+            ',' | '}' if depth == 0 => return Some(rest[..i].trim()),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
+    let h = header.trim();
+    if !h.starts_with('{') {
+        return Err(fail(name, "corrupt header: expected a Python dict literal"));
+    }
+    let descr = dict_value(h, "descr").ok_or_else(|| fail(name, "corrupt header: no 'descr'"))?;
+    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    let dtype = match descr {
+        "<f4" => Dtype::F32,
+        "<f8" => Dtype::F64,
+        "|b1" | "<b1" | "b1" | "?" | "|?" => Dtype::Bool,
+        ">f4" | ">f8" | ">f2" => return Err(fail(
+            name,
+            format!(
+                "big-endian dtype '{descr}' is not supported; save little-endian float32 ('<f4')"
+            ),
+        )),
+        "<f2" => return Err(fail(
+            name,
+            "float16 ('<f2') is not supported here; expected float32 ('<f4') or float64 ('<f8')",
+        )),
+        other => {
+            let kind = match other
+                .trim_start_matches(['<', '>', '|', '='])
+                .chars()
+                .next()
+            {
+                Some('i') | Some('u') => "integer",
+                Some('c') => "complex",
+                Some('U') | Some('S') => "string",
+                Some('O') => "object",
+                _ => "unsupported",
+            };
+            return Err(fail(
+                name,
+                format!("{kind} dtype '{other}' is not supported; expected float32 ('<f4'), float64 ('<f8'), or bool ('|b1') for masks"),
+            ));
+        }
+    };
+    let fortran = dict_value(h, "fortran_order")
+        .ok_or_else(|| fail(name, "corrupt header: no 'fortran_order'"))?;
+    match fortran {
+        "False" => {}
+        "True" => return Err(fail(
+            name,
+            "Fortran-order arrays are not supported; save a C-order array (np.ascontiguousarray)",
+        )),
+        other => {
+            return Err(fail(
+                name,
+                format!("corrupt header: fortran_order is '{other}'"),
+            ))
+        }
+    }
+    let shape_text =
+        dict_value(h, "shape").ok_or_else(|| fail(name, "corrupt header: no 'shape'"))?;
+    let inner = shape_text
+        .strip_prefix('(')
+        .and_then(|s| s.strip_suffix(')'))
+        .ok_or_else(|| {
+            fail(
+                name,
+                format!("corrupt header: shape '{shape_text}' is not a tuple"),
+            )
+        })?;
+    let mut shape = Vec::new();
+    for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let n: usize = part.trim_end_matches('L').parse().map_err(|_| {
+            fail(
+                name,
+                format!("corrupt header: bad dimension '{part}' in shape"),
+            )
+        })?;
+        shape.push(n);
+    }
+    Ok((dtype, shape))
+}
+
+/// Encodes a float32 array as `.npy` bytes (version 1.0, C order).
+pub fn to_bytes(a: &ArrayViewD<'_, f32>) -> Vec<u8> {
+    let dims: Vec<String> = a.shape().iter().map(|d| d.to_string()).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    // Pad so that the data starts on a 64-byte boundary, header ends with '\n'.
+    let unpadded = MAGIC.len() + 4 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + a.len() * 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for &x in a.iter() {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+/// Writes a float32 array to a `.npy` file.
+pub fn write(path: impl AsRef<Path>, a: &ArrayViewD<'_, f32>) -> Result<()> {
+    let path = path.as_ref();
+    std::fs::write(path, to_bytes(a))
+        .map_err(|e| fail(&path.display().to_string(), format!("cannot write: {e}")))
+}

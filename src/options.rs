@@ -1,0 +1,128 @@
+//! Options and outputs of an attention call.
+
+use ndarray::{ArrayD, ArrayViewD};
+
+/// Which causal rule applies. The field disagrees when Lq != Lk, so there is no default
+/// "causal = true": pick the alignment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Causal {
+    /// Every query sees every key (subject to the mask).
+    #[default]
+    None,
+    /// Query i sees keys j <= i (PyTorch `is_causal=True`).
+    TopLeft,
+    /// Query i sees keys j <= i + (Lk - Lq) (FlashAttention >= 2.1; what a KV-cache decode
+    /// needs: the last query sees every key).
+    BottomRight,
+}
+
+impl Causal {
+    /// Offset `o` in the rule "query i sees key j iff j <= i + o", or `None` when no causal
+    /// rule applies.
+    pub fn offset(self, lq: usize, lk: usize) -> Option<i64> {
+        match self {
+            Causal::None => None,
+            Causal::TopLeft => Some(0),
+            Causal::BottomRight => Some(lk as i64 - lq as i64),
+        }
+    }
+}
+
+/// An attention mask, broadcast to `(B, Hq, Lq, Lk)` by numpy rules (missing leading
+/// dimensions and dimensions of size 1 broadcast).
+#[derive(Clone, Debug)]
+pub enum Mask<'a> {
+    /// `true` = may attend (PyTorch's convention).
+    Bool(ArrayViewD<'a, bool>),
+    /// Added to the scaled scores. `-inf` masks a key out; `+inf` and NaN are rejected.
+    /// Finite values are clamped to ±1e30 (see the README on why).
+    Additive(ArrayViewD<'a, f32>),
+}
+
+/// Which kernel path to run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PathChoice {
+    /// Let the planner choose from shapes, options, features and limits.
+    #[default]
+    Auto,
+    /// The three-kernel path (scores, softmax, weighted sum). The only path that can return
+    /// the attention weights.
+    Unfused,
+}
+
+/// Options of an attention call. `AttentionOptions::default()` is plain non-causal attention
+/// with scale `1/sqrt(D)`.
+#[derive(Clone, Debug, Default)]
+pub struct AttentionOptions<'a> {
+    /// Causal rule.
+    pub causal: Causal,
+    /// Multiplier of Q Kᵀ; `None` means `1/sqrt(D)`. Must be finite and positive.
+    pub scale: Option<f32>,
+    /// Optional mask; combines with `causal` (both apply).
+    pub mask: Option<Mask<'a>>,
+    /// Also return the per-row log-sum-exp (natural log) of the scaled, masked scores.
+    pub return_lse: bool,
+    /// Also return the attention weights P, shape `(.., Lq, Lk)`. Memory O(Lq * Lk).
+    pub return_weights: bool,
+    /// Kernel path; `Auto` by default.
+    pub path: PathChoice,
+}
+
+impl<'a> AttentionOptions<'a> {
+    /// Sets the causal rule.
+    pub fn causal(mut self, causal: Causal) -> Self {
+        self.causal = causal;
+        self
+    }
+    /// Sets the scale.
+    pub fn scale(mut self, scale: f32) -> Self {
+        self.scale = Some(scale);
+        self
+    }
+    /// Sets the mask.
+    pub fn mask(mut self, mask: Mask<'a>) -> Self {
+        self.mask = Some(mask);
+        self
+    }
+    /// Requests the log-sum-exp.
+    pub fn with_lse(mut self) -> Self {
+        self.return_lse = true;
+        self
+    }
+    /// Requests the attention weights.
+    pub fn with_weights(mut self) -> Self {
+        self.return_weights = true;
+        self
+    }
+    /// Forces a path.
+    pub fn path(mut self, path: PathChoice) -> Self {
+        self.path = path;
+        self
+    }
+}
+
+/// Which path ran and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanInfo {
+    /// Path name: `"unfused"`, or `"reference"` for the CPU reference.
+    pub path: &'static str,
+    /// Why the planner chose it.
+    pub reason: String,
+    /// Number of chunks the work was split into to respect device limits.
+    pub chunks: usize,
+}
+
+/// Result of an attention call on host arrays. Shapes follow q's rank:
+/// `out` is q's shape with last dimension Dv, `lse` drops the last dimension, `weights`
+/// replaces D by Lk.
+#[derive(Clone, Debug)]
+pub struct AttentionOutput {
+    /// Attention output.
+    pub out: ArrayD<f32>,
+    /// Log-sum-exp per query row, if requested; `-inf` for rows with no allowed key.
+    pub lse: Option<ArrayD<f32>>,
+    /// Attention weights, if requested; rows with no allowed key are all zero.
+    pub weights: Option<ArrayD<f32>>,
+    /// Which path ran.
+    pub plan: PlanInfo,
+}

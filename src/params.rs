@@ -1,0 +1,73 @@
+//! Uniform structs shared with the shaders. Each mirrors a WGSL struct field by field:
+//! change both together (the naga test in `tests/shaders.rs` checks the sizes agree).
+
+use bytemuck::{Pod, Zeroable};
+
+/// Bit in [`ChunkParams::mask_flags`]: an additive float bias is bound.
+pub const MASK_HAS_BIAS: u32 = 1;
+/// Bit in [`ChunkParams::mask_flags`]: an allow (boolean) mask is bound.
+pub const MASK_HAS_ALLOW: u32 = 2;
+
+/// Parameters of one chunk of work for the unfused kernels (`scores`, `softmax`,
+/// `weighted_sum`). Indices into bound buffers are absolute element indices minus the
+/// `*_win` start of the bound window, so a chunk can bind a slice of a large buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ChunkParams {
+    /// Batch-heads in this chunk.
+    pub n_heads: u32,
+    /// Query rows per head in this chunk.
+    pub rows: u32,
+    /// Full query length.
+    pub lq: u32,
+    /// Full key length.
+    pub lk: u32,
+    /// Query/key width.
+    pub d: u32,
+    /// Value width.
+    pub dv: u32,
+    /// First query row of the chunk.
+    pub row0: u32,
+    /// First batch-head (b * Hq + h) of the chunk.
+    pub bh0: u32,
+    /// Query heads.
+    pub hq: u32,
+    /// Key/value heads.
+    pub hkv: u32,
+    /// Hq / Hkv.
+    pub group: u32,
+    /// 1 when a causal rule applies.
+    pub causal: u32,
+    /// Query i may see key j iff j <= i + causal_offset (0 top-left, Lk - Lq bottom-right).
+    pub causal_offset: i32,
+    /// [`MASK_HAS_BIAS`] | [`MASK_HAS_ALLOW`].
+    pub mask_flags: u32,
+    /// Multiplier of Q Kᵀ.
+    pub scale: f32,
+    /// Workgroups that do work in this dispatch (the rest return at once).
+    pub total_tiles: u32,
+    /// Window starts, in elements, of q, k, v, out, lse and the mask buffers.
+    pub q_win: u32,
+    /// See `q_win`.
+    pub k_win: u32,
+    /// See `q_win`.
+    pub v_win: u32,
+    /// See `q_win`.
+    pub o_win: u32,
+    /// See `q_win`.
+    pub lse_win: u32,
+    /// See `q_win`.
+    pub m_win: u32,
+    /// Mask element strides over (b, h, i, j); 0 on broadcast dimensions.
+    pub m_sb: u32,
+    /// See `m_sb`.
+    pub m_sh: u32,
+    /// See `m_sb`.
+    pub m_si: u32,
+    /// See `m_sb`.
+    pub m_sj: u32,
+    /// Tiles along the fastest-varying tile axis.
+    pub tiles_x: u32,
+    /// Tiles along the second axis.
+    pub tiles_y: u32,
+}

@@ -1,0 +1,251 @@
+//! Splitting work to fit device limits.
+//!
+//! A chunk is a run of batch-heads with all their query rows, or a block of query rows of one
+//! batch-head. Every buffer a chunk touches is bound as a window (an aligned byte range), and
+//! each window must fit `max_storage_buffer_binding_size`; every dispatch must fit
+//! `max_compute_workgroups_per_dimension` (kernels number their workgroups linearly over x
+//! and y, so a dispatch holds up to that limit squared).
+
+use crate::error::{Error, Result};
+use crate::problem::Problem;
+
+/// The device limits that shape a plan.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceBudget {
+    /// Largest storage binding, bytes (min of the binding and buffer limits).
+    pub max_binding: u64,
+    /// Required alignment of a binding's offset, bytes.
+    pub align: u64,
+    /// Workgroups per dispatch dimension.
+    pub max_groups_per_dim: u64,
+}
+
+impl DeviceBudget {
+    /// Reads the budget off device limits.
+    pub fn from_limits(l: &wgpu::Limits) -> Self {
+        DeviceBudget {
+            max_binding: l.max_storage_buffer_binding_size.min(l.max_buffer_size),
+            align: u64::from(l.min_storage_buffer_offset_alignment.max(4)),
+            max_groups_per_dim: u64::from(l.max_compute_workgroups_per_dimension.max(1)),
+        }
+    }
+
+    /// Most workgroups one dispatch can hold with the x/y numbering.
+    pub fn max_groups(&self) -> u64 {
+        self.max_groups_per_dim * self.max_groups_per_dim
+    }
+
+    /// (x, y) grid for `total` linearly numbered workgroups.
+    pub fn grid(&self, total: u64) -> (u32, u32) {
+        let x = total.clamp(1, self.max_groups_per_dim);
+        let y = total.div_ceil(x);
+        (x as u32, y as u32)
+    }
+}
+
+/// A byte range of a buffer bound for one chunk; `start` is its first element (f32/u32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Byte offset (aligned).
+    pub offset: u64,
+    /// Byte size.
+    pub size: u64,
+    /// Element index of `offset`.
+    pub start: u32,
+}
+
+impl Window {
+    fn new(lo: usize, hi: usize, budget: &DeviceBudget) -> std::result::Result<Window, u64> {
+        let offset = (lo as u64 * 4) / budget.align * budget.align;
+        let size = (hi.max(lo + 1) as u64 * 4) - offset;
+        if size > budget.max_binding {
+            return Err(size);
+        }
+        Ok(Window {
+            offset,
+            size,
+            start: (offset / 4) as u32,
+        })
+    }
+}
+
+/// One chunk of work and the windows it binds.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// First batch-head.
+    pub bh0: usize,
+    /// Batch-heads in the chunk.
+    pub n_heads: usize,
+    /// First query row.
+    pub row0: usize,
+    /// Query rows per head.
+    pub rows: usize,
+    /// Windows of q, k, v, out, lse, mask.
+    pub q: Window,
+    /// See `q`.
+    pub k: Window,
+    /// See `q`.
+    pub v: Window,
+    /// See `q`.
+    pub out: Window,
+    /// See `q`.
+    pub lse: Window,
+    /// Mask window; `None` without a mask.
+    pub mask: Option<Window>,
+    /// Elements of the chunk's score matrix: n_heads * rows * Lk.
+    pub score_len: usize,
+}
+
+/// Tile edge of the scores and weighted-sum kernels (32 x 32 outputs per workgroup).
+pub const TILE: usize = 32;
+
+/// Workgroups each unfused kernel needs for a chunk: (scores, softmax, weighted sum).
+pub fn unfused_groups(p: &Problem, n_heads: usize, rows: usize) -> [u64; 3] {
+    let d = &p.dims;
+    let row_tiles = rows.div_ceil(TILE) as u64;
+    let n = n_heads as u64;
+    [
+        d.lk.div_ceil(TILE) as u64 * row_tiles * n,
+        rows as u64 * n,
+        d.dv.div_ceil(TILE) as u64 * row_tiles * n,
+    ]
+}
+
+fn try_chunk(
+    p: &Problem,
+    budget: &DeviceBudget,
+    bh0: usize,
+    n_heads: usize,
+    row0: usize,
+    rows: usize,
+) -> std::result::Result<Chunk, String> {
+    let d = &p.dims;
+    let bh_last = bh0 + n_heads - 1;
+    let kv = |bh: usize| (bh / d.hq) * d.hkv + (bh % d.hq) / (d.hq / d.hkv);
+    let first_row = bh0 * d.lq + row0;
+    let end_row = bh_last * d.lq + row0 + rows;
+    let name_err = |what: &str, size: u64| {
+        format!(
+            "the {what} window of a chunk needs {size} bytes; max binding is {}",
+            budget.max_binding
+        )
+    };
+    let q = Window::new(first_row * d.d, end_row * d.d, budget).map_err(|s| name_err("q", s))?;
+    let out =
+        Window::new(first_row * d.dv, end_row * d.dv, budget).map_err(|s| name_err("out", s))?;
+    let lse = Window::new(first_row, end_row, budget).map_err(|s| name_err("lse", s))?;
+    let (kv0, kv1) = (kv(bh0), kv(bh_last) + 1);
+    let k =
+        Window::new(kv0 * d.lk * d.d, kv1 * d.lk * d.d, budget).map_err(|s| name_err("k", s))?;
+    let v =
+        Window::new(kv0 * d.lk * d.dv, kv1 * d.lk * d.dv, budget).map_err(|s| name_err("v", s))?;
+    let mask = match &p.mask {
+        None => None,
+        Some(m) => {
+            let (mut lo, mut hi) = (usize::MAX, 0usize);
+            for bh in bh0..=bh_last {
+                let base = m.index(bh / d.hq, bh % d.hq, row0, 0);
+                lo = lo.min(base);
+                hi = hi.max(m.index(bh / d.hq, bh % d.hq, row0 + rows - 1, d.lk - 1) + 1);
+            }
+            Some(Window::new(lo, hi, budget).map_err(|s| name_err("mask", s))?)
+        }
+    };
+    let score_len = n_heads * rows * d.lk;
+    let score_bytes = score_len as u64 * 4;
+    if score_bytes > budget.max_binding {
+        return Err(name_err("scores", score_bytes));
+    }
+    let groups = unfused_groups(p, n_heads, rows);
+    if let Some(g) = groups.iter().find(|&&g| g > budget.max_groups()) {
+        return Err(format!(
+            "a chunk needs {g} workgroups in one dispatch; the device allows {} ({} per dimension, squared)",
+            budget.max_groups(),
+            budget.max_groups_per_dim
+        ));
+    }
+    Ok(Chunk {
+        bh0,
+        n_heads,
+        row0,
+        rows,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        mask,
+        score_len,
+    })
+}
+
+/// Largest `n` in 1..=max for which `f(n)` succeeds (f is monotone: true then false).
+fn largest<T>(
+    max: usize,
+    f: impl Fn(usize) -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
+    let first = f(1)?;
+    let (mut good, mut best, mut bad) = (1usize, first, max + 1);
+    // Exponential probe, then bisection.
+    let mut probe = 2usize;
+    while probe <= max {
+        match f(probe) {
+            Ok(c) => {
+                good = probe;
+                best = c;
+                probe *= 2;
+            }
+            Err(_) => {
+                bad = probe;
+                break;
+            }
+        }
+    }
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        if mid > max {
+            break;
+        }
+        match f(mid) {
+            Ok(c) => {
+                good = mid;
+                best = c;
+            }
+            Err(_) => bad = mid,
+        }
+    }
+    Ok(best)
+}
+
+/// Splits the problem into chunks that fit the device, whole heads first.
+pub fn plan_chunks(p: &Problem, budget: &DeviceBudget) -> Result<Vec<Chunk>> {
+    let d = &p.dims;
+    let total_heads = d.b * d.hq;
+    let mut chunks = Vec::new();
+    let mut bh = 0;
+    while bh < total_heads {
+        let remaining = total_heads - bh;
+        if try_chunk(p, budget, bh, 1, 0, d.lq).is_ok() {
+            let c =
+                largest(remaining, |n| try_chunk(p, budget, bh, n, 0, d.lq)).map_err(too_large)?;
+            bh += c.n_heads;
+            chunks.push(c);
+        } else {
+            let mut row = 0;
+            while row < d.lq {
+                let c = largest(d.lq - row, |r| try_chunk(p, budget, bh, 1, row, r))
+                    .map_err(too_large)?;
+                row += c.rows;
+                chunks.push(c);
+            }
+            bh += 1;
+        }
+    }
+    Ok(chunks)
+}
+
+fn too_large(reason: String) -> Error {
+    Error::too_large(format_args!(
+        "even one query row cannot be split to fit this device: {reason}"
+    ))
+}

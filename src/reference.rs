@@ -1,0 +1,160 @@
+//! The CPU reference: plain loops on ndarray, accumulating in f64. It is the oracle every GPU
+//! path is tested against, and it takes exactly the same options (and rejects exactly the
+//! same inputs, through the same validation).
+
+use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+
+use crate::error::Result;
+use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
+use crate::problem::{max_abs_finite, validate_dims, validate_problem, Problem};
+
+/// Attention on the CPU, in f64, with the same contract as [`crate::attention`].
+///
+/// ```
+/// use ndarray::array;
+/// use wgpu_attention::{reference, AttentionOptions};
+/// // Two keys with equal scores: the output is the mean of the two value rows.
+/// let q = array![[0.0f32, 0.0]];
+/// let k = array![[1.0f32, 0.0], [0.0, 1.0]];
+/// let v = array![[2.0f32], [4.0]];
+/// let r = reference::attention(&q, &k, &v, &AttentionOptions::default()).unwrap();
+/// assert!((r.out[[0, 0]] - 3.0).abs() < 1e-6);
+/// ```
+pub fn attention<Sq, Sk, Sv, D>(
+    q: &ArrayBase<Sq, D>,
+    k: &ArrayBase<Sk, D>,
+    v: &ArrayBase<Sv, D>,
+    opts: &AttentionOptions<'_>,
+) -> Result<AttentionOutput>
+where
+    Sq: Data<Elem = f32>,
+    Sk: Data<Elem = f32>,
+    Sv: Data<Elem = f32>,
+    D: Dimension,
+{
+    let (q, k, v) = (
+        q.view().into_dyn(),
+        k.view().into_dyn(),
+        v.view().into_dyn(),
+    );
+    let dims = validate_dims(q.shape(), k.shape(), v.shape())?;
+    let mq = max_abs_finite("q", &q)?;
+    let mk = max_abs_finite("k", &k)?;
+    max_abs_finite("v", &v)?;
+    let problem = validate_problem(dims, opts, Some((mq, mk)))?;
+    // Canonical 4-D views; into_shape on a view needs standard layout, so copy when needed.
+    let to4 = |x: &ndarray::ArrayViewD<'_, f32>, last: usize, heads: usize, len: usize| {
+        let owned = x.as_standard_layout().into_owned();
+        owned.into_shape_with_order(IxDyn(&[dims.b, heads, len, last]))
+    };
+    let q4 = to4(&q, dims.d, dims.hq, dims.lq).map_err(shape_bug)?;
+    let k4 = to4(&k, dims.d, dims.hkv, dims.lk).map_err(shape_bug)?;
+    let v4 = to4(&v, dims.dv, dims.hkv, dims.lk).map_err(shape_bug)?;
+    Ok(compute(
+        &problem,
+        &q4,
+        &k4,
+        &v4,
+        opts.return_lse,
+        opts.return_weights,
+    ))
+}
+
+fn shape_bug(e: ndarray::ShapeError) -> crate::Error {
+    crate::Error::mismatch(format_args!("internal reshape failed: {e}"))
+}
+
+fn compute(
+    p: &Problem,
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    want_lse: bool,
+    want_weights: bool,
+) -> AttentionOutput {
+    let d = p.dims;
+    let group = d.hq / d.hkv;
+    let mut out = vec![0f32; d.rows() * d.dv];
+    let mut lse = vec![0f32; d.rows()];
+    let mut weights = if want_weights {
+        vec![0f32; d.rows() * d.lk]
+    } else {
+        Vec::new()
+    };
+    let mut scores = vec![0f64; d.lk];
+    let mut valid = vec![false; d.lk];
+    let mut acc = vec![0f64; d.dv];
+    for b in 0..d.b {
+        for h in 0..d.hq {
+            let kvh = h / group;
+            for i in 0..d.lq {
+                let row = (b * d.hq + h) * d.lq + i;
+                let mut max = f64::NEG_INFINITY;
+                for j in 0..d.lk {
+                    let mut allowed = p.causal_allows(i, j);
+                    let mut bias = 0.0f64;
+                    if let Some(m) = &p.mask {
+                        let at = m.index(b, h, i, j);
+                        if let Some(a) = &m.allow {
+                            allowed &= a[at] != 0;
+                        }
+                        if let Some(bv) = &m.bias {
+                            bias = f64::from(bv[at]);
+                        }
+                    }
+                    valid[j] = allowed;
+                    if allowed {
+                        let mut dot = 0f64;
+                        for c in 0..d.d {
+                            dot += f64::from(q[[b, h, i, c]]) * f64::from(k[[b, kvh, j, c]]);
+                        }
+                        scores[j] = f64::from(p.scale) * dot + bias;
+                        max = max.max(scores[j]);
+                    }
+                }
+                acc.iter_mut().for_each(|a| *a = 0.0);
+                if max == f64::NEG_INFINITY {
+                    // No key may be attended: zeros, and lse = -inf.
+                    lse[row] = f32::NEG_INFINITY;
+                    continue;
+                }
+                let mut sum = 0f64;
+                for j in 0..d.lk {
+                    if valid[j] {
+                        scores[j] = (scores[j] - max).exp();
+                        sum += scores[j];
+                    }
+                }
+                for j in 0..d.lk {
+                    if !valid[j] {
+                        continue;
+                    }
+                    let w = scores[j] / sum;
+                    if want_weights {
+                        weights[row * d.lk + j] = w as f32;
+                    }
+                    for c in 0..d.dv {
+                        acc[c] += w * f64::from(v[[b, kvh, j, c]]);
+                    }
+                }
+                for c in 0..d.dv {
+                    out[row * d.dv + c] = acc[c] as f32;
+                }
+                lse[row] = (max + sum.ln()) as f32;
+            }
+        }
+    }
+    let shaped = |data: Vec<f32>, shape: Vec<usize>| {
+        ArrayD::from_shape_vec(IxDyn(&shape), data).unwrap_or_else(|_| ArrayD::zeros(IxDyn(&[0])))
+    };
+    AttentionOutput {
+        out: shaped(out, d.out_shape()),
+        lse: want_lse.then(|| shaped(lse, d.lse_shape())),
+        weights: want_weights.then(|| shaped(weights, d.weights_shape())),
+        plan: PlanInfo {
+            path: "reference",
+            reason: "CPU reference in f64".to_string(),
+            chunks: 1,
+        },
+    }
+}

@@ -1,0 +1,64 @@
+//! [`GpuTensor`]: an f32 device buffer with its shape, to chain work without round trips.
+
+use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::problem::max_abs_finite;
+
+/// An f32 tensor in device memory, row-major, with its shape.
+#[derive(Debug, Clone)]
+pub struct GpuTensor {
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) shape: Vec<usize>,
+    /// Largest |x|, when known (uploads measure it; kernel outputs do not).
+    pub(crate) max_abs: Option<f32>,
+}
+
+impl GpuTensor {
+    /// Uploads an array. Non-finite values are rejected here, so later calls can trust the data.
+    pub fn from_array<S, D>(ctx: &Context, name: &'static str, a: &ArrayBase<S, D>) -> Result<Self>
+    where
+        S: Data<Elem = f32>,
+        D: Dimension,
+    {
+        let view = a.view().into_dyn();
+        let max_abs = max_abs_finite(name, &view)?;
+        let contiguous = view.as_standard_layout();
+        let data = contiguous.as_slice().ok_or_else(|| {
+            Error::mismatch(format_args!("{name}: could not make the array contiguous"))
+        })?;
+        Ok(GpuTensor {
+            buffer: ctx.upload(name, data)?,
+            shape: a.shape().to_vec(),
+            max_abs: Some(max_abs),
+        })
+    }
+
+    /// Downloads into a host array of the same shape.
+    pub fn to_array(&self, ctx: &Context) -> Result<ArrayD<f32>> {
+        let data: Vec<f32> = ctx.download(&self.buffer, self.len())?;
+        ArrayD::from_shape_vec(IxDyn(&self.shape), data)
+            .map_err(|e| Error::mismatch(format_args!("downloaded tensor: {e}")))
+    }
+
+    /// Shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The underlying buffer (storage, copy-src, copy-dst usage).
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+}

@@ -1,0 +1,227 @@
+//! The unfused path: scores, softmax, weighted sum, chunk by chunk.
+//!
+//! Memory O(Lq * Lk) per chunk; the chunk plan keeps every binding and dispatch within the
+//! device's limits. This is the reference path on the GPU and the only one that can return
+//! the attention weights.
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::kernel::{Kernel, PipelineKey};
+use crate::params::{ChunkParams, MASK_HAS_ALLOW, MASK_HAS_BIAS};
+use crate::plan::{plan_chunks, unfused_groups, Chunk, DeviceBudget, Window, TILE};
+use crate::problem::Problem;
+
+/// Device buffers holding the inputs, in canonical `(B, H, L, D)` row-major layout.
+pub(crate) struct DeviceInputs<'a> {
+    pub q: &'a wgpu::Buffer,
+    pub k: &'a wgpu::Buffer,
+    pub v: &'a wgpu::Buffer,
+    pub bias: Option<&'a wgpu::Buffer>,
+    pub allow: Option<&'a wgpu::Buffer>,
+}
+
+/// Device buffers the path wrote. `lse` holds f32 bit patterns (u32) so `-inf` survives.
+pub(crate) struct DeviceOutputs {
+    pub out: wgpu::Buffer,
+    pub lse: wgpu::Buffer,
+    pub weights: Option<wgpu::Buffer>,
+    pub chunks: usize,
+}
+
+fn binding(buffer: &wgpu::Buffer, w: Window) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer,
+        offset: w.offset,
+        size: std::num::NonZeroU64::new(w.size),
+    }
+}
+
+fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer,
+        offset: 0,
+        size: None,
+    }
+}
+
+/// The mask window of a chunk, or the 4-byte dummy when that part of the mask is absent.
+fn mask_binding<'a>(
+    buf: Option<&'a wgpu::Buffer>,
+    w: Option<Window>,
+    dummy: &'a wgpu::Buffer,
+) -> wgpu::BufferBinding<'a> {
+    match (buf, w) {
+        (Some(b), Some(w)) => binding(b, w),
+        _ => whole(dummy),
+    }
+}
+
+/// Chunk parameters shared by the three kernels; `tiles_x`, `tiles_y` and `total_tiles`
+/// are filled per kernel.
+fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
+    let d = &p.dims;
+    let mut flags = 0;
+    let (mut m_win, mut strides) = (0, [0u32; 4]);
+    if let Some(m) = &p.mask {
+        if m.bias.is_some() {
+            flags |= MASK_HAS_BIAS;
+        }
+        if m.allow.is_some() {
+            flags |= MASK_HAS_ALLOW;
+        }
+        m_win = c.mask.map_or(0, |w| w.start);
+        strides = m.strides.map(|s| s as u32);
+    }
+    ChunkParams {
+        n_heads: c.n_heads as u32,
+        rows: c.rows as u32,
+        lq: d.lq as u32,
+        lk: d.lk as u32,
+        d: d.d as u32,
+        dv: d.dv as u32,
+        row0: c.row0 as u32,
+        bh0: c.bh0 as u32,
+        hq: d.hq as u32,
+        hkv: d.hkv as u32,
+        group: (d.hq / d.hkv) as u32,
+        causal: u32::from(p.causal_offset.is_some()),
+        causal_offset: p.causal_offset.unwrap_or(0) as i32,
+        mask_flags: flags,
+        scale: p.scale,
+        total_tiles: 0,
+        q_win: c.q.start,
+        k_win: c.k.start,
+        v_win: c.v.start,
+        o_win: c.out.start,
+        lse_win: c.lse.start,
+        m_win,
+        m_sb: strides[0],
+        m_sh: strides[1],
+        m_si: strides[2],
+        m_sj: strides[3],
+        tiles_x: 0,
+        tiles_y: 0,
+    }
+}
+
+/// Runs the unfused path and returns the output buffers (not yet read back).
+pub(crate) fn run(
+    ctx: &Context,
+    p: &Problem,
+    inputs: &DeviceInputs<'_>,
+    want_weights: bool,
+) -> Result<DeviceOutputs> {
+    let d = &p.dims;
+    let budget = DeviceBudget::from_limits(&ctx.limits());
+    let chunks = plan_chunks(p, &budget)?;
+    let out = ctx.output_buffer("out", d.rows() * d.dv)?;
+    let lse = ctx.output_buffer("lse", d.rows())?;
+    let weights = if want_weights {
+        Some(ctx.output_buffer("weights", d.rows() * d.lk)?)
+    } else {
+        None
+    };
+    let max_scores = chunks.iter().map(|c| c.score_len).max().unwrap_or(1);
+    let scores = ctx.scratch_buffer("scores", max_scores as u64 * 4)?;
+    let dummy = ctx.scratch_buffer("unused mask", 4)?;
+
+    let scores_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Scores))?;
+    let softmax_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Softmax))?;
+    let wsum_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::WeightedSum))?;
+    let device = ctx.device();
+
+    let encoder = ctx.scoped("encoding the unfused path", || {
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("unfused attention"),
+        });
+        for c in &chunks {
+            let base = base_params(p, c);
+            let [g_scores, g_softmax, g_wsum] = unfused_groups(p, c.n_heads, c.rows);
+            let row_tiles = c.rows.div_ceil(TILE) as u32;
+            let scores_params = ChunkParams {
+                total_tiles: g_scores as u32,
+                tiles_x: d.lk.div_ceil(TILE) as u32,
+                tiles_y: row_tiles,
+                ..base
+            };
+            let softmax_params = ChunkParams {
+                total_tiles: g_softmax as u32,
+                ..base
+            };
+            let wsum_params = ChunkParams {
+                total_tiles: g_wsum as u32,
+                tiles_x: d.dv.div_ceil(TILE) as u32,
+                tiles_y: row_tiles,
+                ..base
+            };
+            let u_scores = ctx.uniform("scores params", &scores_params);
+            let u_softmax = ctx.uniform("softmax params", &softmax_params);
+            let u_wsum = ctx.uniform("weighted sum params", &wsum_params);
+            let mask_bind = |buf| mask_binding(buf, c.mask, &dummy);
+            let scores_bytes = c.score_len as u64 * 4;
+            let s_window = Window {
+                offset: 0,
+                size: scores_bytes,
+                start: 0,
+            };
+            let bg_scores = scores_pipe.bind_group(
+                device,
+                &[
+                    whole(&u_scores),
+                    binding(inputs.q, c.q),
+                    binding(inputs.k, c.k),
+                    mask_bind(inputs.bias),
+                    mask_bind(inputs.allow),
+                    binding(&scores, s_window),
+                ],
+            );
+            let bg_softmax = softmax_pipe.bind_group(
+                device,
+                &[
+                    whole(&u_softmax),
+                    mask_bind(inputs.bias),
+                    mask_bind(inputs.allow),
+                    binding(&scores, s_window),
+                    binding(&lse, c.lse),
+                ],
+            );
+            let bg_wsum = wsum_pipe.bind_group(
+                device,
+                &[
+                    whole(&u_wsum),
+                    binding(&scores, s_window),
+                    binding(inputs.v, c.v),
+                    binding(&out, c.out),
+                ],
+            );
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("unfused chunk"),
+                    timestamp_writes: None,
+                });
+                for (pipe, bg, groups) in [
+                    (&scores_pipe, &bg_scores, g_scores),
+                    (&softmax_pipe, &bg_softmax, g_softmax),
+                    (&wsum_pipe, &bg_wsum, g_wsum),
+                ] {
+                    let (x, y) = budget.grid(groups);
+                    pass.set_pipeline(pipe.compute());
+                    pass.set_bind_group(0, bg, &[]);
+                    pass.dispatch_workgroups(x, y, 1);
+                }
+            }
+            if let Some(w) = &weights {
+                let dst = ((c.bh0 * d.lq + c.row0) * d.lk) as u64 * 4;
+                encoder.copy_buffer_to_buffer(&scores, 0, w, dst, scores_bytes);
+            }
+        }
+        encoder
+    })?;
+    ctx.submit(encoder)?;
+    Ok(DeviceOutputs {
+        out,
+        lse,
+        weights,
+        chunks: chunks.len(),
+    })
+}

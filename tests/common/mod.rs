@@ -1,0 +1,100 @@
+//! Shared test helpers: one GPU context for the whole test binary, a seeded RNG, and a parity
+//! runner that checks a GPU call against the CPU reference.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use ndarray::{ArrayD, IxDyn};
+use wgpu_attention::{check, reference, AttentionOptions, Context, Tolerance};
+
+/// The shared context, or `None` when no adapter exists and `REQUIRE_GPU` is unset.
+/// With `REQUIRE_GPU` set (CI sets it), a missing adapter fails the test, so a skip can
+/// never pass for a success.
+pub fn ctx() -> Option<Context> {
+    static CTX: OnceLock<Result<Context, String>> = OnceLock::new();
+    match CTX.get_or_init(|| Context::new().map_err(|e| e.to_string())) {
+        Ok(c) => Some(c.clone()),
+        Err(e) => {
+            if std::env::var_os("REQUIRE_GPU").is_some() {
+                panic!("REQUIRE_GPU is set but no GPU context could be created: {e}");
+            }
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
+/// SplitMix64: small, seeded, reproducible.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f32 {
+        let u1 = self.unit().max(1e-300);
+        let u2 = self.unit();
+        ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+    pub fn array(&mut self, shape: &[usize], amplitude: f32) -> ArrayD<f32> {
+        let n = shape.iter().product();
+        let data = (0..n).map(|_| self.normal() * amplitude).collect();
+        ArrayD::from_shape_vec(IxDyn(shape), data).expect("shape")
+    }
+    pub fn bool_array(&mut self, shape: &[usize], p_true: f64) -> ArrayD<bool> {
+        let n = shape.iter().product();
+        let data = (0..n).map(|_| self.unit() < p_true).collect();
+        ArrayD::from_shape_vec(IxDyn(shape), data).expect("shape")
+    }
+}
+
+/// Runs `opts` on the GPU and on the reference and asserts every requested output agrees.
+/// `what` names the case in failure messages.
+pub fn assert_parity(
+    ctx: &Context,
+    what: &str,
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    opts: &AttentionOptions<'_>,
+    tol: Tolerance,
+) -> wgpu_attention::AttentionOutput {
+    let gpu = wgpu_attention::attention(ctx, q, k, v, opts)
+        .unwrap_or_else(|e| panic!("{what}: GPU error: {e}"));
+    let cpu = reference::attention(q, k, v, opts)
+        .unwrap_or_else(|e| panic!("{what}: reference error: {e}"));
+    let c = check::compare(&gpu.out.view(), &cpu.out.view(), tol);
+    assert!(c.passed(), "{what} [{}]: out: {c}", gpu.plan.path);
+    if opts.return_lse {
+        let (g, e) = (
+            gpu.lse.as_ref().expect("gpu lse"),
+            cpu.lse.as_ref().expect("cpu lse"),
+        );
+        let c = check::compare(&g.view(), &e.view(), tol);
+        assert!(c.passed(), "{what} [{}]: lse: {c}", gpu.plan.path);
+    }
+    if opts.return_weights {
+        let (g, e) = (
+            gpu.weights.as_ref().expect("gpu weights"),
+            cpu.weights.as_ref().expect("cpu weights"),
+        );
+        let c = check::compare(&g.view(), &e.view(), tol);
+        assert!(c.passed(), "{what} [{}]: weights: {c}", gpu.plan.path);
+    }
+    gpu
+}

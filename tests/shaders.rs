@@ -1,0 +1,99 @@
+//! Every shader parsed, validated, and translated by naga to SPIR-V, MSL and HLSL, with no
+//! adapter: Metal and DX12 breakage shows up here too. Binding tables and uniform sizes are
+//! checked against the WGSL declarations.
+
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+use wgpu_attention::kernel::{BindingKind, Kernel};
+
+fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
+    let module = naga::front::wgsl::parse_str(kernel.source())
+        .unwrap_or_else(|e| panic!("{}: {}", kernel.label(), e.emit_to_string(kernel.source())));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {}", kernel.label(), e.emit_to_string(kernel.source())));
+    (module, info)
+}
+
+#[test]
+fn every_shader_translates_to_spirv_msl_hlsl() {
+    for kernel in Kernel::ALL {
+        let (module, info) = module(kernel);
+        naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+            .unwrap_or_else(|e| panic!("{} to SPIR-V: {e}", kernel.label()));
+        let pipeline = naga::back::msl::PipelineOptions::default();
+        naga::back::msl::write_string(
+            &module,
+            &info,
+            &naga::back::msl::Options::default(),
+            &pipeline,
+        )
+        .unwrap_or_else(|e| panic!("{} to MSL: {e}", kernel.label()));
+        let mut hlsl = String::new();
+        let opts = naga::back::hlsl::Options::default();
+        let pipeline_opts = naga::back::hlsl::PipelineOptions::default();
+        let mut w = naga::back::hlsl::Writer::new(&mut hlsl, &opts, &pipeline_opts);
+        w.write(&module, &info, None)
+            .unwrap_or_else(|e| panic!("{} to HLSL: {e}", kernel.label()));
+    }
+}
+
+#[test]
+fn binding_tables_match_the_wgsl() {
+    for kernel in Kernel::ALL {
+        let (module, _) = module(kernel);
+        let mut declared: Vec<(u32, BindingKind)> = module
+            .global_variables
+            .iter()
+            .filter_map(|(_, var)| {
+                let binding = var.binding.as_ref()?;
+                assert_eq!(binding.group, 0, "{}: only group 0 is used", kernel.label());
+                let kind = match var.space {
+                    naga::AddressSpace::Uniform => BindingKind::Uniform,
+                    naga::AddressSpace::Storage { access }
+                        if access.contains(naga::StorageAccess::STORE) =>
+                    {
+                        BindingKind::StorageReadWrite
+                    }
+                    naga::AddressSpace::Storage { .. } => BindingKind::StorageRead,
+                    other => panic!("{}: unexpected address space {other:?}", kernel.label()),
+                };
+                Some((binding.binding, kind))
+            })
+            .collect();
+        declared.sort_by_key(|(b, _)| *b);
+        let expected: Vec<(u32, BindingKind)> = kernel
+            .bindings()
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (i as u32, *k))
+            .collect();
+        assert_eq!(
+            declared,
+            expected,
+            "{}: binding table differs from the WGSL",
+            kernel.label()
+        );
+    }
+}
+
+#[test]
+fn uniform_structs_have_the_rust_size() {
+    for kernel in Kernel::ALL {
+        let (module, _) = module(kernel);
+        for (_, var) in module.global_variables.iter() {
+            if var.space != naga::AddressSpace::Uniform {
+                continue;
+            }
+            let ty = &module.types[var.ty];
+            let size = ty.inner.size(module.to_ctx());
+            let rust = std::mem::size_of::<wgpu_attention::params::ChunkParams>() as u32;
+            assert_eq!(
+                size,
+                rust,
+                "{}: uniform {:?} is {size} bytes, Rust struct is {rust}",
+                kernel.label(),
+                ty.name
+            );
+        }
+    }
+}
