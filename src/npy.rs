@@ -205,12 +205,14 @@ fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
         "<f4" => Dtype::F32,
         "<f8" => Dtype::F64,
         "|b1" | "<b1" | "b1" | "?" | "|?" => Dtype::Bool,
-        ">f4" | ">f8" | ">f2" => return Err(fail(
-            name,
-            format!(
+        ">f4" | ">f8" | ">f2" => {
+            return Err(fail(
+                name,
+                format!(
                 "big-endian dtype '{descr}' is not supported; save little-endian float32 ('<f4')"
             ),
-        )),
+            ))
+        }
         "<f2" => return Err(fail(
             name,
             "float16 ('<f2') is not supported here; expected float32 ('<f4') or float64 ('<f8')",

@@ -1,0 +1,129 @@
+//! Every bad input gets a typed error that names the problem; nothing panics. The reference
+//! runs the same validation, so most cases need no adapter.
+
+use ndarray::{ArrayD, IxDyn};
+use wgpu_attention::{reference, AttentionOptions, Error, Mask};
+
+fn arr(shape: &[usize]) -> ArrayD<f32> {
+    ArrayD::from_elem(IxDyn(shape), 0.5)
+}
+
+fn err(q: &[usize], k: &[usize], v: &[usize], opts: &AttentionOptions<'_>) -> Error {
+    reference::attention(&arr(q), &arr(k), &arr(v), opts).expect_err("should be rejected")
+}
+
+#[test]
+fn shape_errors_name_the_problem() {
+    let o = AttentionOptions::default();
+    let e = err(&[4], &[4], &[4], &o);
+    assert!(matches!(e, Error::Rank { got: 1, .. }), "{e}");
+    let e = err(&[1, 1, 1, 2, 4], &[1, 1, 1, 2, 4], &[1, 1, 1, 2, 4], &o);
+    assert!(matches!(e, Error::Rank { got: 5, .. }), "{e}");
+    let e = err(&[2, 5, 4], &[5, 4], &[5, 4], &o);
+    assert!(e.to_string().contains("same rank"), "{e}");
+    let e = err(&[2, 1, 5, 4], &[3, 1, 5, 4], &[3, 1, 5, 4], &o);
+    assert!(e.to_string().contains("batch"), "{e}");
+    let e = err(&[5, 4], &[6, 4], &[7, 4], &o);
+    assert!(e.to_string().contains("same length"), "{e}");
+    let e = err(&[5, 4], &[6, 3], &[6, 4], &o);
+    assert!(e.to_string().contains("width D"), "{e}");
+    let e = err(&[2, 5, 4], &[2, 6, 4], &[3, 6, 4], &o);
+    assert!(e.to_string().contains("same number of heads"), "{e}");
+    let e = err(&[3, 5, 4], &[2, 6, 4], &[2, 6, 4], &o);
+    assert!(matches!(e, Error::HeadGrouping { hq: 3, hkv: 2 }), "{e}");
+    let e = err(&[0, 4], &[6, 4], &[6, 4], &o);
+    assert!(matches!(e, Error::ZeroSize { name: "q", .. }), "{e}");
+    let e = err(&[5, 4], &[6, 4], &[6, 0], &o);
+    assert!(matches!(e, Error::ZeroSize { name: "v", .. }), "{e}");
+}
+
+#[test]
+fn option_and_value_errors() {
+    for s in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
+        let e = err(
+            &[5, 4],
+            &[6, 4],
+            &[6, 4],
+            &AttentionOptions::default().scale(s),
+        );
+        assert!(
+            matches!(e, Error::InvalidOption { name: "scale", .. }),
+            "{e}"
+        );
+    }
+    let mut q = arr(&[5, 4]);
+    q[[2, 3]] = f32::NAN;
+    let e = reference::attention(
+        &q,
+        &arr(&[6, 4]),
+        &arr(&[6, 4]),
+        &AttentionOptions::default(),
+    )
+    .expect_err("NaN");
+    assert!(
+        matches!(&e, Error::NonFinite { name: "q", index, .. } if index == &vec![2, 3]),
+        "{e}"
+    );
+    let mut v = arr(&[6, 4]);
+    v[[0, 0]] = f32::INFINITY;
+    let e = reference::attention(
+        &arr(&[5, 4]),
+        &arr(&[6, 4]),
+        &v,
+        &AttentionOptions::default(),
+    )
+    .expect_err("inf");
+    assert!(matches!(e, Error::NonFinite { name: "v", .. }), "{e}");
+    // Scores that would overflow f32 are refused before any work.
+    let big = ArrayD::from_elem(IxDyn(&[5, 4]), 1e16f32);
+    let e = reference::attention(&big, &big, &arr(&[5, 4]), &AttentionOptions::default())
+        .expect_err("overflow");
+    assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+}
+
+#[test]
+fn mask_errors() {
+    let m = ndarray::ArrayD::from_elem(IxDyn(&[5, 7]), true);
+    let o = AttentionOptions::default().mask(Mask::Bool(m.view()));
+    let e = err(&[2, 5, 4], &[2, 6, 4], &[2, 6, 4], &o);
+    assert!(matches!(e, Error::MaskShape { .. }), "{e}");
+    assert!(e.to_string().contains("[5, 7]"), "{e}");
+    let m = ndarray::ArrayD::from_elem(IxDyn(&[1, 1, 1, 5, 6]), true);
+    let o = AttentionOptions::default().mask(Mask::Bool(m.view()));
+    assert!(matches!(
+        err(&[5, 4], &[6, 4], &[6, 4], &o),
+        Error::MaskShape { .. }
+    ));
+    let mut f = ndarray::ArrayD::zeros(IxDyn(&[5, 6]));
+    f[[1, 1]] = f32::INFINITY;
+    let o = AttentionOptions::default().mask(Mask::Additive(f.view()));
+    let e = err(&[5, 4], &[6, 4], &[6, 4], &o);
+    assert!(matches!(e, Error::NonFinite { name: "mask", .. }), "{e}");
+    f[[1, 1]] = f32::NAN;
+    let o = AttentionOptions::default().mask(Mask::Additive(f.view()));
+    assert!(matches!(
+        err(&[5, 4], &[6, 4], &[6, 4], &o),
+        Error::NonFinite { name: "mask", .. }
+    ));
+}
+
+#[test]
+fn gpu_path_rejects_the_same_inputs() {
+    let Some(ctx) = common::ctx() else { return };
+    let o = AttentionOptions::default();
+    let e = wgpu_attention::attention(
+        &ctx,
+        &arr(&[3, 5, 4]),
+        &arr(&[2, 6, 4]),
+        &arr(&[2, 6, 4]),
+        &o,
+    )
+    .expect_err("bad");
+    assert!(matches!(e, Error::HeadGrouping { .. }), "{e}");
+    let mut q = arr(&[5, 4]);
+    q[[0, 1]] = f32::NEG_INFINITY;
+    let e = wgpu_attention::attention(&ctx, &q, &arr(&[6, 4]), &arr(&[6, 4]), &o).expect_err("bad");
+    assert!(matches!(e, Error::NonFinite { .. }), "{e}");
+}
+
+mod common;

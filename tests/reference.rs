@@ -1,0 +1,107 @@
+//! The reference itself, on cases with known answers.
+
+use ndarray::{array, ArrayD, IxDyn};
+use wgpu_attention::{reference, AttentionOptions, Causal, Mask};
+
+fn close(a: f32, b: f32) -> bool {
+    (a - b).abs() <= 1e-6 * (1.0 + b.abs())
+}
+
+#[test]
+fn uniform_scores_give_the_mean_of_v() {
+    // q = 0 makes every score 0: each output row is the mean of V's rows.
+    let q = ArrayD::zeros(IxDyn(&[3, 4]));
+    let k = ArrayD::from_shape_fn(IxDyn(&[5, 4]), |i| (i[0] * 4 + i[1]) as f32 * 0.1);
+    let v = ArrayD::from_shape_fn(IxDyn(&[5, 2]), |i| (i[0] * 2 + i[1]) as f32);
+    let r = reference::attention(&q, &k, &v, &AttentionOptions::default().with_lse()).unwrap();
+    for i in 0..3 {
+        assert!(
+            close(r.out[[i, 0]], 4.0) && close(r.out[[i, 1]], 5.0),
+            "{:?}",
+            r.out
+        );
+        assert!(close(r.lse.as_ref().unwrap()[[i]], (5.0f32).ln()));
+    }
+}
+
+#[test]
+fn one_hot_scores_select_a_row() {
+    // A huge score on key 2 puts all weight there.
+    let q = array![[1.0f32, 0.0]];
+    let k = array![[0.0f32, 1.0], [0.0, -1.0], [1.0, 0.0]];
+    let v = array![[1.0f32, 1.0], [2.0, 2.0], [7.0, -3.0]];
+    let r = reference::attention(&q, &k, &v, &AttentionOptions::default().scale(1000.0)).unwrap();
+    assert!(
+        close(r.out[[0, 0]], 7.0) && close(r.out[[0, 1]], -3.0),
+        "{:?}",
+        r.out
+    );
+}
+
+#[test]
+fn causal_alignments_on_a_small_case() {
+    // Lq 2, Lk 3, q = 0: top-left row 0 sees key 0 only, row 1 keys 0-1;
+    // bottom-right row 0 sees keys 0-1, row 1 all three.
+    let q = ArrayD::zeros(IxDyn(&[2, 1]));
+    let k = ArrayD::zeros(IxDyn(&[3, 1]));
+    let v = array![[3.0f32], [6.0], [9.0]].into_dyn();
+    let tl = reference::attention(
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().causal(Causal::TopLeft),
+    )
+    .unwrap();
+    assert!(
+        close(tl.out[[0, 0]], 3.0) && close(tl.out[[1, 0]], 4.5),
+        "{:?}",
+        tl.out
+    );
+    let br = reference::attention(
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().causal(Causal::BottomRight),
+    )
+    .unwrap();
+    assert!(
+        close(br.out[[0, 0]], 4.5) && close(br.out[[1, 0]], 6.0),
+        "{:?}",
+        br.out
+    );
+}
+
+#[test]
+fn masks_and_fully_masked_rows() {
+    let q = ArrayD::zeros(IxDyn(&[2, 1]));
+    let k = ArrayD::zeros(IxDyn(&[3, 1]));
+    let v = array![[3.0f32], [6.0], [9.0]].into_dyn();
+    // Row 0 may see keys 1 and 2; row 1 sees nothing.
+    let m = array![[false, true, true], [false, false, false]].into_dyn();
+    let opts = AttentionOptions::default()
+        .mask(Mask::Bool(m.view()))
+        .with_lse()
+        .with_weights();
+    let r = reference::attention(&q, &k, &v, &opts).unwrap();
+    assert!(close(r.out[[0, 0]], 7.5));
+    assert_eq!(r.out[[1, 0]], 0.0);
+    assert_eq!(r.lse.as_ref().unwrap()[[1]], f32::NEG_INFINITY);
+    let w = r.weights.as_ref().unwrap();
+    assert!((0..3).all(|j| w[[1, j]] == 0.0));
+    // An additive mask of ln(2) on key 0 doubles its weight: (2*3 + 6 + 9) / 4.
+    let bias = array![[2f32.ln(), 0.0, 0.0]].into_dyn();
+    let opts = AttentionOptions::default().mask(Mask::Additive(bias.view()));
+    let r = reference::attention(&q, &k, &v, &opts).unwrap();
+    assert!(close(r.out[[0, 0]], 21.0 / 4.0), "{:?}", r.out);
+}
+
+#[test]
+fn grouped_query_heads_read_their_kv_head() {
+    // Hq 4, Hkv 2: heads 0-1 read kv head 0, heads 2-3 read kv head 1.
+    let q = ArrayD::zeros(IxDyn(&[4, 1, 1]));
+    let k = ArrayD::zeros(IxDyn(&[2, 1, 1]));
+    let v = array![[[10.0f32]], [[20.0]]].into_dyn();
+    let r = reference::attention(&q, &k, &v, &AttentionOptions::default()).unwrap();
+    let got: Vec<f32> = r.out.iter().copied().collect();
+    assert_eq!(got, vec![10.0, 10.0, 20.0, 20.0]);
+}
