@@ -379,3 +379,18 @@ impl Context {
         Ok(out)
     }
 }
+
+impl Context {
+    /// Blocks until all submitted work has finished (for timing and for callers who share
+    /// buffers with other APIs).
+    pub fn wait(&self) -> Result<()> {
+        self.inner
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu {
+                during: "wait",
+                message: e.to_string(),
+            })?;
+        self.check_health("wait")
+    }
+}

@@ -11,6 +11,8 @@
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
 //! - [`check::compare`]: max abs / rel error with the worst element's index.
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
+//! - [`rng`]: a seeded generator for reproducible inputs.
+//! - [`perf`]: FLOP counts and timing used by every benchmark figure.
 //! - [`Error`]: every failure, typed.
 //!
 //! ```no_run
@@ -37,9 +39,11 @@ pub mod kernel;
 pub mod npy;
 mod options;
 pub mod params;
+pub mod perf;
 pub mod plan;
 pub mod problem;
 pub mod reference;
+pub mod rng;
 mod tensor;
 mod unfused;
 

@@ -1,1 +1,54 @@
-fn main() {}
+//! `wgpu-attention`: the command-line tool. See `wgpu-attention --help`.
+
+mod cli;
+
+use cli::Failure;
+
+const HELP: &str = "\
+wgpu-attention: scaled dot-product attention on the GPU, checked against a CPU reference
+
+USAGE:
+    wgpu-attention              self-check on the default adapter, then a short timing table
+    wgpu-attention devices      list adapters with backend, type, features and limits
+    wgpu-attention run ...      attention on .npy files (see below)
+
+RUN:
+    wgpu-attention run --q Q.npy --k K.npy --v V.npy [--mask M.npy]
+        [--causal none|top-left|bottom-right] [--scale S] [--out O.npy] [--lse L.npy]
+        [--weights W.npy] [--path auto|unfused] [--check [--atol A] [--rtol R]]
+
+    Inputs: float32 or float64 .npy (C order, little-endian), rank 2 (L, D), 3 (H, L, D) or
+    4 (B, H, L, D); k and v may have fewer heads than q (grouped-query attention). The mask is
+    bool (true = may attend) or float (added to the scores; -inf masks out), broadcast to
+    (B, H, Lq, Lk). --check compares with the CPU reference (default atol 1e-4, rtol 1e-3).
+
+EXIT CODES:
+    0 success, 1 GPU failure or --check outside tolerance, 2 bad input (nothing written)
+
+ENVIRONMENT:
+    WGPU_BACKEND (vulkan, metal, dx12), WGPU_ADAPTER_NAME (substring of the adapter name)
+";
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let result = match argv.first().map(String::as_str) {
+        None => cli::selfcheck::run(),
+        Some("-h") | Some("--help") | Some("help") => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Some("devices") => match cli::devices::run() {
+            0 => Ok(()),
+            code => Err(Failure {
+                code,
+                message: "no adapters".to_string(),
+            }),
+        },
+        Some("run") => cli::run::run(&argv[1..]),
+        Some(other) => Err(Failure::usage(format!("unknown command '{other}'"))),
+    };
+    if let Err(f) = result {
+        eprintln!("wgpu-attention: error: {}", f.message);
+        std::process::exit(f.code);
+    }
+}

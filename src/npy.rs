@@ -274,32 +274,58 @@ fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
     Ok((dtype, shape))
 }
 
-/// Encodes a float32 array as `.npy` bytes (version 1.0, C order).
-pub fn to_bytes(a: &ArrayViewD<'_, f32>) -> Vec<u8> {
-    let dims: Vec<String> = a.shape().iter().map(|d| d.to_string()).collect();
+fn encode(
+    shape: &[usize],
+    descr: &str,
+    payload_len: usize,
+    payload: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape = match dims.len() {
         1 => format!("({},)", dims[0]),
         _ => format!("({})", dims.join(", ")),
     };
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
-    // Pad so that the data starts on a 64-byte boundary, header ends with '\n'.
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // Pad so that the data starts on a 64-byte boundary; the header ends with '\n'.
     let unpadded = MAGIC.len() + 4 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + a.len() * 4);
+    let mut out = Vec::with_capacity(10 + header.len() + payload_len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for &x in a.iter() {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
+    payload(&mut out);
     out
+}
+
+/// Encodes a float32 array as `.npy` bytes (version 1.0, C order).
+pub fn to_bytes(a: &ArrayViewD<'_, f32>) -> Vec<u8> {
+    encode(a.shape(), "<f4", a.len() * 4, |out| {
+        for &x in a.iter() {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    })
+}
+
+/// Encodes a bool array as `.npy` bytes (version 1.0, C order), e.g. for masks.
+pub fn bool_to_bytes(a: &ArrayViewD<'_, bool>) -> Vec<u8> {
+    encode(a.shape(), "|b1", a.len(), |out| {
+        out.extend(a.iter().map(|&b| u8::from(b)))
+    })
 }
 
 /// Writes a float32 array to a `.npy` file.
 pub fn write(path: impl AsRef<Path>, a: &ArrayViewD<'_, f32>) -> Result<()> {
-    let path = path.as_ref();
-    std::fs::write(path, to_bytes(a))
+    write_bytes(path.as_ref(), &to_bytes(a))
+}
+
+/// Writes a bool array to a `.npy` file.
+pub fn write_bool(path: impl AsRef<Path>, a: &ArrayViewD<'_, bool>) -> Result<()> {
+    write_bytes(path.as_ref(), &bool_to_bytes(a))
+}
+
+fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes)
         .map_err(|e| fail(&path.display().to_string(), format!("cannot write: {e}")))
 }

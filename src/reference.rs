@@ -32,16 +32,13 @@ where
     Sv: Data<Elem = f32>,
     D: Dimension,
 {
+    let problem = validate(q, k, v, opts)?;
+    let dims = problem.dims;
     let (q, k, v) = (
         q.view().into_dyn(),
         k.view().into_dyn(),
         v.view().into_dyn(),
     );
-    let dims = validate_dims(q.shape(), k.shape(), v.shape())?;
-    let mq = max_abs_finite("q", &q)?;
-    let mk = max_abs_finite("k", &k)?;
-    max_abs_finite("v", &v)?;
-    let problem = validate_problem(dims, opts, Some((mq, mk)))?;
     // Canonical 4-D views; into_shape on a view needs standard layout, so copy when needed.
     let to4 = |x: &ndarray::ArrayViewD<'_, f32>, last: usize, heads: usize, len: usize| {
         let owned = x.as_standard_layout().into_owned();
@@ -58,6 +55,31 @@ where
         opts.return_lse,
         opts.return_weights,
     ))
+}
+
+/// Runs every check [`attention`] runs (shapes, finiteness, options, mask) without computing.
+pub fn validate<Sq, Sk, Sv, D>(
+    q: &ArrayBase<Sq, D>,
+    k: &ArrayBase<Sk, D>,
+    v: &ArrayBase<Sv, D>,
+    opts: &AttentionOptions<'_>,
+) -> Result<Problem>
+where
+    Sq: Data<Elem = f32>,
+    Sk: Data<Elem = f32>,
+    Sv: Data<Elem = f32>,
+    D: Dimension,
+{
+    let (q, k, v) = (
+        q.view().into_dyn(),
+        k.view().into_dyn(),
+        v.view().into_dyn(),
+    );
+    let dims = validate_dims(q.shape(), k.shape(), v.shape())?;
+    let mq = max_abs_finite("q", &q)?;
+    let mk = max_abs_finite("k", &k)?;
+    max_abs_finite("v", &v)?;
+    validate_problem(dims, opts, Some((mq, mk)))
 }
 
 fn shape_bug(e: ndarray::ShapeError) -> crate::Error {

@@ -4,7 +4,8 @@
 
 use std::sync::OnceLock;
 
-use ndarray::{ArrayD, IxDyn};
+use ndarray::ArrayD;
+pub use wgpu_attention::rng::Rng;
 use wgpu_attention::{check, reference, AttentionOptions, Context, Tolerance};
 
 /// The shared context, or `None` when no adapter exists and `REQUIRE_GPU` is unset.
@@ -21,45 +22,6 @@ pub fn ctx() -> Option<Context> {
             eprintln!("skipping GPU test: {e}");
             None
         }
-    }
-}
-
-/// SplitMix64: small, seeded, reproducible.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Standard normal (Box-Muller).
-    pub fn normal(&mut self) -> f32 {
-        let u1 = self.unit().max(1e-300);
-        let u2 = self.unit();
-        ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-    pub fn array(&mut self, shape: &[usize], amplitude: f32) -> ArrayD<f32> {
-        let n = shape.iter().product();
-        let data = (0..n).map(|_| self.normal() * amplitude).collect();
-        ArrayD::from_shape_vec(IxDyn(shape), data).expect("shape")
-    }
-    pub fn bool_array(&mut self, shape: &[usize], p_true: f64) -> ArrayD<bool> {
-        let n = shape.iter().product();
-        let data = (0..n).map(|_| self.unit() < p_true).collect();
-        ArrayD::from_shape_vec(IxDyn(shape), data).expect("shape")
     }
 }
 

@@ -1,0 +1,40 @@
+//! `wgpu-attention devices`: every adapter with backend, type, key features and limits.
+
+use wgpu_attention::{describe_adapter, enumerate_adapters};
+
+pub fn run() -> i32 {
+    let adapters = enumerate_adapters();
+    if adapters.is_empty() {
+        eprintln!(
+            "wgpu-attention: no adapters found (on Linux without a GPU, install mesa-vulkan-drivers)"
+        );
+        return 1;
+    }
+    for (i, a) in adapters.iter().enumerate() {
+        let info = a.get_info();
+        let f = a.features();
+        let l = a.limits();
+        let mark = if i == 0 { " (default)" } else { "" };
+        println!("[{i}] {}{mark}", describe_adapter(&info));
+        println!("    driver: {} {}", info.driver, info.driver_info);
+        let has = |feat: wgpu::Features| if f.contains(feat) { "yes" } else { "no" };
+        println!(
+            "    features: subgroup {} (size {}-{}), shader-f16 {}, timestamp-query {}",
+            has(wgpu::Features::SUBGROUP),
+            info.subgroup_min_size,
+            info.subgroup_max_size,
+            has(wgpu::Features::SHADER_F16),
+            has(wgpu::Features::TIMESTAMP_QUERY)
+        );
+        println!(
+            "    limits: storage binding {} MiB, buffer {} MiB, workgroup memory {} KiB, \
+             {} invocations per workgroup, {} workgroups per dimension",
+            l.max_storage_buffer_binding_size >> 20,
+            l.max_buffer_size >> 20,
+            l.max_compute_workgroup_storage_size >> 10,
+            l.max_compute_invocations_per_workgroup,
+            l.max_compute_workgroups_per_dimension
+        );
+    }
+    0
+}

@@ -1,0 +1,178 @@
+//! `wgpu-attention run`: attention on `.npy` files.
+//!
+//! Exit codes: 0 success; 1 the GPU failed or `--check` found the result outside tolerance;
+//! 2 bad input (files, shapes, options). On any error no output file is written.
+
+use ndarray::ArrayD;
+use wgpu_attention::npy::{self, NpyArray};
+use wgpu_attention::{
+    check, reference, AttentionOptions, Causal, Context, Error, Mask, PathChoice, Tolerance,
+};
+
+use super::args::Args;
+use super::Failure;
+
+const VALUES: &[&str] = &[
+    "q", "k", "v", "mask", "causal", "scale", "out", "lse", "weights", "path", "atol", "rtol",
+];
+const SWITCHES: &[&str] = &["check"];
+
+/// Parses a causal flag value.
+pub fn parse_causal(s: Option<&str>) -> Result<Causal, Failure> {
+    match s {
+        None | Some("none") => Ok(Causal::None),
+        Some("top-left") => Ok(Causal::TopLeft),
+        Some("bottom-right") => Ok(Causal::BottomRight),
+        Some(other) => Err(Failure::input(format!(
+            "--causal must be none, top-left or bottom-right; got '{other}'"
+        ))),
+    }
+}
+
+/// Parses a path flag value.
+pub fn parse_path(s: Option<&str>) -> Result<PathChoice, Failure> {
+    match s {
+        None | Some("auto") => Ok(PathChoice::Auto),
+        Some("unfused") => Ok(PathChoice::Unfused),
+        Some(other) => Err(Failure::input(format!(
+            "--path must be auto or unfused; got '{other}'"
+        ))),
+    }
+}
+
+fn read_f32(flag: &str, path: &str) -> Result<ArrayD<f32>, Failure> {
+    match npy::read(path).map_err(Failure::from_error)? {
+        NpyArray::F32(a) => Ok(a),
+        NpyArray::Bool(_) => Err(Failure::input(format!(
+            "{path}: --{flag} must be float32 or float64, got bool"
+        ))),
+    }
+}
+
+/// Names the file behind an input-specific error.
+fn with_files(e: Error, files: &[(&str, &str)]) -> Failure {
+    let named = match &e {
+        Error::NonFinite { name, .. } | Error::ZeroSize { name, .. } | Error::Rank { name, .. } => {
+            files.iter().find(|(n, _)| n == name).map(|(_, f)| *f)
+        }
+        Error::MaskShape { .. } => files.iter().find(|(n, _)| *n == "mask").map(|(_, f)| *f),
+        _ => None,
+    };
+    let listed: Vec<String> = files.iter().map(|(n, f)| format!("{n}={f}")).collect();
+    let msg = match named {
+        Some(f) => format!("{f}: {e}"),
+        None => format!("{e} (inputs: {})", listed.join(", ")),
+    };
+    Failure {
+        code: super::exit_code(&e),
+        message: msg,
+    }
+}
+
+pub fn run(argv: &[String]) -> Result<(), Failure> {
+    let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
+    let (qp, kp, vp) = (
+        args.require("q").map_err(Failure::usage)?,
+        args.require("k").map_err(Failure::usage)?,
+        args.require("v").map_err(Failure::usage)?,
+    );
+    let causal = parse_causal(args.get("causal"))?;
+    let path = parse_path(args.get("path"))?;
+    let scale: Option<f32> = args.number("scale").map_err(Failure::input)?;
+    let atol: f32 = args.number("atol").map_err(Failure::input)?.unwrap_or(1e-4);
+    let rtol: f32 = args.number("rtol").map_err(Failure::input)?.unwrap_or(1e-3);
+    if !(atol >= 0.0 && rtol >= 0.0 && atol.is_finite() && rtol.is_finite()) {
+        return Err(Failure::input(
+            "--atol and --rtol must be finite and non-negative",
+        ));
+    }
+    let q = read_f32("q", qp)?;
+    let k = read_f32("k", kp)?;
+    let v = read_f32("v", vp)?;
+    let mask_file = match args.get("mask") {
+        Some(p) => Some((p, npy::read(p).map_err(Failure::from_error)?)),
+        None => None,
+    };
+    let mut files = vec![("q", qp), ("k", kp), ("v", vp)];
+    let mut opts = AttentionOptions {
+        causal,
+        scale,
+        path,
+        return_lse: args.get("lse").is_some(),
+        return_weights: args.get("weights").is_some(),
+        ..Default::default()
+    };
+    if let Some((p, m)) = &mask_file {
+        files.push(("mask", p));
+        opts.mask = Some(match m {
+            NpyArray::Bool(b) => Mask::Bool(b.view()),
+            NpyArray::F32(f) => Mask::Additive(f.view()),
+        });
+    }
+    // Validate on the host before touching the GPU, so bad input is exit 2 even without one.
+    reference::validate(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
+    let ctx = Context::new().map_err(Failure::from_error)?;
+    let result =
+        wgpu_attention::attention(&ctx, &q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
+    eprintln!(
+        "ran on {}: path {} ({}), {} chunk(s)",
+        ctx.adapter_name(),
+        result.plan.path,
+        result.plan.reason,
+        result.plan.chunks
+    );
+    let mut failed_check = false;
+    if args.has("check") {
+        let expected =
+            reference::attention(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
+        let tol = Tolerance { atol, rtol };
+        let mut pairs = vec![("out", &result.out, &expected.out)];
+        if let (Some(g), Some(e)) = (&result.lse, &expected.lse) {
+            pairs.push(("lse", g, e));
+        }
+        if let (Some(g), Some(e)) = (&result.weights, &expected.weights) {
+            pairs.push(("weights", g, e));
+        }
+        for (name, got, want) in pairs {
+            let c = check::compare(&got.view(), &want.view(), tol);
+            println!(
+                "check {name}: max abs err {:.3e}, max rel err {:.3e}, {} of {} outside atol {atol:e} + rtol {rtol:e}: {}",
+                c.max_abs_err,
+                c.max_rel_err,
+                c.n_outside,
+                c.n_total,
+                if c.passed() { "ok" } else { "FAILED" }
+            );
+            if !c.passed() {
+                println!(
+                    "  worst at {:?}: got {}, expected {}",
+                    c.worst_index, c.worst_actual, c.worst_expected
+                );
+                failed_check = true;
+            }
+        }
+    }
+    if failed_check {
+        return Err(Failure {
+            code: 1,
+            message: "result outside tolerance; no output written".to_string(),
+        });
+    }
+    // Everything computed and checked: only now write files.
+    for (flag, array) in [
+        ("out", Some(&result.out)),
+        ("lse", result.lse.as_ref()),
+        ("weights", result.weights.as_ref()),
+    ] {
+        if let (Some(path), Some(a)) = (args.get(flag), array) {
+            npy::write(path, &a.view()).map_err(Failure::from_error)?;
+        }
+    }
+    if args.get("out").is_none() {
+        println!(
+            "out shape {:?} (pass --out FILE.npy to save it)",
+            result.out.shape()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! The main job (`wgpu-attention` with no arguments): parity of every kernel path on a few
+//! shapes, including the seeds' 9-token sentence, then a short timing table.
+
+use ndarray::{Array2, ArrayD, Ix2};
+use wgpu_attention::perf::{forward_flops, time_gpu};
+use wgpu_attention::rng::Rng;
+use wgpu_attention::{
+    check, reference, AttentionOptions, Causal, Context, GpuTensor, Mask, PathChoice, Tolerance,
+};
+
+use super::Failure;
+
+/// Paths the self-check exercises, with the name shown.
+const PATHS: [(PathChoice, &str); 1] = [(PathChoice::Unfused, "unfused")];
+
+struct Case {
+    name: String,
+    q: ArrayD<f32>,
+    k: ArrayD<f32>,
+    v: ArrayD<f32>,
+    causal: Causal,
+    mask: Option<ArrayD<bool>>,
+}
+
+/// The seeds' experiment: a sentence of 9 tokens, seeded random embeddings (d_model 4) and
+/// projections W_Q, W_K, W_V; single-head attention over the tokens.
+fn sentence(words: &str, seed: u64) -> (Vec<String>, ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
+    let tokens: Vec<String> = words.split_whitespace().map(str::to_string).collect();
+    let mut rng = Rng::new(seed);
+    let d_model = 4;
+    let mut matrix = |rows: usize, cols: usize| -> Array2<f32> {
+        rng.array(&[rows, cols], 1.0)
+            .into_dimensionality::<Ix2>()
+            .unwrap_or_else(|_| Array2::zeros((rows, cols)))
+    };
+    let emb = matrix(tokens.len(), d_model);
+    let (wq, wk, wv) = (
+        matrix(d_model, d_model),
+        matrix(d_model, d_model),
+        matrix(d_model, d_model),
+    );
+    (
+        tokens,
+        emb.dot(&wq).into_dyn(),
+        emb.dot(&wk).into_dyn(),
+        emb.dot(&wv).into_dyn(),
+    )
+}
+
+fn cases() -> Vec<Case> {
+    let mut rng = Rng::new(2024);
+    let mut out = Vec::new();
+    let (_, q, k, v) = sentence("I do not want to go to the office", 42);
+    out.push(Case {
+        name: "sentence, 9 tokens, d 4".into(),
+        q,
+        k,
+        v,
+        causal: Causal::None,
+        mask: None,
+    });
+    out.push(Case {
+        name: "B2 H4 L65 D64, top-left".into(),
+        q: rng.array(&[2, 4, 65, 64], 1.0),
+        k: rng.array(&[2, 4, 65, 64], 1.0),
+        v: rng.array(&[2, 4, 65, 64], 1.0),
+        causal: Causal::TopLeft,
+        mask: None,
+    });
+    out.push(Case {
+        name: "GQA Hq8 Hkv2 Lq7 Lk129 D80, bottom-right, bool mask".into(),
+        q: rng.array(&[1, 8, 7, 80], 1.0),
+        k: rng.array(&[1, 2, 129, 80], 1.0),
+        v: rng.array(&[1, 2, 129, 80], 1.0),
+        causal: Causal::BottomRight,
+        mask: Some(rng.bool_array(&[7, 129], 0.8)),
+    });
+    out
+}
+
+fn parity(ctx: &Context) -> Result<bool, Failure> {
+    println!("Parity against the CPU reference (f64), tolerance atol 1e-5 + rtol 1e-4:");
+    println!(
+        "  {:<52} {:<8} {:>11} {:>11}  result",
+        "case", "path", "max abs", "max rel"
+    );
+    let mut all_ok = true;
+    for case in cases() {
+        for (path, path_name) in PATHS {
+            let mut opts = AttentionOptions::default()
+                .causal(case.causal)
+                .path(path)
+                .with_lse();
+            if let Some(m) = &case.mask {
+                opts = opts.mask(Mask::Bool(m.view()));
+            }
+            let gpu = wgpu_attention::attention(ctx, &case.q, &case.k, &case.v, &opts)
+                .map_err(Failure::from_error)?;
+            let cpu = reference::attention(&case.q, &case.k, &case.v, &opts)
+                .map_err(Failure::from_error)?;
+            let c = check::compare(&gpu.out.view(), &cpu.out.view(), Tolerance::F32);
+            let lse_ok = match (&gpu.lse, &cpu.lse) {
+                (Some(g), Some(e)) => check::compare(&g.view(), &e.view(), Tolerance::F32).passed(),
+                _ => false,
+            };
+            let ok = c.passed() && lse_ok;
+            all_ok &= ok;
+            println!(
+                "  {:<52} {:<8} {:>11.3e} {:>11.3e}  {}",
+                case.name,
+                path_name,
+                c.max_abs_err,
+                c.max_rel_err,
+                if ok { "ok" } else { "FAILED" }
+            );
+        }
+    }
+    Ok(all_ok)
+}
+
+fn sentence_weights(ctx: &Context) -> Result<(), Failure> {
+    println!("\nThe seeds' experiment: weight that \"I\" gives the third token (GPU / CPU):");
+    for words in [
+        "I do not want to go to the office",
+        "I do want to go to the office",
+    ] {
+        let (tokens, q, k, v) = sentence(words, 42);
+        let opts = AttentionOptions::default().with_weights();
+        let gpu = wgpu_attention::attention(ctx, &q, &k, &v, &opts).map_err(Failure::from_error)?;
+        let cpu = reference::attention(&q, &k, &v, &opts).map_err(Failure::from_error)?;
+        let (Some(g), Some(c)) = (gpu.weights, cpu.weights) else {
+            return Err(Failure {
+                code: 1,
+                message: "weights missing".into(),
+            });
+        };
+        println!(
+            "  \"{words}\": \"I\" -> \"{}\": {:.4} / {:.4}",
+            tokens[2],
+            g[[0, 2]],
+            c[[0, 2]]
+        );
+    }
+    Ok(())
+}
+
+fn timing(ctx: &Context) -> Result<(), Failure> {
+    println!("\nTiming (wall clock: submit + wait, median of 5 after 2 warm-up runs):");
+    println!(
+        "  {:<34} {:<8} {:>10} {:>10}",
+        "shape", "path", "ms", "GFLOP/s"
+    );
+    let mut rng = Rng::new(7);
+    for (b, h, l, d, causal) in [
+        (1, 8, 256, 64, Causal::None),
+        (1, 8, 1024, 64, Causal::None),
+        (1, 8, 1024, 64, Causal::TopLeft),
+    ] {
+        let up = |a: ArrayD<f32>, name| {
+            GpuTensor::from_array(ctx, name, &a).map_err(Failure::from_error)
+        };
+        let q = up(rng.array(&[b, h, l, d], 1.0), "q")?;
+        let k = up(rng.array(&[b, h, l, d], 1.0), "k")?;
+        let v = up(rng.array(&[b, h, l, d], 1.0), "v")?;
+        for (path, path_name) in PATHS {
+            let opts = AttentionOptions::default().causal(causal).path(path);
+            let t = time_gpu(ctx, &q, &k, &v, &opts, 2, 5).map_err(Failure::from_error)?;
+            let ms = t.median_ms();
+            let gflops = forward_flops(b, h, l, l, d, d, causal) / (ms * 1e6);
+            let shape = format!(
+                "B{b} H{h} L{l} D{d} {}",
+                if causal == Causal::None { "" } else { "causal" }
+            );
+            println!("  {shape:<34} {path_name:<8} {ms:>10.2} {gflops:>10.2}");
+        }
+    }
+    Ok(())
+}
+
+pub fn run() -> Result<(), Failure> {
+    let ctx = Context::new().map_err(Failure::from_error)?;
+    println!("wgpu-attention self-check on {}\n", ctx.adapter_name());
+    let ok = parity(&ctx)?;
+    sentence_weights(&ctx)?;
+    timing(&ctx)?;
+    if !ok {
+        return Err(Failure {
+            code: 1,
+            message: "self-check FAILED: a GPU path disagrees with the reference".into(),
+        });
+    }
+    println!("\nAll paths agree with the reference.");
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The command-line tool as a user runs it: `.npy` in, `.npy` out, exit codes, and no output
+//! file on any error.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Rng;
+use ndarray::ArrayD;
+use wgpu_attention::npy::{self, NpyArray};
+use wgpu_attention::{reference, AttentionOptions, Causal, Mask, Tolerance};
+
+fn tool() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wgpu-attention-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmpdir");
+    d
+}
+
+fn save(dir: &Path, name: &str, a: &ArrayD<f32>) -> String {
+    let p = dir.join(name);
+    npy::write(&p, &a.view()).expect("write npy");
+    p.display().to_string()
+}
+
+fn save_bool(dir: &Path, name: &str, a: &ArrayD<bool>) -> String {
+    let p = dir.join(name);
+    npy::write_bool(&p, &a.view()).expect("write npy");
+    p.display().to_string()
+}
+
+#[test]
+fn run_matches_the_reference_and_writes_outputs() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("ok");
+    let mut rng = Rng::new(31);
+    let (q, k, v) = (
+        rng.array(&[2, 4, 9, 16], 1.0),
+        rng.array(&[2, 2, 13, 16], 1.0),
+        rng.array(&[2, 2, 13, 8], 1.0),
+    );
+    let mask = rng.bool_array(&[9, 13], 0.7);
+    let (qp, kp, vp) = (
+        save(&dir, "q.npy", &q),
+        save(&dir, "k.npy", &k),
+        save(&dir, "v.npy", &v),
+    );
+    let mp = save_bool(&dir, "m.npy", &mask);
+    let (op, lp, wp) = (dir.join("o.npy"), dir.join("l.npy"), dir.join("w.npy"));
+    let out = tool()
+        .args([
+            "run",
+            "--q",
+            &qp,
+            "--k",
+            &kp,
+            "--v",
+            &vp,
+            "--mask",
+            &mp,
+            "--causal",
+            "bottom-right",
+            "--check",
+        ])
+        .args([
+            "--out",
+            &op.display().to_string(),
+            "--lse",
+            &lp.display().to_string(),
+        ])
+        .args(["--weights", &wp.display().to_string()])
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("check out") && stdout.contains("ok"),
+        "{stdout}"
+    );
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .mask(Mask::Bool(mask.view()))
+        .with_lse()
+        .with_weights();
+    let expected = reference::attention(&q, &k, &v, &opts).expect("reference");
+    let NpyArray::F32(got) = npy::read(&op).expect("out file") else {
+        panic!("dtype")
+    };
+    assert!(wgpu_attention::compare(&got.view(), &expected.out.view(), Tolerance::F32).passed());
+    let NpyArray::F32(lse) = npy::read(&lp).expect("lse file") else {
+        panic!("dtype")
+    };
+    assert_eq!(lse.shape(), &[2, 4, 9]);
+    let NpyArray::F32(w) = npy::read(&wp).expect("weights file") else {
+        panic!("dtype")
+    };
+    assert_eq!(w.shape(), &[2, 4, 9, 13]);
+}
+
+/// Bad inputs: exit 2, one line on stderr naming the file, and no output file.
+#[test]
+fn bad_inputs_exit_2_and_write_nothing() {
+    let dir = tmpdir("bad");
+    let mut rng = Rng::new(32);
+    let good = save(&dir, "good.npy", &rng.array(&[5, 4], 1.0));
+    let other_len = save(&dir, "k6.npy", &rng.array(&[6, 3], 1.0));
+    let mut nan = rng.array(&[5, 4], 1.0);
+    nan[[1, 1]] = f32::NAN;
+    let nan = save(&dir, "nan.npy", &nan);
+    let garbage = dir.join("garbage.npy");
+    std::fs::write(&garbage, b"definitely not numpy").expect("write");
+    let garbage = garbage.display().to_string();
+    let truncated = dir.join("truncated.npy");
+    let full = std::fs::read(&good).expect("read");
+    std::fs::write(&truncated, &full[..full.len() - 7]).expect("write");
+    let truncated = truncated.display().to_string();
+    let missing = dir.join("missing.npy").display().to_string();
+    let bad_mask = save(&dir, "mask.npy", &rng.array(&[3, 7], 1.0));
+    let out = dir.join("o.npy");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--q", &missing, "--k", &good, "--v", &good],
+            "missing.npy",
+        ),
+        (
+            vec!["--q", &garbage, "--k", &good, "--v", &good],
+            "garbage.npy",
+        ),
+        (
+            vec!["--q", &good, "--k", &truncated, "--v", &good],
+            "truncated.npy",
+        ),
+        (vec!["--q", &nan, "--k", &good, "--v", &good], "nan.npy"),
+        (
+            vec!["--q", &good, "--k", &other_len, "--v", &good],
+            "k6.npy",
+        ),
+        (
+            vec![
+                "--q", &good, "--k", &good, "--v", &good, "--mask", &bad_mask,
+            ],
+            "mask.npy",
+        ),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--scale", "-1"],
+            "scale",
+        ),
+        (
+            vec![
+                "--q", &good, "--k", &good, "--v", &good, "--causal", "sideways",
+            ],
+            "--causal",
+        ),
+        (vec!["--q", &good, "--k", &good], "--v"),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--bogus", "1"],
+            "--bogus",
+        ),
+    ];
+    for (args, mention) in cases {
+        let o = tool()
+            .arg("run")
+            .args(&args)
+            .args(["--out", &out.display().to_string()])
+            .output()
+            .expect("run tool");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: stderr {stderr}");
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("wgpu-attention"))
+            .collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{args:?}: one error line expected, got {stderr}"
+        );
+        assert!(
+            lines[0].contains(mention),
+            "{args:?}: '{}' should mention {mention}",
+            lines[0]
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!out.exists(), "{args:?}: no output file may be written");
+    }
+}
+
+#[test]
+fn help_and_unknown_commands() {
+    let o = tool().arg("--help").output().expect("run tool");
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("wgpu-attention run"));
+    let o = tool().arg("frobnicate").output().expect("run tool");
+    assert_eq!(o.status.code(), Some(2));
+}
