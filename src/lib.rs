@@ -53,3 +53,8 @@ pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions}
 pub use error::{Error, Result};
 pub use options::{AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo};
 pub use tensor::GpuTensor;
+
+/// The README's code blocks, compiled and run as doctests so the front door stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
