@@ -5,10 +5,27 @@ use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::fused::{self, Tier};
 use crate::options::{AttentionOptions, AttentionOutput, PathChoice, PlanInfo};
 use crate::problem::{validate_dims, validate_problem, Problem};
 use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
+
+/// A kernel path the planner can pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    Unfused,
+    Fused(Tier),
+}
+
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Path::Unfused => "unfused",
+            Path::Fused(t) => t.name(),
+        }
+    }
+}
 
 /// Largest element count of any one tensor: kernels index with u32.
 const MAX_ELEMENTS: usize = u32::MAX as usize;
@@ -82,7 +99,7 @@ pub fn attention_gpu(
     let max_abs = q.max_abs.zip(k.max_abs);
     let problem = validate_problem(dims, opts, max_abs)?;
     check_element_counts(&problem, opts.return_weights)?;
-    let (path, reason) = choose_path(&problem, opts)?;
+    let (path, reason) = choose_path(ctx, &problem, opts)?;
     let mask_bufs = upload_mask(ctx, &problem)?;
     let inputs = DeviceInputs {
         q: &q.buffer,
@@ -96,7 +113,10 @@ pub fn attention_gpu(
         lse,
         weights,
         chunks,
-    } = unfused::run(ctx, &problem, &inputs, opts.return_weights)?;
+    } = match path {
+        Path::Unfused => unfused::run(ctx, &problem, &inputs, opts.return_weights)?,
+        Path::Fused(tier) => fused::run(ctx, &problem, &inputs, tier)?,
+    };
     let wrap = |buffer, shape| GpuTensor {
         buffer,
         shape,
@@ -107,17 +127,50 @@ pub fn attention_gpu(
         lse: opts.return_lse.then(|| wrap(lse, dims.lse_shape())),
         weights: weights.map(|w| wrap(w, dims.weights_shape())),
         plan: PlanInfo {
-            path,
+            path: path.name(),
             reason,
             chunks,
         },
     })
 }
 
-fn choose_path(_p: &Problem, opts: &AttentionOptions<'_>) -> Result<(&'static str, String)> {
+/// Picks a path from the shapes, the options and the adapter, and says why.
+fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Result<(Path, String)> {
+    let shape = fused::shape_obstacle(p, opts.return_weights);
+    let forced_tier = |tier: Tier| -> Result<(Path, String)> {
+        if let Some(why) = shape.clone().or_else(|| fused::tier_obstacle(ctx, tier)) {
+            return Err(Error::PathUnavailable {
+                path: tier.name(),
+                reason: why,
+            });
+        }
+        Ok((Path::Fused(tier), "forced by the caller".to_string()))
+    };
     match opts.path {
-        PathChoice::Unfused => Ok(("unfused", "forced by the caller".to_string())),
-        PathChoice::Auto => Ok(("unfused", "the only path in this build".to_string())),
+        PathChoice::Unfused => Ok((Path::Unfused, "forced by the caller".to_string())),
+        PathChoice::FusedSubgroup => forced_tier(Tier::Subgroup),
+        PathChoice::FusedPortable => forced_tier(Tier::Portable),
+        PathChoice::Fused | PathChoice::Auto => {
+            if let Some(why) = shape {
+                if opts.path == PathChoice::Fused {
+                    return Err(Error::PathUnavailable {
+                        path: "fused",
+                        reason: why,
+                    });
+                }
+                return Ok((Path::Unfused, format!("fused unavailable: {why}")));
+            }
+            match fused::tier_obstacle(ctx, Tier::Subgroup) {
+                None => Ok((
+                    Path::Fused(Tier::Subgroup),
+                    "one pass, O(L) memory; subgroup tier".to_string(),
+                )),
+                Some(why) => Ok((
+                    Path::Fused(Tier::Portable),
+                    format!("one pass, O(L) memory; portable tier ({why})"),
+                )),
+            }
+        }
     }
 }
 

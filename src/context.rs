@@ -21,6 +21,10 @@ pub struct ContextOptions {
     /// Limits to request instead of the adapter's. Each must be within what the adapter
     /// supports; asking for less is how tests prove that work is split to fit small devices.
     pub limits: Option<wgpu::Limits>,
+    /// Build shaders with wgpu's runtime checks (bounds checks, loop bounding). Off by
+    /// default: the kernels are written to stay in bounds, and the checks halve their speed on
+    /// some drivers. Turn on when debugging a kernel.
+    pub shader_runtime_checks: bool,
 }
 
 /// A GPU device ready for attention: cheap to clone, `Send + Sync`.
@@ -34,8 +38,10 @@ pub struct Context {
 struct Inner {
     device: wgpu::Device,
     queue: wgpu::Queue,
-    info: Option<wgpu::AdapterInfo>,
+    info: wgpu::AdapterInfo,
     registry: KernelRegistry,
+    /// Whether pipelines are built with wgpu's shader runtime checks.
+    checked: bool,
     /// Set by the device-lost callback; once set every later call fails with it.
     lost: Arc<Mutex<Option<String>>>,
     /// Errors that escaped every error scope (kept instead of wgpu's default panic).
@@ -119,15 +125,16 @@ impl Context {
                 reason: e.to_string(),
             }
         })?;
-        Ok(Self::build(device, queue, Some(info)))
+        Ok(Self::build(device, queue, options.shader_runtime_checks))
     }
 
     /// Wraps a device the caller already owns. Features and limits are the device's.
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self::build(device, queue, None)
+        Self::build(device, queue, false)
     }
 
-    fn build(device: wgpu::Device, queue: wgpu::Queue, info: Option<wgpu::AdapterInfo>) -> Self {
+    fn build(device: wgpu::Device, queue: wgpu::Queue, checked: bool) -> Self {
+        let info = device.adapter_info();
         let lost = Arc::new(Mutex::new(None));
         let lost_slot = Arc::clone(&lost);
         device.set_device_lost_callback(move |reason, message| {
@@ -149,6 +156,7 @@ impl Context {
                 queue,
                 info,
                 registry: KernelRegistry::default(),
+                checked,
                 lost,
                 uncaptured,
             }),
@@ -165,17 +173,14 @@ impl Context {
         &self.inner.queue
     }
 
-    /// Adapter description, when the context opened the adapter itself.
-    pub fn adapter_info(&self) -> Option<&wgpu::AdapterInfo> {
-        self.inner.info.as_ref()
+    /// Description of the adapter the device came from (name, backend, type, subgroup sizes).
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.inner.info
     }
 
-    /// Adapter name, or `"caller-provided device"`.
+    /// `name (backend, type)` of the adapter.
     pub fn adapter_name(&self) -> String {
-        match &self.inner.info {
-            Some(i) => describe_adapter(i),
-            None => "caller-provided device".to_string(),
-        }
+        describe_adapter(&self.inner.info)
     }
 
     /// Features enabled on the device.
@@ -233,7 +238,9 @@ impl Context {
         if let Some(p) = self.inner.registry.get(key) {
             return Ok(p);
         }
-        let built = self.scoped("pipeline creation", || key.build(&self.inner.device))?;
+        let built = self.scoped("pipeline creation", || {
+            key.build(&self.inner.device, self.inner.checked)
+        })?;
         Ok(self.inner.registry.insert(key.clone(), built))
     }
 

@@ -35,6 +35,7 @@ mod attention;
 pub mod check;
 mod context;
 mod error;
+pub mod fused;
 pub mod kernel;
 pub mod npy;
 mod options;

@@ -48,6 +48,12 @@ pub enum PathChoice {
     /// The three-kernel path (scores, softmax, weighted sum). The only path that can return
     /// the attention weights.
     Unfused,
+    /// The fused one-pass kernel, best tier the adapter supports.
+    Fused,
+    /// The fused kernel's subgroup tier (needs `Features::SUBGROUP`).
+    FusedSubgroup,
+    /// The fused kernel's portable tier (needs nothing optional).
+    FusedPortable,
 }
 
 /// Options of an attention call. `AttentionOptions::default()` is plain non-causal attention
@@ -104,7 +110,8 @@ impl<'a> AttentionOptions<'a> {
 /// Which path ran and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanInfo {
-    /// Path name: `"unfused"`, or `"reference"` for the CPU reference.
+    /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, or `"reference"` for
+    /// the CPU reference.
     pub path: &'static str,
     /// Why the planner chose it.
     pub reason: String,

@@ -71,3 +71,58 @@ pub struct ChunkParams {
     /// Tiles along the second axis.
     pub tiles_y: u32,
 }
+
+/// Parameters of one chunk for the fused kernels (`fused_subgroup`, `fused_portable`).
+/// Window starts of q, k, v and out are in vec4 elements (those bindings are `vec4<f32>`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct FusedParams {
+    /// Batch-heads in this chunk.
+    pub n_heads: u32,
+    /// Full query length.
+    pub lq: u32,
+    /// Full key length.
+    pub lk: u32,
+    /// First batch-head of the chunk.
+    pub bh0: u32,
+    /// Query heads.
+    pub hq: u32,
+    /// Key/value heads.
+    pub hkv: u32,
+    /// Hq / Hkv.
+    pub group: u32,
+    /// Query i may see key j iff j <= i + causal_offset (when the CAUSAL override is set).
+    pub causal_offset: i32,
+    /// Multiplier of Q Kᵀ.
+    pub scale: f32,
+    /// First query row of the chunk.
+    pub row0: u32,
+    /// Query rows per head in this chunk.
+    pub rows: u32,
+    /// Workgroups that do work (the rest return at once).
+    pub total_groups: u32,
+    /// Window start of q, in vec4 elements.
+    pub q_win: u32,
+    /// Window start of k, in vec4 elements.
+    pub k_win: u32,
+    /// Window start of v, in vec4 elements.
+    pub v_win: u32,
+    /// Window start of out, in vec4 elements.
+    pub o_win: u32,
+    /// Window start of the LSE, in elements.
+    pub lse_win: u32,
+    /// Window start of the mask buffers, in elements.
+    pub m_win: u32,
+    /// Mask element strides over (b, h, i, j); 0 on broadcast dimensions.
+    pub m_sb: u32,
+    /// See `m_sb`.
+    pub m_sh: u32,
+    /// See `m_sb`.
+    pub m_si: u32,
+    /// See `m_sb`.
+    pub m_sj: u32,
+    /// Workgroups per head along the rows (256 rows each).
+    pub row_groups: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad0: u32,
+}

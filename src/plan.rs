@@ -7,6 +7,7 @@
 //! and y, so a dispatch holds up to that limit squared).
 
 use crate::error::{Error, Result};
+use crate::params::{MASK_HAS_ALLOW, MASK_HAS_BIAS};
 use crate::problem::Problem;
 
 /// The device limits that shape a plan.
@@ -25,7 +26,8 @@ impl DeviceBudget {
     pub fn from_limits(l: &wgpu::Limits) -> Self {
         DeviceBudget {
             max_binding: l.max_storage_buffer_binding_size.min(l.max_buffer_size),
-            align: u64::from(l.min_storage_buffer_offset_alignment.max(4)),
+            // At least 16 so that every window starts on a vec4 boundary.
+            align: u64::from(l.min_storage_buffer_offset_alignment.max(16)),
             max_groups_per_dim: u64::from(l.max_compute_workgroups_per_dimension.max(1)),
         }
     }
@@ -69,6 +71,58 @@ impl Window {
     }
 }
 
+impl Window {
+    /// This window of `buffer` as a binding.
+    pub fn bind<'a>(&self, buffer: &'a wgpu::Buffer) -> wgpu::BufferBinding<'a> {
+        wgpu::BufferBinding {
+            buffer,
+            offset: self.offset,
+            size: std::num::NonZeroU64::new(self.size),
+        }
+    }
+}
+
+/// A whole buffer as a binding.
+pub(crate) fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer,
+        offset: 0,
+        size: None,
+    }
+}
+
+/// The mask window of a chunk, or the 4-byte dummy when that part of the mask is absent.
+pub(crate) fn mask_binding<'a>(
+    buf: Option<&'a wgpu::Buffer>,
+    w: Option<Window>,
+    dummy: &'a wgpu::Buffer,
+) -> wgpu::BufferBinding<'a> {
+    match (buf, w) {
+        (Some(b), Some(w)) => w.bind(b),
+        _ => whole(dummy),
+    }
+}
+
+/// Mask flags ([`MASK_HAS_BIAS`] | [`MASK_HAS_ALLOW`]), window start and (b, h, i, j) strides
+/// for a chunk, as every kernel's parameters carry them.
+pub(crate) fn mask_params(p: &Problem, c: &Chunk) -> (u32, u32, [u32; 4]) {
+    let Some(m) = &p.mask else {
+        return (0, 0, [0; 4]);
+    };
+    let mut flags = 0;
+    if m.bias.is_some() {
+        flags |= MASK_HAS_BIAS;
+    }
+    if m.allow.is_some() {
+        flags |= MASK_HAS_ALLOW;
+    }
+    (
+        flags,
+        c.mask.map_or(0, |w| w.start),
+        m.strides.map(|s| s as u32),
+    )
+}
+
 /// One chunk of work and the windows it binds.
 #[derive(Clone, Debug)]
 pub struct Chunk {
@@ -92,12 +146,35 @@ pub struct Chunk {
     pub lse: Window,
     /// Mask window; `None` without a mask.
     pub mask: Option<Window>,
-    /// Elements of the chunk's score matrix: n_heads * rows * Lk.
-    pub score_len: usize,
+    /// Bytes of path-specific scratch the chunk needs (the score matrix of the unfused path).
+    pub scratch_bytes: u64,
 }
+
+/// What a path needs for a chunk of `n_heads` heads by `rows` rows.
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkCost {
+    /// Scratch bytes bound as one binding.
+    pub scratch_bytes: u64,
+    /// Workgroups of the largest dispatch.
+    pub max_groups: u64,
+}
+
+/// A path's cost model: chunk shape (heads, rows) to its needs.
+pub type CostFn<'a> = &'a dyn Fn(usize, usize) -> ChunkCost;
 
 /// Tile edge of the scores and weighted-sum kernels (32 x 32 outputs per workgroup).
 pub const TILE: usize = 32;
+
+/// The unfused path's cost: the score matrix as scratch, three dispatches.
+pub fn unfused_cost(p: &Problem, n_heads: usize, rows: usize) -> ChunkCost {
+    ChunkCost {
+        scratch_bytes: (n_heads * rows * p.dims.lk) as u64 * 4,
+        max_groups: unfused_groups(p, n_heads, rows)
+            .into_iter()
+            .max()
+            .unwrap_or(0),
+    }
+}
 
 /// Workgroups each unfused kernel needs for a chunk: (scores, softmax, weighted sum).
 pub fn unfused_groups(p: &Problem, n_heads: usize, rows: usize) -> [u64; 3] {
@@ -114,6 +191,7 @@ pub fn unfused_groups(p: &Problem, n_heads: usize, rows: usize) -> [u64; 3] {
 fn try_chunk(
     p: &Problem,
     budget: &DeviceBudget,
+    cost: CostFn<'_>,
     bh0: usize,
     n_heads: usize,
     row0: usize,
@@ -151,15 +229,14 @@ fn try_chunk(
             Some(Window::new(lo, hi, budget).map_err(|s| name_err("mask", s))?)
         }
     };
-    let score_len = n_heads * rows * d.lk;
-    let score_bytes = score_len as u64 * 4;
-    if score_bytes > budget.max_binding {
-        return Err(name_err("scores", score_bytes));
+    let need = cost(n_heads, rows);
+    if need.scratch_bytes > budget.max_binding {
+        return Err(name_err("scratch", need.scratch_bytes));
     }
-    let groups = unfused_groups(p, n_heads, rows);
-    if let Some(g) = groups.iter().find(|&&g| g > budget.max_groups()) {
+    if need.max_groups > budget.max_groups() {
         return Err(format!(
-            "a chunk needs {g} workgroups in one dispatch; the device allows {} ({} per dimension, squared)",
+            "a chunk needs {} workgroups in one dispatch; the device allows {} ({} per dimension, squared)",
+            need.max_groups,
             budget.max_groups(),
             budget.max_groups_per_dim
         ));
@@ -175,7 +252,7 @@ fn try_chunk(
         out,
         lse,
         mask,
-        score_len,
+        scratch_bytes: need.scratch_bytes,
     })
 }
 
@@ -217,23 +294,24 @@ fn largest<T>(
     Ok(best)
 }
 
-/// Splits the problem into chunks that fit the device, whole heads first.
-pub fn plan_chunks(p: &Problem, budget: &DeviceBudget) -> Result<Vec<Chunk>> {
+/// Splits the problem into chunks that fit the device, whole heads first, under a path's
+/// cost model.
+pub fn plan_chunks(p: &Problem, budget: &DeviceBudget, cost: CostFn<'_>) -> Result<Vec<Chunk>> {
     let d = &p.dims;
     let total_heads = d.b * d.hq;
     let mut chunks = Vec::new();
     let mut bh = 0;
     while bh < total_heads {
         let remaining = total_heads - bh;
-        if try_chunk(p, budget, bh, 1, 0, d.lq).is_ok() {
-            let c =
-                largest(remaining, |n| try_chunk(p, budget, bh, n, 0, d.lq)).map_err(too_large)?;
+        if try_chunk(p, budget, cost, bh, 1, 0, d.lq).is_ok() {
+            let c = largest(remaining, |n| try_chunk(p, budget, cost, bh, n, 0, d.lq))
+                .map_err(too_large)?;
             bh += c.n_heads;
             chunks.push(c);
         } else {
             let mut row = 0;
             while row < d.lq {
-                let c = largest(d.lq - row, |r| try_chunk(p, budget, bh, 1, row, r))
+                let c = largest(d.lq - row, |r| try_chunk(p, budget, cost, bh, 1, row, r))
                     .map_err(too_large)?;
                 row += c.rows;
                 chunks.push(c);

@@ -7,8 +7,11 @@
 use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
-use crate::params::{ChunkParams, MASK_HAS_ALLOW, MASK_HAS_BIAS};
-use crate::plan::{plan_chunks, unfused_groups, Chunk, DeviceBudget, Window, TILE};
+use crate::params::ChunkParams;
+use crate::plan::{
+    mask_binding, mask_params, plan_chunks, unfused_cost, unfused_groups, whole, Chunk,
+    DeviceBudget, Window, TILE,
+};
 use crate::problem::Problem;
 
 /// Device buffers holding the inputs, in canonical `(B, H, L, D)` row-major layout.
@@ -28,50 +31,11 @@ pub(crate) struct DeviceOutputs {
     pub chunks: usize,
 }
 
-fn binding(buffer: &wgpu::Buffer, w: Window) -> wgpu::BufferBinding<'_> {
-    wgpu::BufferBinding {
-        buffer,
-        offset: w.offset,
-        size: std::num::NonZeroU64::new(w.size),
-    }
-}
-
-fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
-    wgpu::BufferBinding {
-        buffer,
-        offset: 0,
-        size: None,
-    }
-}
-
-/// The mask window of a chunk, or the 4-byte dummy when that part of the mask is absent.
-fn mask_binding<'a>(
-    buf: Option<&'a wgpu::Buffer>,
-    w: Option<Window>,
-    dummy: &'a wgpu::Buffer,
-) -> wgpu::BufferBinding<'a> {
-    match (buf, w) {
-        (Some(b), Some(w)) => binding(b, w),
-        _ => whole(dummy),
-    }
-}
-
 /// Chunk parameters shared by the three kernels; `tiles_x`, `tiles_y` and `total_tiles`
 /// are filled per kernel.
 fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
     let d = &p.dims;
-    let mut flags = 0;
-    let (mut m_win, mut strides) = (0, [0u32; 4]);
-    if let Some(m) = &p.mask {
-        if m.bias.is_some() {
-            flags |= MASK_HAS_BIAS;
-        }
-        if m.allow.is_some() {
-            flags |= MASK_HAS_ALLOW;
-        }
-        m_win = c.mask.map_or(0, |w| w.start);
-        strides = m.strides.map(|s| s as u32);
-    }
+    let (flags, m_win, strides) = mask_params(p, c);
     ChunkParams {
         n_heads: c.n_heads as u32,
         rows: c.rows as u32,
@@ -113,7 +77,7 @@ pub(crate) fn run(
 ) -> Result<DeviceOutputs> {
     let d = &p.dims;
     let budget = DeviceBudget::from_limits(&ctx.limits());
-    let chunks = plan_chunks(p, &budget)?;
+    let chunks = plan_chunks(p, &budget, &|n, rows| unfused_cost(p, n, rows))?;
     let out = ctx.output_buffer("out", d.rows() * d.dv)?;
     let lse = ctx.output_buffer("lse", d.rows())?;
     let weights = if want_weights {
@@ -121,8 +85,8 @@ pub(crate) fn run(
     } else {
         None
     };
-    let max_scores = chunks.iter().map(|c| c.score_len).max().unwrap_or(1);
-    let scores = ctx.scratch_buffer("scores", max_scores as u64 * 4)?;
+    let max_scores = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
+    let scores = ctx.scratch_buffer("scores", max_scores)?;
     let dummy = ctx.scratch_buffer("unused mask", 4)?;
 
     let scores_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Scores))?;
@@ -158,7 +122,7 @@ pub(crate) fn run(
             let u_softmax = ctx.uniform("softmax params", &softmax_params);
             let u_wsum = ctx.uniform("weighted sum params", &wsum_params);
             let mask_bind = |buf| mask_binding(buf, c.mask, &dummy);
-            let scores_bytes = c.score_len as u64 * 4;
+            let scores_bytes = c.scratch_bytes;
             let s_window = Window {
                 offset: 0,
                 size: scores_bytes,
@@ -168,11 +132,11 @@ pub(crate) fn run(
                 device,
                 &[
                     whole(&u_scores),
-                    binding(inputs.q, c.q),
-                    binding(inputs.k, c.k),
+                    c.q.bind(inputs.q),
+                    c.k.bind(inputs.k),
                     mask_bind(inputs.bias),
                     mask_bind(inputs.allow),
-                    binding(&scores, s_window),
+                    s_window.bind(&scores),
                 ],
             );
             let bg_softmax = softmax_pipe.bind_group(
@@ -181,17 +145,17 @@ pub(crate) fn run(
                     whole(&u_softmax),
                     mask_bind(inputs.bias),
                     mask_bind(inputs.allow),
-                    binding(&scores, s_window),
-                    binding(&lse, c.lse),
+                    s_window.bind(&scores),
+                    c.lse.bind(&lse),
                 ],
             );
             let bg_wsum = wsum_pipe.bind_group(
                 device,
                 &[
                     whole(&u_wsum),
-                    binding(&scores, s_window),
-                    binding(inputs.v, c.v),
-                    binding(&out, c.out),
+                    s_window.bind(&scores),
+                    c.v.bind(inputs.v),
+                    c.out.bind(&out),
                 ],
             );
             {

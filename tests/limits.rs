@@ -1,10 +1,13 @@
 //! Work is split to fit device limits: contexts that request deliberately small limits still
-//! match the reference, and the plan shows the split happened.
+//! match the reference, and the plan shows the split happened. These cases force the unfused
+//! path (its score matrix is what limits bite first); `tests/fused.rs` covers the fused path.
 
 mod common;
 
 use common::{assert_parity, Rng};
-use wgpu_attention::{AttentionOptions, Causal, Context, ContextOptions, Error, Mask, Tolerance};
+use wgpu_attention::{
+    AttentionOptions, Causal, Context, ContextOptions, Error, Mask, PathChoice, Tolerance,
+};
 
 fn small_context(binding: u64, groups_per_dim: u32) -> Option<Context> {
     let base = common::ctx()?;
@@ -16,6 +19,7 @@ fn small_context(binding: u64, groups_per_dim: u32) -> Option<Context> {
     limits.min_storage_buffer_offset_alignment = 256;
     let opts = ContextOptions {
         limits: Some(limits),
+        ..Default::default()
     };
     Some(Context::with_options(&opts).expect("a context with smaller limits than the adapter's"))
 }
@@ -33,6 +37,7 @@ fn small_storage_bindings_split_by_heads_and_rows() {
     let mask = rng.bool_array(&[2, 4, 45, 50], 0.8);
     for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
         let opts = AttentionOptions::default()
+            .path(PathChoice::Unfused)
             .causal(causal)
             .mask(Mask::Bool(mask.view()))
             .with_lse()
@@ -62,7 +67,9 @@ fn small_storage_bindings_split_by_heads_and_rows() {
         &q,
         &k,
         &v,
-        &AttentionOptions::default().with_lse(),
+        &AttentionOptions::default()
+            .path(PathChoice::Unfused)
+            .with_lse(),
         Tolerance::F32,
     );
     assert!(
@@ -82,7 +89,10 @@ fn few_workgroups_per_dimension() {
     let k = rng.array(&[1, 3, 100, 8], 1.0);
     let v = rng.array(&[1, 3, 100, 40], 1.0);
     for causal in [Causal::None, Causal::BottomRight] {
-        let opts = AttentionOptions::default().causal(causal).with_lse();
+        let opts = AttentionOptions::default()
+            .path(PathChoice::Unfused)
+            .causal(causal)
+            .with_lse();
         let r = assert_parity(
             &ctx,
             &format!("2 workgroups per dim {causal:?}"),
@@ -107,8 +117,14 @@ fn unsplittable_rows_are_an_error_not_a_crash() {
     let q = rng.array(&[1, 4], 1.0);
     let k = rng.array(&[2000, 4], 1.0);
     let v = rng.array(&[2000, 4], 1.0);
-    let err = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default())
-        .expect_err("too large");
+    let err = wgpu_attention::attention(
+        &ctx,
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().path(PathChoice::Unfused),
+    )
+    .expect_err("too large");
     assert!(matches!(err, Error::TooLarge { .. }), "{err}");
     assert!(err.to_string().contains("max binding"), "{err}");
 }

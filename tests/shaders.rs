@@ -14,26 +14,55 @@ fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
     (module, info)
 }
 
+/// Override values to translate each kernel with: the defaults, plus the extremes of every
+/// specialisation a kernel has.
+fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
+    match kernel {
+        Kernel::FusedSubgroup | Kernel::FusedPortable => vec![
+            vec![],
+            vec![
+                ("D", 4.0),
+                ("DV", 128.0),
+                ("CAUSAL", 1.0),
+                ("HAS_BIAS", 1.0),
+                ("HAS_ALLOW", 1.0),
+            ],
+            vec![("D", 128.0), ("DV", 4.0)],
+        ],
+        _ => vec![vec![]],
+    }
+}
+
 #[test]
 fn every_shader_translates_to_spirv_msl_hlsl() {
     for kernel in Kernel::ALL {
         let (module, info) = module(kernel);
-        naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-            .unwrap_or_else(|e| panic!("{} to SPIR-V: {e}", kernel.label()));
-        let pipeline = naga::back::msl::PipelineOptions::default();
-        naga::back::msl::write_string(
-            &module,
-            &info,
-            &naga::back::msl::Options::default(),
-            &pipeline,
-        )
-        .unwrap_or_else(|e| panic!("{} to MSL: {e}", kernel.label()));
-        let mut hlsl = String::new();
-        let opts = naga::back::hlsl::Options::default();
-        let pipeline_opts = naga::back::hlsl::PipelineOptions::default();
-        let mut w = naga::back::hlsl::Writer::new(&mut hlsl, &opts, &pipeline_opts);
-        w.write(&module, &info, None)
-            .unwrap_or_else(|e| panic!("{} to HLSL: {e}", kernel.label()));
+        for constants in specialisations(kernel) {
+            let mut pc = naga::back::PipelineConstants::default();
+            for (name, value) in &constants {
+                pc.insert((*name).to_string(), *value);
+            }
+            let (module, info) =
+                naga::back::pipeline_constants::process_overrides(&module, &info, None, &pc)
+                    .unwrap_or_else(|e| panic!("{} with {constants:?}: {e}", kernel.label()));
+            let what = format!("{} with {constants:?}", kernel.label());
+            naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+                .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+            let pipeline = naga::back::msl::PipelineOptions::default();
+            naga::back::msl::write_string(
+                &module,
+                &info,
+                &naga::back::msl::Options::default(),
+                &pipeline,
+            )
+            .unwrap_or_else(|e| panic!("{what} to MSL: {e}"));
+            let mut hlsl = String::new();
+            let opts = naga::back::hlsl::Options::default();
+            let pipeline_opts = naga::back::hlsl::PipelineOptions::default();
+            let mut w = naga::back::hlsl::Writer::new(&mut hlsl, &opts, &pipeline_opts);
+            w.write(&module, &info, None)
+                .unwrap_or_else(|e| panic!("{what} to HLSL: {e}"));
+        }
     }
 }
 
@@ -86,7 +115,7 @@ fn uniform_structs_have_the_rust_size() {
             }
             let ty = &module.types[var.ty];
             let size = ty.inner.size(module.to_ctx());
-            let rust = std::mem::size_of::<wgpu_attention::params::ChunkParams>() as u32;
+            let rust = kernel.params_size() as u32;
             assert_eq!(
                 size,
                 rust,

@@ -1,0 +1,183 @@
+//! The fused path: one pass over the keys with an online softmax (FlashAttention-2 style).
+//! Memory O(L): no Lq x Lk buffer exists. Two tiers: subgroup broadcast, and a portable one
+//! sharing K/V through workgroup memory.
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::kernel::{Kernel, PipelineKey};
+use crate::params::{FusedParams, MASK_HAS_ALLOW, MASK_HAS_BIAS};
+use crate::plan::{mask_binding, mask_params, plan_chunks, whole, ChunkCost, DeviceBudget};
+use crate::problem::Problem;
+use crate::unfused::{DeviceInputs, DeviceOutputs};
+
+/// Query rows one fused workgroup covers (64 invocations x 4 rows).
+pub const ROWS_PER_GROUP: usize = 256;
+/// Largest D and Dv the fused kernels hold in registers.
+pub const MAX_WIDTH: usize = 128;
+
+/// Capability tier of the fused kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    /// Key/value rows shared by subgroup broadcast (`Features::SUBGROUP`, subgroup size >= 8).
+    Subgroup,
+    /// Key/value blocks shared through workgroup memory; needs nothing optional.
+    Portable,
+}
+
+impl Tier {
+    fn kernel(self) -> Kernel {
+        match self {
+            Tier::Subgroup => Kernel::FusedSubgroup,
+            Tier::Portable => Kernel::FusedPortable,
+        }
+    }
+
+    /// Path name shown in plans and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Subgroup => "fused-subgroup",
+            Tier::Portable => "fused-portable",
+        }
+    }
+}
+
+/// Why the fused kernels cannot run a problem, or `None` when they can.
+pub fn shape_obstacle(p: &Problem, want_weights: bool) -> Option<String> {
+    let d = &p.dims;
+    if want_weights {
+        return Some(
+            "the attention weights were requested; only the unfused path materialises them".into(),
+        );
+    }
+    if !d.d.is_multiple_of(4) || !d.dv.is_multiple_of(4) {
+        return Some(format!(
+            "D = {} and Dv = {} must be multiples of 4 (vec4 loads)",
+            d.d, d.dv
+        ));
+    }
+    if d.d > MAX_WIDTH || d.dv > MAX_WIDTH {
+        return Some(format!(
+            "D = {} and Dv = {} must be at most {MAX_WIDTH}",
+            d.d, d.dv
+        ));
+    }
+    None
+}
+
+/// Why the adapter cannot run a tier, or `None` when it can.
+pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
+    match tier {
+        Tier::Portable => None,
+        Tier::Subgroup => {
+            if !ctx.features().contains(wgpu::Features::SUBGROUP) {
+                return Some("the adapter lacks Features::SUBGROUP".into());
+            }
+            let min = ctx.adapter_info().subgroup_min_size;
+            if min < 8 {
+                return Some(format!("the adapter's smallest subgroup ({min}) is below the 8 lanes the kernel shares keys across"));
+            }
+            None
+        }
+    }
+}
+
+/// Runs the fused path on a tier the caller has checked with [`tier_obstacle`] and
+/// [`shape_obstacle`].
+pub(crate) fn run(
+    ctx: &Context,
+    p: &Problem,
+    inputs: &DeviceInputs<'_>,
+    tier: Tier,
+) -> Result<DeviceOutputs> {
+    let d = &p.dims;
+    let budget = DeviceBudget::from_limits(&ctx.limits());
+    let cost = |n: usize, rows: usize| ChunkCost {
+        scratch_bytes: 0,
+        max_groups: (n * rows.div_ceil(ROWS_PER_GROUP)) as u64,
+    };
+    let chunks = plan_chunks(p, &budget, &cost)?;
+    let out = ctx.output_buffer("out", d.rows() * d.dv)?;
+    let lse = ctx.output_buffer("lse", d.rows())?;
+    let dummy = ctx.scratch_buffer("unused mask", 4)?;
+    let (flags, _, _) = chunks.first().map_or((0, 0, [0; 4]), |c| mask_params(p, c));
+    let key = PipelineKey {
+        kernel: tier.kernel(),
+        constants: vec![
+            ("D", d.d as u32),
+            ("DV", d.dv as u32),
+            ("CAUSAL", u32::from(p.causal_offset.is_some())),
+            ("HAS_BIAS", u32::from(flags & MASK_HAS_BIAS != 0)),
+            ("HAS_ALLOW", u32::from(flags & MASK_HAS_ALLOW != 0)),
+        ],
+    };
+    let pipe = ctx.pipeline(&key)?;
+    let device = ctx.device();
+    let encoder = ctx.scoped("encoding the fused path", || {
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("fused attention"),
+        });
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(tier.name()),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(pipe.compute());
+        for c in &chunks {
+            let (_, m_win, strides) = mask_params(p, c);
+            let row_groups = c.rows.div_ceil(ROWS_PER_GROUP);
+            let total = (c.n_heads * row_groups) as u64;
+            let params = FusedParams {
+                n_heads: c.n_heads as u32,
+                lq: d.lq as u32,
+                lk: d.lk as u32,
+                bh0: c.bh0 as u32,
+                hq: d.hq as u32,
+                hkv: d.hkv as u32,
+                group: (d.hq / d.hkv) as u32,
+                causal_offset: p.causal_offset.unwrap_or(0) as i32,
+                scale: p.scale,
+                row0: c.row0 as u32,
+                rows: c.rows as u32,
+                total_groups: total as u32,
+                // vec4 bindings: window starts in vec4 elements (windows are 16-byte aligned).
+                q_win: c.q.start / 4,
+                k_win: c.k.start / 4,
+                v_win: c.v.start / 4,
+                o_win: c.out.start / 4,
+                lse_win: c.lse.start,
+                m_win,
+                m_sb: strides[0],
+                m_sh: strides[1],
+                m_si: strides[2],
+                m_sj: strides[3],
+                row_groups: row_groups as u32,
+                pad0: 0,
+            };
+            let uniform = ctx.uniform("fused params", &params);
+            let bg = pipe.bind_group(
+                device,
+                &[
+                    whole(&uniform),
+                    c.q.bind(inputs.q),
+                    c.k.bind(inputs.k),
+                    c.v.bind(inputs.v),
+                    mask_binding(inputs.bias, c.mask, &dummy),
+                    mask_binding(inputs.allow, c.mask, &dummy),
+                    c.out.bind(&out),
+                    c.lse.bind(&lse),
+                ],
+            );
+            let (x, y) = budget.grid(total);
+            pass.set_bind_group(0, &bg, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+        drop(pass);
+        encoder
+    })?;
+    ctx.submit(encoder)?;
+    Ok(DeviceOutputs {
+        out,
+        lse,
+        weights: None,
+        chunks: chunks.len(),
+    })
+}

@@ -1,0 +1,325 @@
+//! The fused path, each tier forced, against the reference: lengths that are not block
+//! multiples, Lq != Lk both ways, both causal alignments, GQA, masks, large logits, fully
+//! masked rows, small device limits, and shaders built with wgpu's runtime checks.
+//! Cases reuse a few (D, Dv, causal, mask) specialisations so pipelines compile once.
+
+mod common;
+
+use common::{assert_parity, assert_parity_conditioned, Rng};
+use ndarray::ArrayD;
+use wgpu_attention::{
+    AttentionOptions, Causal, Context, ContextOptions, Error, Mask, PathChoice, Tolerance,
+};
+
+/// The fused tiers this adapter can run (the subgroup tier only with the feature).
+fn tiers(ctx: &Context) -> Vec<PathChoice> {
+    let mut t = vec![PathChoice::FusedPortable];
+    if wgpu_attention::fused::tier_obstacle(ctx, wgpu_attention::fused::Tier::Subgroup).is_none() {
+        t.push(PathChoice::FusedSubgroup);
+    }
+    t
+}
+
+fn inputs(rng: &mut Rng, shape: [usize; 7], amp: f32) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
+    let [b, hq, hkv, lq, lk, d, dv] = shape;
+    (
+        rng.array(&[b, hq, lq, d], amp),
+        rng.array(&[b, hkv, lk, d], amp),
+        rng.array(&[b, hkv, lk, dv], 1.0),
+    )
+}
+
+#[test]
+fn widths() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(41);
+    for path in tiers(&ctx) {
+        for (d, dv) in [(4, 4), (16, 8), (64, 64), (128, 128)] {
+            let (q, k, v) = inputs(&mut rng, [1, 2, 2, 70, 75, d, dv], 1.0);
+            for causal in [Causal::None, Causal::BottomRight] {
+                let opts = AttentionOptions::default()
+                    .causal(causal)
+                    .path(path)
+                    .with_lse();
+                let r = assert_parity(
+                    &ctx,
+                    &format!("{path:?} D{d} Dv{dv} {causal:?}"),
+                    &q,
+                    &k,
+                    &v,
+                    &opts,
+                    Tolerance::F32,
+                );
+                assert!(r.plan.path.starts_with("fused"), "{}", r.plan.path);
+            }
+        }
+    }
+}
+
+#[test]
+fn lengths_and_causal_alignments() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(42);
+    let pairs = [
+        (1, 1),
+        (7, 7),
+        (64, 64),
+        (65, 65),
+        (129, 129),
+        (300, 300),
+        (7, 129),
+        (129, 7),
+        (1, 300),
+        (300, 1),
+        (257, 513),
+    ];
+    for path in tiers(&ctx) {
+        for (lq, lk) in pairs {
+            let (q, k, v) = inputs(&mut rng, [2, 2, 1, lq, lk, 16, 8], 1.0);
+            for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                let opts = AttentionOptions::default()
+                    .causal(causal)
+                    .path(path)
+                    .with_lse();
+                assert_parity(
+                    &ctx,
+                    &format!("{path:?} Lq{lq} Lk{lk} {causal:?}"),
+                    &q,
+                    &k,
+                    &v,
+                    &opts,
+                    Tolerance::F32,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn grouped_query_attention() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(43);
+    for path in tiers(&ctx) {
+        for (hq, hkv) in [(8, 2), (6, 3), (4, 1)] {
+            let (q, k, v) = inputs(&mut rng, [2, hq, hkv, 33, 47, 16, 8], 1.0);
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(path)
+                .with_lse();
+            assert_parity(
+                &ctx,
+                &format!("{path:?} GQA {hq}/{hkv}"),
+                &q,
+                &k,
+                &v,
+                &opts,
+                Tolerance::F32,
+            );
+        }
+    }
+}
+
+#[test]
+fn masks() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(44);
+    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 19, 37, 16, 8], 1.0);
+    let bools = [
+        rng.bool_array(&[2, 4, 19, 37], 0.7),
+        rng.bool_array(&[19, 37], 0.6),
+        rng.bool_array(&[2, 1, 1, 37], 0.8),
+    ];
+    let bias = rng.array(&[4, 19, 37], 2.0);
+    let mut holes = bias.clone();
+    holes.iter_mut().enumerate().for_each(|(i, x)| {
+        if i % 5 == 0 {
+            *x = f32::NEG_INFINITY;
+        }
+    });
+    for path in tiers(&ctx) {
+        for m in &bools {
+            for causal in [Causal::None, Causal::BottomRight] {
+                let opts = AttentionOptions::default()
+                    .causal(causal)
+                    .mask(Mask::Bool(m.view()))
+                    .path(path)
+                    .with_lse();
+                assert_parity(
+                    &ctx,
+                    &format!("{path:?} bool {:?} {causal:?}", m.shape()),
+                    &q,
+                    &k,
+                    &v,
+                    &opts,
+                    Tolerance::F32,
+                );
+            }
+        }
+        for (name, m) in [("bias", &bias), ("bias with -inf", &holes)] {
+            let opts = AttentionOptions::default()
+                .mask(Mask::Additive(m.view()))
+                .path(path)
+                .with_lse();
+            assert_parity(
+                &ctx,
+                &format!("{path:?} {name}"),
+                &q,
+                &k,
+                &v,
+                &opts,
+                Tolerance::F32,
+            );
+        }
+    }
+}
+
+#[test]
+fn large_logits_and_fully_masked_rows() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(45);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 65, 129, 64, 64], 50.0);
+    for path in tiers(&ctx) {
+        for causal in [Causal::None, Causal::BottomRight] {
+            let opts = AttentionOptions::default().causal(causal).path(path);
+            assert_parity_conditioned(&ctx, &format!("{path:?} x50 {causal:?}"), &q, &k, &v, &opts);
+        }
+    }
+    // Bottom-right with Lq > Lk leaves the first rows with no key; a mask empties others.
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 40, 30, 16, 8], 1.0);
+    let mut mask = rng.bool_array(&[40, 30], 0.5);
+    mask.slice_mut(ndarray::s![15, ..]).fill(false);
+    for path in tiers(&ctx) {
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .mask(Mask::Bool(mask.view()))
+            .path(path)
+            .with_lse();
+        let r = assert_parity(
+            &ctx,
+            &format!("{path:?} empty rows"),
+            &q,
+            &k,
+            &v,
+            &opts,
+            Tolerance::F32,
+        );
+        let lse = r.lse.expect("lse");
+        for i in (0..10).chain([15]) {
+            assert_eq!(lse[[0, 1, i]], f32::NEG_INFINITY, "row {i}");
+            assert!(
+                (0..8).all(|c| r.out[[0, 1, i, c]] == 0.0),
+                "row {i} must be zeros"
+            );
+        }
+    }
+}
+
+#[test]
+fn small_limits_split_rows_and_heads() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 4096;
+    limits.min_storage_buffer_offset_alignment = 256;
+    limits.max_compute_workgroups_per_dimension = 2;
+    let ctx = Context::with_options(&ContextOptions {
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .expect("small context");
+    let mut rng = Rng::new(46);
+    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 70, 50, 16, 8], 1.0);
+    let mask = rng.bool_array(&[2, 4, 70, 50], 0.8);
+    for path in tiers(&ctx) {
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .mask(Mask::Bool(mask.view()))
+            .path(path)
+            .with_lse();
+        let r = assert_parity(
+            &ctx,
+            &format!("{path:?} small limits"),
+            &q,
+            &k,
+            &v,
+            &opts,
+            Tolerance::F32,
+        );
+        assert!(
+            r.plan.chunks > 8,
+            "expected splitting, got {} chunks",
+            r.plan.chunks
+        );
+    }
+}
+
+#[test]
+fn shaders_with_wgpu_runtime_checks() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let ctx = Context::with_options(&ContextOptions {
+        shader_runtime_checks: true,
+        ..Default::default()
+    })
+    .expect("context");
+    let mut rng = Rng::new(47);
+    let (q, k, v) = inputs(&mut rng, [1, 3, 1, 45, 77, 16, 8], 1.0);
+    for path in tiers(&ctx).into_iter().chain([PathChoice::Unfused]) {
+        let opts = AttentionOptions::default()
+            .causal(Causal::TopLeft)
+            .path(path)
+            .with_lse();
+        assert_parity(
+            &ctx,
+            &format!("{path:?} checked"),
+            &q,
+            &k,
+            &v,
+            &opts,
+            Tolerance::F32,
+        );
+    }
+}
+
+#[test]
+fn planner_chooses_and_explains() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(48);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 70, 75, 16, 8], 1.0);
+    let r =
+        wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("auto");
+    assert!(
+        r.plan.path.starts_with("fused"),
+        "auto should pick fused: {:?}",
+        r.plan
+    );
+    let r = wgpu_attention::attention(
+        &ctx,
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().with_weights(),
+    )
+    .expect("weights");
+    assert_eq!(r.plan.path, "unfused");
+    assert!(r.plan.reason.contains("weights"), "{}", r.plan.reason);
+    // D = 5 is not a multiple of 4: auto falls back and says why; forcing fused is an error.
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 9, 5, 5], 1.0);
+    let r = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default())
+        .expect("fallback");
+    assert_eq!(r.plan.path, "unfused");
+    assert!(
+        r.plan.reason.contains("multiples of 4"),
+        "{}",
+        r.plan.reason
+    );
+    let e = wgpu_attention::attention(
+        &ctx,
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().path(PathChoice::Fused),
+    )
+    .expect_err("forced");
+    assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+}
