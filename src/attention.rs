@@ -4,6 +4,7 @@
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
 use crate::context::Context;
+use crate::decode;
 use crate::error::{Error, Result};
 use crate::fused::{self, Tier};
 use crate::options::{AttentionOptions, AttentionOutput, PathChoice, PlanInfo};
@@ -16,6 +17,7 @@ use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 enum Path {
     Unfused,
     Fused(Tier),
+    Decode,
 }
 
 impl Path {
@@ -23,6 +25,7 @@ impl Path {
         match self {
             Path::Unfused => "unfused",
             Path::Fused(t) => t.name(),
+            Path::Decode => "decode",
         }
     }
 }
@@ -116,6 +119,7 @@ pub fn attention_gpu(
     } = match path {
         Path::Unfused => unfused::run(ctx, &problem, &inputs, opts.return_weights)?,
         Path::Fused(tier) => fused::run(ctx, &problem, &inputs, tier)?,
+        Path::Decode => decode::run(ctx, &problem, &inputs)?,
     };
     let wrap = |buffer, shape| GpuTensor {
         buffer,
@@ -150,6 +154,13 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
         PathChoice::Unfused => Ok((Path::Unfused, "forced by the caller".to_string())),
         PathChoice::FusedSubgroup => forced_tier(Tier::Subgroup),
         PathChoice::FusedPortable => forced_tier(Tier::Portable),
+        PathChoice::Decode => match shape {
+            Some(why) => Err(Error::PathUnavailable {
+                path: "decode",
+                reason: why,
+            }),
+            None => Ok((Path::Decode, "forced by the caller".to_string())),
+        },
         PathChoice::Fused | PathChoice::Auto => {
             if let Some(why) = shape {
                 if opts.path == PathChoice::Fused {
@@ -159,6 +170,20 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
                     });
                 }
                 return Ok((Path::Unfused, format!("fused unavailable: {why}")));
+            }
+            let d = &p.dims;
+            let rows = d.hq / d.hkv * d.lq;
+            if opts.path == PathChoice::Auto
+                && rows <= decode::MAX_AUTO_ROWS
+                && d.lk >= decode::MIN_AUTO_KEYS
+            {
+                return Ok((
+                    Path::Decode,
+                    format!(
+                        "{rows} query rows per kv head over {} keys: split-K decode",
+                        d.lk
+                    ),
+                ));
             }
             match fused::tier_obstacle(ctx, Tier::Subgroup) {
                 None => Ok((

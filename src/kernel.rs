@@ -31,16 +31,22 @@ pub enum Kernel {
     FusedSubgroup,
     /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory.
     FusedPortable,
+    /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows.
+    DecodePartial,
+    /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
+    Merge,
 }
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 5] = [
+    pub const ALL: [Kernel; 7] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
         Kernel::FusedSubgroup,
         Kernel::FusedPortable,
+        Kernel::DecodePartial,
+        Kernel::Merge,
     ];
 
     /// WGSL source, embedded at compile time.
@@ -51,6 +57,8 @@ impl Kernel {
             Kernel::WeightedSum => include_str!("../shaders/weighted_sum.wgsl"),
             Kernel::FusedSubgroup => include_str!("../shaders/fused_subgroup.wgsl"),
             Kernel::FusedPortable => include_str!("../shaders/fused_portable.wgsl"),
+            Kernel::DecodePartial => include_str!("../shaders/decode_partial.wgsl"),
+            Kernel::Merge => include_str!("../shaders/merge.wgsl"),
         }
     }
 
@@ -62,6 +70,8 @@ impl Kernel {
             Kernel::WeightedSum => "weighted_sum",
             Kernel::FusedSubgroup => "fused_subgroup",
             Kernel::FusedPortable => "fused_portable",
+            Kernel::DecodePartial => "decode_partial",
+            Kernel::Merge => "merge",
         }
     }
 
@@ -89,11 +99,19 @@ impl Kernel {
             // params, p, v, o
             Kernel::WeightedSum => &[Uniform, StorageRead, StorageRead, StorageReadWrite],
             // params, q, k, v, bias, allow, o, lse
-            Kernel::FusedSubgroup | Kernel::FusedPortable => &[
+            Kernel::FusedSubgroup | Kernel::FusedPortable | Kernel::DecodePartial => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
                 StorageRead,
+                StorageRead,
+                StorageRead,
+                StorageReadWrite,
+                StorageReadWrite,
+            ],
+            // params, part_o, part_l, o, lse
+            Kernel::Merge => &[
+                Uniform,
                 StorageRead,
                 StorageRead,
                 StorageReadWrite,
@@ -111,6 +129,8 @@ impl Kernel {
             Kernel::FusedSubgroup | Kernel::FusedPortable => {
                 std::mem::size_of::<crate::params::FusedParams>()
             }
+            Kernel::DecodePartial => std::mem::size_of::<crate::params::DecodeParams>(),
+            Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
         }
     }
 

@@ -10,6 +10,7 @@
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
 //! - [`check::compare`]: max abs / rel error with the worst element's index.
+//! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`perf`]: FLOP counts and timing used by every benchmark figure.
@@ -34,9 +35,11 @@
 mod attention;
 pub mod check;
 mod context;
+mod decode;
 mod error;
 pub mod fused;
 pub mod kernel;
+pub mod merge;
 pub mod npy;
 mod options;
 pub mod params;

@@ -54,6 +54,9 @@ pub enum PathChoice {
     FusedSubgroup,
     /// The fused kernel's portable tier (needs nothing optional).
     FusedPortable,
+    /// Split-K decode: keys split across invocations, partial results merged. For few query
+    /// rows per kv head (Hq/Hkv x Lq up to about 16) over many keys.
+    Decode,
 }
 
 /// Options of an attention call. `AttentionOptions::default()` is plain non-causal attention
@@ -110,8 +113,8 @@ impl<'a> AttentionOptions<'a> {
 /// Which path ran and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanInfo {
-    /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, or `"reference"` for
-    /// the CPU reference.
+    /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, `"decode"`, or
+    /// `"reference"` for the CPU reference.
     pub path: &'static str,
     /// Why the planner chose it.
     pub reason: String,

@@ -126,3 +126,88 @@ pub struct FusedParams {
     /// Padding to a multiple of 16 bytes.
     pub pad0: u32,
 }
+
+/// Parameters of one chunk for `decode_partial.wgsl`. A group is one (batch, kv head) pair
+/// with its `rows = (Hq / Hkv) * Lq` query rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct DecodeParams {
+    /// Full query length.
+    pub lq: u32,
+    /// Full key length.
+    pub lk: u32,
+    /// Query heads.
+    pub hq: u32,
+    /// Key/value heads.
+    pub hkv: u32,
+    /// Hq / Hkv.
+    pub group: u32,
+    /// Query i may see key j iff j <= i + causal_offset (when the CAUSAL override is set).
+    pub causal_offset: i32,
+    /// Multiplier of Q Kᵀ.
+    pub scale: f32,
+    /// Query rows per group.
+    pub rows: u32,
+    /// Key splits per group.
+    pub splits: u32,
+    /// Keys per split (a multiple of 4).
+    pub keys_per_split: u32,
+    /// Row quads per group: ceil(rows / 4).
+    pub quads: u32,
+    /// Invocations that do work.
+    pub total: u32,
+    /// First group of the chunk.
+    pub g0: u32,
+    /// Window start of q, in vec4 elements.
+    pub q_win: u32,
+    /// Window start of k, in vec4 elements.
+    pub k_win: u32,
+    /// Window start of v, in vec4 elements.
+    pub v_win: u32,
+    /// Window start of the mask buffers, in elements.
+    pub m_win: u32,
+    /// Mask element strides over (b, h, i, j); 0 on broadcast dimensions.
+    pub m_sb: u32,
+    /// See `m_sb`.
+    pub m_sh: u32,
+    /// See `m_sb`.
+    pub m_si: u32,
+    /// See `m_sb`.
+    pub m_sj: u32,
+    /// Groups in the chunk.
+    pub n_groups: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad0: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad1: u32,
+}
+
+/// Parameters of `merge.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct MergeParams {
+    /// Rows per group.
+    pub rows: u32,
+    /// Splits per group.
+    pub splits: u32,
+    /// Dv / 4.
+    pub dv4: u32,
+    /// Invocations that do work: groups * rows * dv4.
+    pub total: u32,
+    /// Full query length.
+    pub lq: u32,
+    /// Query heads.
+    pub hq: u32,
+    /// Key/value heads.
+    pub hkv: u32,
+    /// Hq / Hkv.
+    pub group: u32,
+    /// First group of the chunk.
+    pub g0: u32,
+    /// Window start of out, in vec4 elements.
+    pub o_win: u32,
+    /// Window start of the LSE, in elements.
+    pub lse_win: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad0: u32,
+}

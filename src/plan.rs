@@ -295,28 +295,47 @@ fn largest<T>(
 }
 
 /// Splits the problem into chunks that fit the device, whole heads first, under a path's
-/// cost model.
+/// cost model. Every chunk holds a multiple of `head_multiple` heads; when `split_rows` is
+/// false a head's rows are never split (paths that need whole heads say so).
 pub fn plan_chunks(p: &Problem, budget: &DeviceBudget, cost: CostFn<'_>) -> Result<Vec<Chunk>> {
+    plan_chunks_with(p, budget, cost, 1, true)
+}
+
+/// [`plan_chunks`] with a head multiple and an option to forbid row splits.
+pub fn plan_chunks_with(
+    p: &Problem,
+    budget: &DeviceBudget,
+    cost: CostFn<'_>,
+    head_multiple: usize,
+    split_rows: bool,
+) -> Result<Vec<Chunk>> {
     let d = &p.dims;
+    let hm = head_multiple.max(1);
     let total_heads = d.b * d.hq;
     let mut chunks = Vec::new();
     let mut bh = 0;
     while bh < total_heads {
-        let remaining = total_heads - bh;
-        if try_chunk(p, budget, cost, bh, 1, 0, d.lq).is_ok() {
-            let c = largest(remaining, |n| try_chunk(p, budget, cost, bh, n, 0, d.lq))
+        let remaining = (total_heads - bh) / hm;
+        match try_chunk(p, budget, cost, bh, hm, 0, d.lq) {
+            Ok(_) => {
+                let c = largest(remaining, |n| {
+                    try_chunk(p, budget, cost, bh, n * hm, 0, d.lq)
+                })
                 .map_err(too_large)?;
-            bh += c.n_heads;
-            chunks.push(c);
-        } else {
-            let mut row = 0;
-            while row < d.lq {
-                let c = largest(d.lq - row, |r| try_chunk(p, budget, cost, bh, 1, row, r))
-                    .map_err(too_large)?;
-                row += c.rows;
+                bh += c.n_heads;
                 chunks.push(c);
             }
-            bh += 1;
+            Err(why) if !split_rows || hm > 1 => return Err(too_large(why)),
+            Err(_) => {
+                let mut row = 0;
+                while row < d.lq {
+                    let c = largest(d.lq - row, |r| try_chunk(p, budget, cost, bh, 1, row, r))
+                        .map_err(too_large)?;
+                    row += c.rows;
+                    chunks.push(c);
+                }
+                bh += 1;
+            }
         }
     }
     Ok(chunks)

@@ -1,3 +1,6 @@
+//! Every case runs through the unfused path and through the planner's choice (the fused
+//! path wherever the shape allows), so both are held to the same grid.
+//!
 //! GPU vs the CPU reference over a seeded grid: lengths and widths that are not tile
 //! multiples, Lq != Lk both ways, B*H > 1, GQA, both causal alignments, masks, large logits,
 //! custom scale, Dv != D, ranks 2 to 4. Outputs are NaN-filled before every dispatch (the
@@ -5,9 +8,24 @@
 
 mod common;
 
-use common::{assert_parity, Rng};
+use common::Rng;
 use ndarray::ArrayD;
-use wgpu_attention::{AttentionOptions, Causal, Mask, Tolerance};
+use wgpu_attention::{AttentionOptions, Causal, Context, Mask, PathChoice, Tolerance};
+
+/// Parity through the unfused path and through the planner's choice; returns the latter.
+fn assert_parity(
+    ctx: &Context,
+    what: &str,
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    opts: &AttentionOptions<'_>,
+    tol: Tolerance,
+) -> wgpu_attention::AttentionOutput {
+    let unfused = opts.clone().path(PathChoice::Unfused);
+    common::assert_parity(ctx, what, q, k, v, &unfused, tol);
+    common::assert_parity(ctx, what, q, k, v, opts, tol)
+}
 
 const LENGTHS: [usize; 5] = [1, 7, 64, 65, 129];
 const WIDTHS: [usize; 6] = [1, 5, 16, 64, 80, 128];
@@ -246,12 +264,30 @@ fn large_logits_and_custom_scale() {
     for causal in CAUSALS {
         let opts = AttentionOptions::default().causal(causal);
         common::assert_parity_conditioned(&ctx, &format!("x50 {causal:?}"), &q, &k, &v, &opts);
+        let unfused = opts.clone().path(PathChoice::Unfused);
+        common::assert_parity_conditioned(
+            &ctx,
+            &format!("x50 {causal:?} unfused"),
+            &q,
+            &k,
+            &v,
+            &unfused,
+        );
     }
     let (q, k, v) = case.inputs(&mut rng, 1.0);
     // A scale of 3 at D = 64 makes logits 24x the default: judged like large logits.
     for scale in [0.01f32, 0.5, 3.0] {
         let opts = AttentionOptions::default().scale(scale);
         common::assert_parity_conditioned(&ctx, &format!("scale {scale}"), &q, &k, &v, &opts);
+        let unfused = opts.clone().path(PathChoice::Unfused);
+        common::assert_parity_conditioned(
+            &ctx,
+            &format!("scale {scale} unfused"),
+            &q,
+            &k,
+            &v,
+            &unfused,
+        );
     }
 }
 

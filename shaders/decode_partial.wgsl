@@ -1,0 +1,225 @@
+// decode_partial.wgsl — split-K attention for few query rows over many keys (flash-decoding).
+// Each invocation takes one split of the keys for one (batch, kv head) group and up to 4 of
+// that group's query rows, runs an online softmax over its keys, and writes a normalised
+// partial output and its log-sum-exp. merge.wgsl combines the splits.
+//
+// Bindings (group 0):
+//   0 params : uniform DecodeParams (mirrors src/params.rs)
+//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
+//   2 k      : storage read  vec4<f32>, window of k (B, Hkv, Lk, D)
+//   3 v      : storage read  vec4<f32>, window of v (B, Hkv, Lk, Dv)
+//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
+//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
+//   6 part_o : storage read_write vec4<f32>, (groups, splits, R, Dv) partial outputs
+//   7 part_l : storage read_write u32, (groups, splits, R) partial LSE as f32 bits
+//
+// Rows of a group: the R = (Hq / Hkv) * Lq query rows whose heads read this kv head, row
+// r = (head within group) * Lq + i. All of them share every K/V load: grouped-query decode
+// reads K and V once, not once per query head.
+//
+// Specialisation: D, DV (multiples of 4, at most 128), CAUSAL, HAS_BIAS, HAS_ALLOW.
+//
+// Dispatch: one invocation per (group, row quad, split), numbered linearly (split fastest),
+// 64 per workgroup, spread over x and y; surplus invocations return at once (this kernel has
+// no barriers or subgroup operations). Keys are read in blocks of 4 so the partial output is
+// rescaled once per block.
+
+struct DecodeParams {
+    lq: u32, lk: u32, hq: u32, hkv: u32,
+    group: u32, causal_offset: i32, scale: f32, rows: u32,
+    splits: u32, keys_per_split: u32, quads: u32, total: u32,
+    g0: u32, q_win: u32, k_win: u32, v_win: u32,
+    m_win: u32, m_sb: u32, m_sh: u32, m_si: u32,
+    m_sj: u32, n_groups: u32, pad0: u32, pad1: u32,
+}
+
+override D: u32 = 64u;
+override DV: u32 = 64u;
+override CAUSAL: u32 = 0u;
+override HAS_BIAS: u32 = 0u;
+override HAS_ALLOW: u32 = 0u;
+
+const MAX_D4: u32 = 32u;
+const NO_SCORE: f32 = -3.0e38;
+const VALID: f32 = -1.0e38;
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+@group(0) @binding(0) var<uniform> p: DecodeParams;
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read> allow: array<u32>;
+@group(0) @binding(6) var<storage, read_write> part_o: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> part_l: array<u32>;
+
+// Scores of one row against 4 keys, with causal rule and masks applied. `bh` is the query's
+// batch-head, `i` its row.
+fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32) -> vec4<f32> {
+    var out = s;
+    for (var t = 0u; t < 4u; t = t + 1u) {
+        let j = j0 + t;
+        var ok = j < p.lk;
+        if (CAUSAL != 0u) {
+            ok = ok && i32(j) <= i32(i) + p.causal_offset;
+        }
+        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
+            let at = (bh / p.hq) * p.m_sb + (bh % p.hq) * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
+            if (HAS_ALLOW != 0u) {
+                ok = allow[at] != 0u;
+            }
+            if (HAS_BIAS != 0u) {
+                out[t] = out[t] + bias[at];
+            }
+        }
+        if (!ok) {
+            out[t] = NO_SCORE;
+        }
+    }
+    return out;
+}
+
+fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
+}
+
+fn hmax(s: vec4<f32>) -> f32 {
+    return max(max(s.x, s.y), max(s.z, s.w));
+}
+
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lindex: u32) {
+    let id = (wid.x + wid.y * nwg.x) * 64u + lindex;
+    if (id >= p.total) {
+        return;
+    }
+    let split = id % p.splits;
+    let quad = (id / p.splits) % p.quads;
+    let g = p.g0 + id / (p.splits * p.quads);  // absolute (batch, kv head) group = b * Hkv + kvh
+    let b = g / p.hkv;
+    let kvh = g % p.hkv;
+    let d4 = D / 4u;
+    let dv4 = DV / 4u;
+
+    // This invocation's 4 rows (clamped duplicates past the group's rows are not written).
+    let r0 = min(quad * 4u, p.rows - 1u);
+    let r1 = min(quad * 4u + 1u, p.rows - 1u);
+    let r2 = min(quad * 4u + 2u, p.rows - 1u);
+    let r3 = min(quad * 4u + 3u, p.rows - 1u);
+    // Row r is query head kvh * group + r / Lq, position r % Lq.
+    let bh0 = b * p.hq + kvh * p.group + r0 / p.lq;
+    let bh1 = b * p.hq + kvh * p.group + r1 / p.lq;
+    let bh2 = b * p.hq + kvh * p.group + r2 / p.lq;
+    let bh3 = b * p.hq + kvh * p.group + r3 / p.lq;
+    let i0 = r0 % p.lq;
+    let i1 = r1 % p.lq;
+    let i2 = r2 % p.lq;
+    let i3 = r3 % p.lq;
+
+    var qa: array<vec4<f32>, MAX_D4>;
+    var qb: array<vec4<f32>, MAX_D4>;
+    var qc: array<vec4<f32>, MAX_D4>;
+    var qd: array<vec4<f32>, MAX_D4>;
+    var acc_a: array<vec4<f32>, MAX_D4>;
+    var acc_b: array<vec4<f32>, MAX_D4>;
+    var acc_c: array<vec4<f32>, MAX_D4>;
+    var acc_d: array<vec4<f32>, MAX_D4>;
+    // Loops run MAX_D4 times with a guard that folds away once D is specialised: a trip
+    // count equal to the array length lets the driver unroll them and keep arrays in registers.
+    for (var c = 0u; c < MAX_D4; c = c + 1u) {
+        if (c < d4) {
+            qa[c] = p.scale * q[(bh0 * p.lq + i0) * d4 + c - p.q_win];
+            qb[c] = p.scale * q[(bh1 * p.lq + i1) * d4 + c - p.q_win];
+            qc[c] = p.scale * q[(bh2 * p.lq + i2) * d4 + c - p.q_win];
+            qd[c] = p.scale * q[(bh3 * p.lq + i3) * d4 + c - p.q_win];
+        }
+        acc_a[c] = vec4<f32>(0.0);
+        acc_b[c] = vec4<f32>(0.0);
+        acc_c[c] = vec4<f32>(0.0);
+        acc_d[c] = vec4<f32>(0.0);
+    }
+    var m = vec4<f32>(NO_SCORE);
+    var l = vec4<f32>(0.0);
+
+    let j_begin = split * p.keys_per_split;
+    let j_end = min(j_begin + p.keys_per_split, p.lk);
+    let k_row0 = (b * p.hkv + kvh) * p.lk;
+    for (var j0 = j_begin; j0 < j_end; j0 = j0 + 4u) {
+        let ja = (k_row0 + min(j0, p.lk - 1u));
+        let jb = (k_row0 + min(j0 + 1u, p.lk - 1u));
+        let jc = (k_row0 + min(j0 + 2u, p.lk - 1u));
+        let jd = (k_row0 + min(j0 + 3u, p.lk - 1u));
+        // Scores: row x key, one vec4 per row over the 4 keys.
+        var sa = vec4<f32>(0.0);
+        var sb = vec4<f32>(0.0);
+        var sc = vec4<f32>(0.0);
+        var sd = vec4<f32>(0.0);
+        for (var c = 0u; c < MAX_D4; c = c + 1u) {
+            if (c < d4) {
+                let k0 = k[ja * d4 + c - p.k_win];
+                let k1 = k[jb * d4 + c - p.k_win];
+                let k2 = k[jc * d4 + c - p.k_win];
+                let k3 = k[jd * d4 + c - p.k_win];
+                sa = sa + vec4<f32>(dot(qa[c], k0), dot(qa[c], k1), dot(qa[c], k2), dot(qa[c], k3));
+                sb = sb + vec4<f32>(dot(qb[c], k0), dot(qb[c], k1), dot(qb[c], k2), dot(qb[c], k3));
+                sc = sc + vec4<f32>(dot(qc[c], k0), dot(qc[c], k1), dot(qc[c], k2), dot(qc[c], k3));
+                sd = sd + vec4<f32>(dot(qd[c], k0), dot(qd[c], k1), dot(qd[c], k2), dot(qd[c], k3));
+            }
+        }
+        if (j0 + 4u > j_end || CAUSAL != 0u || HAS_ALLOW != 0u || HAS_BIAS != 0u) {
+            sa = mask4(sa, bh0, i0, j0);
+            sb = mask4(sb, bh1, i1, j0);
+            sc = mask4(sc, bh2, i2, j0);
+            sd = mask4(sd, bh3, i3, j0);
+            // Keys at or past the split's end belong to the next split.
+            let beyond = vec4<u32>(j0, j0 + 1u, j0 + 2u, j0 + 3u) >= vec4<u32>(j_end);
+            sa = select(sa, vec4<f32>(NO_SCORE), beyond);
+            sb = select(sb, vec4<f32>(NO_SCORE), beyond);
+            sc = select(sc, vec4<f32>(NO_SCORE), beyond);
+            sd = select(sd, vec4<f32>(NO_SCORE), beyond);
+        }
+        let m_new = max(m, vec4<f32>(hmax(sa), hmax(sb), hmax(sc), hmax(sd)));
+        let alpha = exp(m - m_new);
+        m = m_new;
+        let pa = weights(sa, m.x);
+        let pb = weights(sb, m.y);
+        let pc = weights(sc, m.z);
+        let pd = weights(sd, m.w);
+        let one = vec4<f32>(1.0);
+        l = l * alpha + vec4<f32>(dot(pa, one), dot(pb, one), dot(pc, one), dot(pd, one));
+        for (var c = 0u; c < MAX_D4; c = c + 1u) {
+            if (c < dv4) {
+                let v0 = v[ja * dv4 + c - p.v_win];
+                let v1 = v[jb * dv4 + c - p.v_win];
+                let v2 = v[jc * dv4 + c - p.v_win];
+                let v3 = v[jd * dv4 + c - p.v_win];
+                acc_a[c] = acc_a[c] * alpha.x + pa.x * v0 + pa.y * v1 + pa.z * v2 + pa.w * v3;
+                acc_b[c] = acc_b[c] * alpha.y + pb.x * v0 + pb.y * v1 + pb.z * v2 + pb.w * v3;
+                acc_c[c] = acc_c[c] * alpha.z + pc.x * v0 + pc.y * v1 + pc.z * v2 + pc.w * v3;
+                acc_d[c] = acc_d[c] * alpha.w + pd.x * v0 + pd.y * v1 + pd.z * v2 + pd.w * v3;
+            }
+        }
+    }
+
+    // Partial output (normalised) and LSE for each real row of the quad.
+    let inv = select(vec4<f32>(0.0), vec4<f32>(1.0) / l, l > vec4<f32>(0.0));
+    let slot = ((g - p.g0) * p.splits + split) * p.rows;
+    for (var c = 0u; c < MAX_D4; c = c + 1u) {
+        if (c < dv4) {
+            if (quad * 4u < p.rows) { part_o[(slot + quad * 4u) * dv4 + c] = acc_a[c] * inv.x; }
+            if (quad * 4u + 1u < p.rows) { part_o[(slot + quad * 4u + 1u) * dv4 + c] = acc_b[c] * inv.y; }
+            if (quad * 4u + 2u < p.rows) { part_o[(slot + quad * 4u + 2u) * dv4 + c] = acc_c[c] * inv.z; }
+            if (quad * 4u + 3u < p.rows) { part_o[(slot + quad * 4u + 3u) * dv4 + c] = acc_d[c] * inv.w; }
+        }
+    }
+    for (var t = 0u; t < 4u; t = t + 1u) {
+        if (quad * 4u + t < p.rows) {
+            var bits = NEG_INF_BITS;
+            if (l[t] > 0.0) {
+                bits = bitcast<u32>(m[t] + log(l[t]));
+            }
+            part_l[slot + quad * 4u + t] = bits;
+        }
+    }
+}

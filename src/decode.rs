@@ -1,0 +1,193 @@
+//! The decode path: few query rows over many keys (flash-decoding). The keys of each
+//! (batch, kv head) group are split across invocations; each writes a partial output and
+//! its LSE, and a merge kernel combines them. All query heads of a GQA group share each K/V
+//! read, so grouped-query decode reads K and V once.
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::kernel::{Kernel, PipelineKey};
+use crate::params::{DecodeParams, MergeParams, MASK_HAS_ALLOW, MASK_HAS_BIAS};
+use crate::plan::{
+    mask_binding, mask_params, plan_chunks_with, whole, ChunkCost, DeviceBudget, Window,
+};
+use crate::problem::Problem;
+use crate::unfused::{DeviceInputs, DeviceOutputs};
+
+/// Invocations per workgroup in both decode kernels.
+const WG: u64 = 64;
+/// Rows per group (Hq/Hkv x Lq) up to which the planner prefers decode.
+pub const MAX_AUTO_ROWS: usize = 16;
+/// Keys below which splitting is not worth a second kernel.
+pub const MIN_AUTO_KEYS: usize = 256;
+
+/// How the keys of a group are split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Keys per split (a multiple of 4).
+    pub keys_per_split: usize,
+    /// Splits per group.
+    pub splits: usize,
+}
+
+/// Splits of about Lk/128 keys (at least 16): enough invocations to fill a device, few
+/// enough partials that writing and merging them stays small next to reading K and V.
+pub fn split_for(lk: usize) -> Split {
+    let keys_per_split = lk.div_ceil(128).max(16).next_multiple_of(4);
+    Split {
+        keys_per_split,
+        splits: lk.div_ceil(keys_per_split),
+    }
+}
+
+/// Runs the decode path. The caller has checked the shape with `fused::shape_obstacle`
+/// (D and Dv multiples of 4, at most 128, no weights).
+pub(crate) fn run(ctx: &Context, p: &Problem, inputs: &DeviceInputs<'_>) -> Result<DeviceOutputs> {
+    let d = &p.dims;
+    let group = d.hq / d.hkv;
+    let rows = group * d.lq;
+    let quads = rows.div_ceil(4);
+    let split = split_for(d.lk);
+    let dv4 = d.dv / 4;
+    let budget = DeviceBudget::from_limits(&ctx.limits());
+    // Scratch: partial outputs of the chunk's groups; dispatch: the larger of the two kernels.
+    let cost = |n_heads: usize, _rows: usize| {
+        let groups = n_heads / group;
+        let partials = (groups * split.splits * rows) as u64;
+        let partial_invocations = (groups * quads * split.splits) as u64;
+        let merge_invocations = (groups * rows * dv4) as u64;
+        ChunkCost {
+            scratch_bytes: partials * d.dv as u64 * 4,
+            max_groups: partial_invocations
+                .div_ceil(WG)
+                .max(merge_invocations.div_ceil(WG)),
+        }
+    };
+    let chunks = plan_chunks_with(p, &budget, &cost, group, false)?;
+    let out = ctx.output_buffer("out", d.rows() * d.dv)?;
+    let lse = ctx.output_buffer("lse", d.rows())?;
+    let dummy = ctx.scratch_buffer("unused mask", 4)?;
+    let max_partial = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
+    let part_o = ctx.scratch_buffer("decode partial outputs", max_partial)?;
+    let part_l = ctx.scratch_buffer("decode partial lse", max_partial / d.dv as u64)?;
+    let (flags, _, _) = chunks.first().map_or((0, 0, [0; 4]), |c| mask_params(p, c));
+    let partial_pipe = ctx.pipeline(&PipelineKey {
+        kernel: Kernel::DecodePartial,
+        constants: vec![
+            ("D", d.d as u32),
+            ("DV", d.dv as u32),
+            ("CAUSAL", u32::from(p.causal_offset.is_some())),
+            ("HAS_BIAS", u32::from(flags & MASK_HAS_BIAS != 0)),
+            ("HAS_ALLOW", u32::from(flags & MASK_HAS_ALLOW != 0)),
+        ],
+    })?;
+    let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
+    let device = ctx.device();
+    let encoder = ctx.scoped("encoding the decode path", || {
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("decode attention"),
+        });
+        for c in &chunks {
+            let (_, m_win, strides) = mask_params(p, c);
+            let n_groups = c.n_heads / group;
+            let g0 = c.bh0 / group;
+            let total = (n_groups * quads * split.splits) as u64;
+            let partial = DecodeParams {
+                lq: d.lq as u32,
+                lk: d.lk as u32,
+                hq: d.hq as u32,
+                hkv: d.hkv as u32,
+                group: group as u32,
+                causal_offset: p.causal_offset.unwrap_or(0) as i32,
+                scale: p.scale,
+                rows: rows as u32,
+                splits: split.splits as u32,
+                keys_per_split: split.keys_per_split as u32,
+                quads: quads as u32,
+                total: total as u32,
+                g0: g0 as u32,
+                q_win: c.q.start / 4,
+                k_win: c.k.start / 4,
+                v_win: c.v.start / 4,
+                m_win,
+                m_sb: strides[0],
+                m_sh: strides[1],
+                m_si: strides[2],
+                m_sj: strides[3],
+                n_groups: n_groups as u32,
+                pad0: 0,
+                pad1: 0,
+            };
+            let merge_total = (n_groups * rows * dv4) as u64;
+            let merge = MergeParams {
+                rows: rows as u32,
+                splits: split.splits as u32,
+                dv4: dv4 as u32,
+                total: merge_total as u32,
+                lq: d.lq as u32,
+                hq: d.hq as u32,
+                hkv: d.hkv as u32,
+                group: group as u32,
+                g0: g0 as u32,
+                o_win: c.out.start / 4,
+                lse_win: c.lse.start,
+                pad0: 0,
+            };
+            let u_partial = ctx.uniform("decode params", &partial);
+            let u_merge = ctx.uniform("merge params", &merge);
+            let scratch = Window {
+                offset: 0,
+                size: c.scratch_bytes,
+                start: 0,
+            };
+            let lse_scratch = Window {
+                offset: 0,
+                size: (c.scratch_bytes / d.dv as u64).max(4),
+                start: 0,
+            };
+            let bg_partial = partial_pipe.bind_group(
+                device,
+                &[
+                    whole(&u_partial),
+                    c.q.bind(inputs.q),
+                    c.k.bind(inputs.k),
+                    c.v.bind(inputs.v),
+                    mask_binding(inputs.bias, c.mask, &dummy),
+                    mask_binding(inputs.allow, c.mask, &dummy),
+                    scratch.bind(&part_o),
+                    lse_scratch.bind(&part_l),
+                ],
+            );
+            let bg_merge = merge_pipe.bind_group(
+                device,
+                &[
+                    whole(&u_merge),
+                    scratch.bind(&part_o),
+                    lse_scratch.bind(&part_l),
+                    c.out.bind(&out),
+                    c.lse.bind(&lse),
+                ],
+            );
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("decode"),
+                timestamp_writes: None,
+            });
+            for (pipe, bg, invocations) in [
+                (&partial_pipe, &bg_partial, total),
+                (&merge_pipe, &bg_merge, merge_total),
+            ] {
+                let (x, y) = budget.grid(invocations.div_ceil(WG));
+                pass.set_pipeline(pipe.compute());
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(x, y, 1);
+            }
+        }
+        encoder
+    })?;
+    ctx.submit(encoder)?;
+    Ok(DeviceOutputs {
+        out,
+        lse,
+        weights: None,
+        chunks: chunks.len(),
+    })
+}

@@ -1,0 +1,190 @@
+//! The decode path (split-K with a merge kernel) against the reference, and the public
+//! merge of partial results.
+
+mod common;
+
+use common::{assert_parity, Rng};
+use ndarray::{s, ArrayD};
+use wgpu_attention::merge::merge_partials;
+use wgpu_attention::{
+    reference, AttentionOptions, Causal, Context, ContextOptions, Mask, PathChoice, Tolerance,
+};
+
+fn inputs(rng: &mut Rng, shape: [usize; 7], amp: f32) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
+    let [b, hq, hkv, lq, lk, d, dv] = shape;
+    (
+        rng.array(&[b, hq, lq, d], amp),
+        rng.array(&[b, hkv, lk, d], amp),
+        rng.array(&[b, hkv, lk, dv], 1.0),
+    )
+}
+
+#[test]
+fn decode_shapes_and_alignments() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(51);
+    // (B, Hq, Hkv, Lq, Lk, D, Dv): GQA groups, Lq from 1 to 16, Lk not a multiple of the split.
+    let shapes = [
+        [1, 8, 2, 1, 1000, 64, 64],
+        [2, 4, 4, 3, 301, 16, 8],
+        [1, 6, 3, 16, 77, 128, 128],
+        [1, 2, 1, 5, 4, 16, 16],
+        [1, 4, 1, 1, 2049, 32, 48],
+    ];
+    for shape in shapes {
+        let (q, k, v) = inputs(&mut rng, shape, 1.0);
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            let opts = AttentionOptions::default()
+                .causal(causal)
+                .path(PathChoice::Decode)
+                .with_lse();
+            let r = assert_parity(
+                &ctx,
+                &format!("decode {shape:?} {causal:?}"),
+                &q,
+                &k,
+                &v,
+                &opts,
+                Tolerance::F32,
+            );
+            assert_eq!(r.plan.path, "decode");
+        }
+    }
+}
+
+#[test]
+fn decode_masks_large_logits_and_empty_rows() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(52);
+    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 3, 500, 16, 8], 1.0);
+    let bool_mask = rng.bool_array(&[2, 4, 3, 500], 0.5);
+    let mut empty = bool_mask.clone();
+    empty.slice_mut(s![1, 2, 1, ..]).fill(false);
+    let bias = rng.array(&[3, 500], 3.0);
+    for (name, mask) in [
+        ("bool", Mask::Bool(bool_mask.view())),
+        ("empty row", Mask::Bool(empty.view())),
+        ("bias", Mask::Additive(bias.view())),
+    ] {
+        let opts = AttentionOptions::default()
+            .mask(mask)
+            .path(PathChoice::Decode)
+            .with_lse();
+        let r = assert_parity(
+            &ctx,
+            &format!("decode {name}"),
+            &q,
+            &k,
+            &v,
+            &opts,
+            Tolerance::F32,
+        );
+        if name == "empty row" {
+            assert_eq!(r.lse.expect("lse")[[1, 2, 1]], f32::NEG_INFINITY);
+        }
+    }
+    // Bottom-right with Lq > Lk: the first rows see no key at all.
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 4, 16, 8], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .path(PathChoice::Decode)
+        .with_lse();
+    let r = assert_parity(&ctx, "decode Lq > Lk", &q, &k, &v, &opts, Tolerance::F32);
+    assert_eq!(r.lse.expect("lse")[[0, 0, 0]], f32::NEG_INFINITY);
+    let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 700, 64, 64], 50.0);
+    let opts = AttentionOptions::default().path(PathChoice::Decode);
+    common::assert_parity_conditioned(&ctx, "decode x50", &q, &k, &v, &opts);
+}
+
+#[test]
+fn decode_under_small_limits() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 1 << 16;
+    limits.min_storage_buffer_offset_alignment = 256;
+    limits.max_compute_workgroups_per_dimension = 3;
+    let ctx = Context::with_options(&ContextOptions {
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .expect("ctx");
+    let mut rng = Rng::new(53);
+    let (q, k, v) = inputs(&mut rng, [2, 8, 4, 2, 600, 16, 8], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .path(PathChoice::Decode)
+        .with_lse();
+    let r = assert_parity(
+        &ctx,
+        "decode small limits",
+        &q,
+        &k,
+        &v,
+        &opts,
+        Tolerance::F32,
+    );
+    assert!(
+        r.plan.chunks > 1,
+        "expected splitting, got {}",
+        r.plan.chunks
+    );
+}
+
+#[test]
+fn planner_picks_decode_for_few_rows() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(54);
+    let (q, k, v) = inputs(&mut rng, [1, 32, 8, 1, 4096, 128, 128], 1.0);
+    let r = assert_parity(
+        &ctx,
+        "decode Hq32 Hkv8 Lk4096",
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().with_lse(),
+        Tolerance::F32,
+    );
+    assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
+}
+
+/// Attention over the union of two key shards equals the merge of attention over each.
+#[test]
+fn merging_shards_equals_attention_over_all_keys() {
+    let mut rng = Rng::new(55);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 1, 5, 40, 8, 6], 1.0);
+    let mask = rng.bool_array(&[5, 40], 0.6);
+    let all = reference::attention(
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default()
+            .mask(Mask::Bool(mask.view()))
+            .with_lse(),
+    )
+    .expect("ref");
+    let mut parts = Vec::new();
+    for (lo, hi) in [(0, 13), (13, 40)] {
+        let ks = k.slice(s![.., .., lo..hi, ..]).into_dyn();
+        let vs = v.slice(s![.., .., lo..hi, ..]).into_dyn();
+        let ms = mask.slice(s![.., lo..hi]);
+        let opts = AttentionOptions::default()
+            .mask(Mask::Bool(ms.into_dyn()))
+            .with_lse();
+        let r = reference::attention(&q, &ks, &vs, &opts).expect("shard");
+        parts.push((r.out, r.lse.expect("lse")));
+    }
+    let views: Vec<_> = parts.iter().map(|(o, l)| (o.view(), l.view())).collect();
+    let (o, l) = merge_partials(&views).expect("merge");
+    assert!(wgpu_attention::compare(&o.view(), &all.out.view(), Tolerance::F32).passed());
+    assert!(
+        wgpu_attention::compare(&l.view(), &all.lse.expect("lse").view(), Tolerance::F32).passed()
+    );
+    // Errors: mismatched shapes and NaN.
+    let bad = ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 2, 5, 7]));
+    assert!(merge_partials(&[
+        (views[0].0.clone(), views[0].1.clone()),
+        (bad.view(), views[0].1.clone())
+    ])
+    .is_err());
+    assert!(merge_partials(&[]).is_err());
+}
