@@ -46,6 +46,14 @@ struct Inner {
     lost: Arc<Mutex<Option<String>>>,
     /// Errors that escaped every error scope (kept instead of wgpu's default panic).
     uncaptured: Arc<Mutex<Vec<String>>>,
+    /// GPU timestamps around each submission, when enabled with [`Context::enable_gpu_timing`].
+    timestamps: Mutex<Option<Timestamps>>,
+}
+
+/// A two-entry timestamp query set and the buffer its values resolve into.
+struct Timestamps {
+    set: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
 }
 
 impl std::fmt::Debug for Context {
@@ -159,6 +167,7 @@ impl Context {
                 checked,
                 lost,
                 uncaptured,
+                timestamps: Mutex::new(None),
             }),
         }
     }
@@ -313,10 +322,83 @@ impl Context {
         Ok(())
     }
 
-    /// Submits encoded work, inside error scopes.
+    /// Submits encoded work, inside error scopes. With GPU timing on, the work is bracketed
+    /// by two empty timestamped passes in the same submission.
     pub(crate) fn submit(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
+        let stamps = self.inner.timestamps.lock().ok();
+        let stamps = stamps.as_ref().and_then(|g| g.as_ref());
         self.scoped("dispatch", || {
-            self.inner.queue.submit(Some(encoder.finish()));
+            let device = &self.inner.device;
+            let stamp = |index: u32, resolve: bool| {
+                let mut e = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("timestamp"),
+                });
+                if let Some(t) = stamps {
+                    let writes = wgpu::ComputePassTimestampWrites {
+                        query_set: &t.set,
+                        beginning_of_pass_write_index: Some(index),
+                        end_of_pass_write_index: None,
+                    };
+                    drop(e.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("timestamp"),
+                        timestamp_writes: Some(writes),
+                    }));
+                    if resolve {
+                        e.resolve_query_set(&t.set, 0..2, &t.resolved, 0);
+                    }
+                }
+                e.finish()
+            };
+            if stamps.is_some() {
+                let begin = stamp(0, false);
+                let end = stamp(1, true);
+                self.inner.queue.submit([begin, encoder.finish(), end]);
+            } else {
+                self.inner.queue.submit(Some(encoder.finish()));
+            }
+        })
+    }
+
+    /// Turns on GPU timestamps around every submission. Returns false (and changes nothing)
+    /// when the device lacks `Features::TIMESTAMP_QUERY`.
+    pub fn enable_gpu_timing(&self) -> Result<bool> {
+        if !self.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Ok(false);
+        }
+        let device = &self.inner.device;
+        let t = self.scoped("timestamp setup", || Timestamps {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("gpu timing"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolved: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpu timing"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+        })?;
+        if let Ok(mut slot) = self.inner.timestamps.lock() {
+            *slot = Some(t);
+        }
+        Ok(true)
+    }
+
+    /// GPU time of the last submission in milliseconds, when GPU timing is on. Waits for it.
+    pub fn last_gpu_ms(&self) -> Result<Option<f64>> {
+        let resolved = match self.inner.timestamps.lock() {
+            Ok(g) => g.as_ref().map(|t| t.resolved.clone()),
+            Err(_) => None,
+        };
+        let Some(buffer) = resolved else {
+            return Ok(None);
+        };
+        let ticks: Vec<u64> = self.download(&buffer, 2)?;
+        let period_ns = f64::from(self.inner.queue.get_timestamp_period());
+        Ok(match ticks.as_slice() {
+            [t0, t1] if t1 >= t0 => Some((t1 - t0) as f64 * period_ns / 1e6),
+            _ => None,
         })
     }
 

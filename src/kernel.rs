@@ -35,11 +35,13 @@ pub enum Kernel {
     DecodePartial,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,
+    /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
+    Copy,
 }
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 7] = [
+    pub const ALL: [Kernel; 8] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -47,6 +49,7 @@ impl Kernel {
         Kernel::FusedPortable,
         Kernel::DecodePartial,
         Kernel::Merge,
+        Kernel::Copy,
     ];
 
     /// WGSL source, embedded at compile time.
@@ -59,6 +62,7 @@ impl Kernel {
             Kernel::FusedPortable => include_str!("../shaders/fused_portable.wgsl"),
             Kernel::DecodePartial => include_str!("../shaders/decode_partial.wgsl"),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
+            Kernel::Copy => include_str!("../shaders/copy.wgsl"),
         }
     }
 
@@ -72,6 +76,7 @@ impl Kernel {
             Kernel::FusedPortable => "fused_portable",
             Kernel::DecodePartial => "decode_partial",
             Kernel::Merge => "merge",
+            Kernel::Copy => "copy",
         }
     }
 
@@ -117,6 +122,8 @@ impl Kernel {
                 StorageReadWrite,
                 StorageReadWrite,
             ],
+            // params, src, dst
+            Kernel::Copy => &[Uniform, StorageRead, StorageReadWrite],
         }
     }
 
@@ -131,6 +138,7 @@ impl Kernel {
             }
             Kernel::DecodePartial => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
+            Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
         }
     }
 

@@ -11,16 +11,27 @@ USAGE:
     wgpu-attention              self-check on the default adapter, then a short timing table
     wgpu-attention devices      list adapters with backend, type, features and limits
     wgpu-attention run ...      attention on .npy files (see below)
+    wgpu-attention bench ...    every path side by side on one shape (see below)
 
 RUN:
     wgpu-attention run --q Q.npy --k K.npy --v V.npy [--mask M.npy]
         [--causal none|top-left|bottom-right] [--scale S] [--out O.npy] [--lse L.npy]
-        [--weights W.npy] [--path auto|unfused] [--check [--atol A] [--rtol R]]
+        [--weights W.npy] [--path auto|unfused|fused|fused-subgroup|fused-portable|decode]
+        [--check [--atol A] [--rtol R]]
 
     Inputs: float32 or float64 .npy (C order, little-endian), rank 2 (L, D), 3 (H, L, D) or
     4 (B, H, L, D); k and v may have fewer heads than q (grouped-query attention). The mask is
     bool (true = may attend) or float (added to the scores; -inf masks out), broadcast to
     (B, H, Lq, Lk). --check compares with the CPU reference (default atol 1e-4, rtol 1e-3).
+
+BENCH:
+    wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]
+        [--path auto|all|unfused|fused|fused-subgroup|fused-portable|decode|cpu-ndarray]
+        [--reps N] [--seed S] [--json]
+
+    Per path: median ms (GPU timestamps where the adapter has them, wall clock beside),
+    GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error
+    against the CPU reference (checked before timing). --json prints one object per path.
 
 EXIT CODES:
     0 success, 1 GPU failure or --check outside tolerance, 2 bad input (nothing written)
@@ -45,6 +56,7 @@ fn main() {
             }),
         },
         Some("run") => cli::run::run(&argv[1..]),
+        Some("bench") => cli::bench::run(&argv[1..]),
         Some(other) => Err(Failure::usage(format!("unknown command '{other}'"))),
     };
     if let Err(f) = result {

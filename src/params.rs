@@ -211,3 +211,13 @@ pub struct MergeParams {
     /// Padding to a multiple of 16 bytes.
     pub pad0: u32,
 }
+
+/// Parameters of `copy.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct CopyParams {
+    /// vec4 elements to copy.
+    pub n4: u32,
+    /// Padding to 16 bytes.
+    pub pad: [u32; 3],
+}

@@ -34,30 +34,51 @@ pub fn forward_flops(
     2.0 * (b * hq) as f64 * allowed_pairs(lq, lk, causal) as f64 * (d + dv) as f64
 }
 
-/// Wall-clock timings of repeated runs, in milliseconds.
-#[derive(Clone, Debug)]
+/// Timings of repeated runs, in milliseconds: wall clock (submit + wait) always, GPU
+/// timestamps when the context has GPU timing on.
+#[derive(Clone, Debug, Default)]
 pub struct Timing {
-    /// Each run, sorted ascending.
+    /// Wall clock of each run, sorted ascending.
     pub runs_ms: Vec<f64>,
+    /// GPU time of each run from timestamps, sorted ascending; empty without timestamps.
+    pub gpu_ms: Vec<f64>,
+}
+
+fn median(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some(0.5 * (sorted[n / 2 - 1] + sorted[n / 2])),
+    }
 }
 
 impl Timing {
-    /// Median run.
+    /// Median wall-clock run (NaN when there were none).
     pub fn median_ms(&self) -> f64 {
-        let n = self.runs_ms.len();
-        if n == 0 {
-            return f64::NAN;
-        }
-        if n % 2 == 1 {
-            self.runs_ms[n / 2]
-        } else {
-            0.5 * (self.runs_ms[n / 2 - 1] + self.runs_ms[n / 2])
-        }
+        median(&self.runs_ms).unwrap_or(f64::NAN)
+    }
+
+    /// Median GPU time, when timestamps were taken.
+    pub fn median_gpu_ms(&self) -> Option<f64> {
+        median(&self.gpu_ms)
+    }
+
+    fn record(&mut self, wall_ms: f64, gpu_ms: Option<f64>) {
+        self.runs_ms.push(wall_ms);
+        self.gpu_ms.extend(gpu_ms);
+    }
+
+    fn finish(mut self) -> Self {
+        self.runs_ms.sort_by(f64::total_cmp);
+        self.gpu_ms.sort_by(f64::total_cmp);
+        self
     }
 }
 
 /// Times `attention_gpu` on device-resident inputs: submit plus wait, after `warmup` runs
-/// (the first dispatch compiles pipelines and JITs shaders).
+/// (the first dispatch compiles pipelines and JITs shaders). GPU time too when the context
+/// has GPU timing on ([`Context::enable_gpu_timing`]).
 pub fn time_gpu(
     ctx: &Context,
     q: &GpuTensor,
@@ -71,13 +92,115 @@ pub fn time_gpu(
         attention_gpu(ctx, q, k, v, opts)?;
         ctx.wait()?;
     }
-    let mut runs_ms = Vec::with_capacity(reps);
+    let mut timing = Timing::default();
     for _ in 0..reps.max(1) {
         let t = Instant::now();
         attention_gpu(ctx, q, k, v, opts)?;
         ctx.wait()?;
-        runs_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let wall = t.elapsed().as_secs_f64() * 1e3;
+        timing.record(wall, ctx.last_gpu_ms()?);
     }
-    runs_ms.sort_by(f64::total_cmp);
-    Ok(Timing { runs_ms })
+    Ok(timing.finish())
+}
+
+/// Bandwidth of a plain copy kernel over `bytes` bytes (rounded down to whole vec4s, capped
+/// at one binding): the baseline the decode path is compared against. Returns the timing of
+/// one copy; GB/s = 2 * bytes / time (read plus write).
+pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Result<(u64, Timing)> {
+    use crate::kernel::{Kernel, PipelineKey};
+    use crate::params::CopyParams;
+    use crate::plan::{whole, DeviceBudget};
+    let budget = DeviceBudget::from_limits(&ctx.limits());
+    let bytes = bytes.min(budget.max_binding) / 16 * 16;
+    let n4 = (bytes / 16).max(1);
+    let src = ctx.scratch_buffer("copy src", n4 * 16)?;
+    let dst = ctx.scratch_buffer("copy dst", n4 * 16)?;
+    let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Copy))?;
+    let params = ctx.uniform(
+        "copy params",
+        &CopyParams {
+            n4: n4 as u32,
+            pad: [0; 3],
+        },
+    );
+    let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(&src), whole(&dst)]);
+    let (x, y) = budget.grid(n4.div_ceil(64));
+    let run = || -> Result<()> {
+        let mut e = ctx
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("copy"),
+            });
+        {
+            let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("copy"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(pipe.compute());
+            pass.set_bind_group(0, &bg, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+        ctx.submit(e)?;
+        ctx.wait()
+    };
+    for _ in 0..warmup {
+        run()?;
+    }
+    let mut timing = Timing::default();
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        run()?;
+        timing.record(t.elapsed().as_secs_f64() * 1e3, ctx.last_gpu_ms()?);
+    }
+    Ok((n4 * 16, timing.finish()))
+}
+
+/// Attention on the CPU the way a Rust user would write it without this crate: per head,
+/// `S = scale * Q Kᵀ` and `O = P V` with ndarray's matrix product (matrixmultiply, all
+/// cores), softmax in between, f32. No masks; causal by alignment. A benchmark baseline, not
+/// an oracle (that is [`crate::reference`]).
+pub fn cpu_matmul_attention(
+    q: &ndarray::ArrayD<f32>,
+    k: &ndarray::ArrayD<f32>,
+    v: &ndarray::ArrayD<f32>,
+    causal: Causal,
+) -> Result<ndarray::ArrayD<f32>> {
+    use ndarray::{s, Array2, Axis, Ix4};
+    let bad = |e: ndarray::ShapeError| {
+        crate::Error::mismatch(format_args!("cpu baseline needs rank-4 inputs: {e}"))
+    };
+    let q4 = q.view().into_dimensionality::<Ix4>().map_err(bad)?;
+    let k4 = k.view().into_dimensionality::<Ix4>().map_err(bad)?;
+    let v4 = v.view().into_dimensionality::<Ix4>().map_err(bad)?;
+    let dims = crate::problem::validate_dims(q.shape(), k.shape(), v.shape())?;
+    let (lq, lk, group) = (dims.lq, dims.lk, dims.hq / dims.hkv);
+    let scale = 1.0 / (dims.d as f32).sqrt();
+    let offset = causal.offset(lq, lk);
+    let mut out = ndarray::Array4::<f32>::zeros((dims.b, dims.hq, lq, dims.dv));
+    for b in 0..dims.b {
+        for h in 0..dims.hq {
+            let qh = q4.slice(s![b, h, .., ..]);
+            let kh = k4.slice(s![b, h / group, .., ..]);
+            let vh = v4.slice(s![b, h / group, .., ..]);
+            let mut scores: Array2<f32> = qh.dot(&kh.t()) * scale;
+            for (i, mut row) in scores.axis_iter_mut(Axis(0)).enumerate() {
+                let end = offset.map_or(lk, |o| (i as i64 + o + 1).clamp(0, lk as i64) as usize);
+                row.slice_mut(s![end..]).fill(0.0);
+                let m = row
+                    .slice(s![..end])
+                    .fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+                let mut sum = 0.0;
+                row.slice_mut(s![..end]).mapv_inplace(|x| {
+                    let e = (x - m).exp();
+                    sum += e;
+                    e
+                });
+                if sum > 0.0 {
+                    row.mapv_inplace(|x| x / sum);
+                }
+            }
+            out.slice_mut(s![b, h, .., ..]).assign(&scores.dot(&vh));
+        }
+    }
+    Ok(out.into_dyn())
 }

@@ -1,6 +1,7 @@
 //! The command-line tool's subcommands.
 
 pub mod args;
+pub mod bench;
 pub mod devices;
 pub mod run;
 pub mod selfcheck;

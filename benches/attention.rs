@@ -1,0 +1,87 @@
+//! Criterion benchmarks: every path over a small shape grid, plus two CPU baselines (the f64
+//! reference and per-head ndarray matmul attention). Each GPU result is checked against the
+//! reference before it is timed. Run: `cargo bench` (needs a GPU adapter; lavapipe works).
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use wgpu_attention::perf::{cpu_matmul_attention, forward_flops};
+use wgpu_attention::rng::Rng;
+use wgpu_attention::{
+    attention_gpu, reference, AttentionOptions, Causal, Context, GpuTensor, PathChoice, Tolerance,
+};
+
+const PATHS: [(&str, PathChoice); 4] = [
+    ("unfused", PathChoice::Unfused),
+    ("fused-subgroup", PathChoice::FusedSubgroup),
+    ("fused-portable", PathChoice::FusedPortable),
+    ("decode", PathChoice::Decode),
+];
+
+/// (B, Hq, Hkv, Lq, Lk, D): prefill shapes and a GQA decode shape.
+const SHAPES: [(usize, usize, usize, usize, usize, usize); 3] = [
+    (1, 8, 8, 256, 256, 64),
+    (1, 8, 8, 512, 512, 64),
+    (1, 32, 8, 1, 2048, 128),
+];
+
+fn bench(c: &mut Criterion) {
+    let ctx = match Context::new() {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("no GPU adapter, skipping GPU benchmarks: {e}");
+            return;
+        }
+    };
+    let mut group = c.benchmark_group("attention");
+    group.sample_size(10);
+    for (b, hq, hkv, lq, lk, d) in SHAPES {
+        let id = format!("B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d}");
+        let mut rng = Rng::new(3);
+        let q = rng.array(&[b, hq, lq, d], 1.0);
+        let k = rng.array(&[b, hkv, lk, d], 1.0);
+        let v = rng.array(&[b, hkv, lk, d], 1.0);
+        let expected =
+            reference::attention(&q, &k, &v, &AttentionOptions::default()).expect("reference");
+        group.throughput(Throughput::Elements(
+            forward_flops(b, hq, lq, lk, d, d, Causal::None) as u64,
+        ));
+        let (qt, kt, vt) = (
+            GpuTensor::from_array(&ctx, "q", &q).expect("upload"),
+            GpuTensor::from_array(&ctx, "k", &k).expect("upload"),
+            GpuTensor::from_array(&ctx, "v", &v).expect("upload"),
+        );
+        for (name, path) in PATHS {
+            let opts = AttentionOptions::default().path(path);
+            let Ok(r) = attention_gpu(&ctx, &qt, &kt, &vt, &opts) else {
+                continue;
+            };
+            let out = r.out.to_array(&ctx).expect("download");
+            let cmp = wgpu_attention::compare(&out.view(), &expected.out.view(), Tolerance::F32);
+            assert!(cmp.passed(), "{name} {id}: {cmp}");
+            group.bench_with_input(BenchmarkId::new(name, &id), &opts, |bench, opts| {
+                bench.iter(|| {
+                    attention_gpu(&ctx, &qt, &kt, &vt, opts).expect("attention");
+                    ctx.wait().expect("wait");
+                })
+            });
+        }
+        group.bench_with_input(BenchmarkId::new("cpu-ndarray", &id), &(), |bench, _| {
+            bench.iter(|| cpu_matmul_attention(&q, &k, &v, Causal::None).expect("cpu"))
+        });
+        if lq * lk <= 256 * 256 {
+            group.bench_with_input(
+                BenchmarkId::new("cpu-reference-f64", &id),
+                &(),
+                |bench, _| {
+                    bench.iter(|| {
+                        reference::attention(&q, &k, &v, &AttentionOptions::default())
+                            .expect("reference")
+                    })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,316 @@
+//! `wgpu-attention bench`: each path on one shape, side by side in one run, every result
+//! checked against the reference before it is timed.
+
+use std::time::Instant;
+
+use ndarray::{ArrayD, Axis, IxDyn};
+use wgpu_attention::perf::{cpu_matmul_attention, forward_flops, time_copy, time_gpu, Timing};
+use wgpu_attention::rng::Rng;
+use wgpu_attention::{
+    check, reference, AttentionOptions, Causal, Context, GpuTensor, Mask, PathChoice, Tolerance,
+};
+
+use super::args::Args;
+use super::run::parse_causal;
+use super::Failure;
+
+const VALUES: &[&str] = &[
+    "shape", "kv-heads", "causal", "path", "reps", "plot", "seed",
+];
+const SWITCHES: &[&str] = &["json"];
+
+/// Reference checks above this many score elements use a sample of query rows.
+const FULL_CHECK_LIMIT: usize = 1 << 26;
+
+#[derive(Clone, Copy)]
+struct Shape {
+    b: usize,
+    hq: usize,
+    hkv: usize,
+    lq: usize,
+    lk: usize,
+    d: usize,
+}
+
+struct Row {
+    path: String,
+    timing: Timing,
+    gflops: f64,
+    gbps: f64,
+    max_abs_err: f64,
+    note: String,
+}
+
+fn parse_shape(args: &Args) -> Result<Shape, Failure> {
+    let text = args.require("shape").map_err(Failure::usage)?;
+    let nums: Vec<usize> = text
+        .split(',')
+        .map(|t| t.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            Failure::input(format!(
+                "--shape expects B,H,Lq,Lk,D (or B,H,L,D); got '{text}'"
+            ))
+        })?;
+    let (b, hq, lq, lk, d) = match nums.as_slice() {
+        [b, h, l, d] => (*b, *h, *l, *l, *d),
+        [b, h, lq, lk, d] => (*b, *h, *lq, *lk, *d),
+        _ => {
+            return Err(Failure::input(format!(
+                "--shape expects B,H,Lq,Lk,D (or B,H,L,D); got '{text}'"
+            )))
+        }
+    };
+    let hkv = args
+        .number("kv-heads")
+        .map_err(Failure::input)?
+        .unwrap_or(hq);
+    if [b, hq, hkv, lq, lk, d].contains(&0) {
+        return Err(Failure::input(
+            "every dimension of --shape and --kv-heads must be at least 1",
+        ));
+    }
+    Ok(Shape {
+        b,
+        hq,
+        hkv,
+        lq,
+        lk,
+        d,
+    })
+}
+
+fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>, Failure> {
+    let all = vec![
+        ("unfused", Some(PathChoice::Unfused)),
+        ("fused-subgroup", Some(PathChoice::FusedSubgroup)),
+        ("fused-portable", Some(PathChoice::FusedPortable)),
+        ("decode", Some(PathChoice::Decode)),
+        ("cpu-ndarray", None),
+    ];
+    Ok(match choice {
+        None | Some("auto") => vec![("auto", Some(PathChoice::Auto))],
+        Some("all") => all,
+        Some("fused") => vec![("fused", Some(PathChoice::Fused))],
+        Some(name) => match all.into_iter().find(|(n, _)| *n == name) {
+            Some(p) => vec![p],
+            None => {
+                return Err(Failure::input(format!(
+                    "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, decode or cpu-ndarray; got '{name}'"
+                )))
+            }
+        },
+    })
+}
+
+/// Rows the reference checks: all of them for small problems, else 16 spread over Lq.
+fn check_rows(sh: &Shape) -> Vec<usize> {
+    if sh.b * sh.hq * sh.lq * sh.lk <= FULL_CHECK_LIMIT {
+        return (0..sh.lq).collect();
+    }
+    let n = 16.min(sh.lq);
+    let mut rows: Vec<usize> = (0..n).map(|t| t * (sh.lq - 1) / (n - 1).max(1)).collect();
+    rows.dedup();
+    rows
+}
+
+/// Reference output for the sampled rows: q restricted to them, with their causal rule
+/// written out as a boolean mask (a row's causal limit depends on its original index).
+fn reference_rows(
+    sh: &Shape,
+    causal: Causal,
+    rows: &[usize],
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+) -> Result<ArrayD<f32>, Failure> {
+    let q_rows = q.select(Axis(2), rows);
+    let offset = causal.offset(sh.lq, sh.lk);
+    let mask = ArrayD::from_shape_fn(IxDyn(&[rows.len(), sh.lk]), |ix| match offset {
+        Some(o) => (ix[1] as i64) <= rows[ix[0]] as i64 + o,
+        None => true,
+    });
+    let opts = AttentionOptions::default().mask(Mask::Bool(mask.view()));
+    Ok(reference::attention(&q_rows, k, v, &opts)
+        .map_err(Failure::from_error)?
+        .out)
+}
+
+fn max_err(got: &ArrayD<f32>, rows: &[usize], expected: &ArrayD<f32>) -> f64 {
+    let got_rows = got.select(Axis(2), rows);
+    check::compare(&got_rows.view(), &expected.view(), Tolerance::F32).max_abs_err
+}
+
+pub fn run(argv: &[String]) -> Result<(), Failure> {
+    let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
+    let sh = parse_shape(&args)?;
+    let causal = parse_causal(args.get("causal"))?;
+    let reps: usize = args
+        .number("reps")
+        .map_err(Failure::input)?
+        .unwrap_or(10)
+        .max(1);
+    let seed: u64 = args.number("seed").map_err(Failure::input)?.unwrap_or(1);
+    let chosen = paths(args.get("path"))?;
+    let json = args.has("json");
+    if args.get("plot").is_some() {
+        return Err(Failure::input("--plot is not available in this build"));
+    }
+
+    let ctx = Context::new().map_err(Failure::from_error)?;
+    let gpu_timing = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
+    let mut rng = Rng::new(seed);
+    let q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
+    let k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
+    let v = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
+    let rows = check_rows(&sh);
+    let expected = reference_rows(&sh, causal, &rows, &q, &k, &v)?;
+    let up = |a: &ArrayD<f32>, n| GpuTensor::from_array(&ctx, n, a).map_err(Failure::from_error);
+    let (qt, kt, vt) = (up(&q, "q")?, up(&k, "k")?, up(&v, "v")?);
+    let flops = forward_flops(sh.b, sh.hq, sh.lq, sh.lk, sh.d, sh.d, causal);
+    let bytes = 4.0
+        * (2.0 * (sh.b * sh.hq * sh.lq * sh.d) as f64
+            + 2.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64);
+    let kv_bytes = 8.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
+
+    let mut table: Vec<Row> = Vec::new();
+    for (name, choice) in chosen {
+        let row = match choice {
+            Some(path) => {
+                let opts = AttentionOptions::default().causal(causal).path(path);
+                // Check first: a path that is wrong is not timed.
+                let first = Instant::now();
+                let r = match wgpu_attention::attention_gpu(&ctx, &qt, &kt, &vt, &opts) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if !json {
+                            println!("{name:<16} skipped: {e}");
+                        }
+                        continue;
+                    }
+                };
+                let out = r.out.to_array(&ctx).map_err(Failure::from_error)?;
+                let first_ms = first.elapsed().as_secs_f64() * 1e3;
+                let err = max_err(&out, &rows, &expected);
+                let timing =
+                    time_gpu(&ctx, &qt, &kt, &vt, &opts, 1, reps).map_err(Failure::from_error)?;
+                let ms = timing.median_gpu_ms().unwrap_or(timing.median_ms());
+                let moved = if r.plan.path == "decode" {
+                    kv_bytes
+                } else {
+                    bytes
+                };
+                Row {
+                    path: r.plan.path.to_string(),
+                    gflops: flops / (ms * 1e6),
+                    gbps: moved / (ms * 1e6),
+                    max_abs_err: err,
+                    note: format!("first call {first_ms:.0} ms; {}", r.plan.reason),
+                    timing,
+                }
+            }
+            None => {
+                let mut timing_runs = Vec::new();
+                let mut out = None;
+                for _ in 0..reps.min(5) {
+                    let t = Instant::now();
+                    out = Some(
+                        cpu_matmul_attention(&q, &k, &v, causal).map_err(Failure::from_error)?,
+                    );
+                    timing_runs.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                timing_runs.sort_by(f64::total_cmp);
+                let timing = Timing {
+                    runs_ms: timing_runs,
+                    gpu_ms: Vec::new(),
+                };
+                let ms = timing.median_ms();
+                let err = out
+                    .as_ref()
+                    .map_or(f64::NAN, |o| max_err(o, &rows, &expected));
+                Row {
+                    path: name.to_string(),
+                    gflops: flops / (ms * 1e6),
+                    gbps: bytes / (ms * 1e6),
+                    max_abs_err: err,
+                    note: "CPU: per-head ndarray matmul, softmax, matmul (f32, all cores)"
+                        .to_string(),
+                    timing,
+                }
+            }
+        };
+        table.push(row);
+    }
+    // The decode path reads K and V once: compare with a plain copy of the same bytes.
+    if table.iter().any(|r| r.path == "decode") {
+        let (copied, t) = time_copy(&ctx, kv_bytes as u64, 2, reps).map_err(Failure::from_error)?;
+        let ms = t.median_gpu_ms().unwrap_or(t.median_ms());
+        table.push(Row {
+            path: "copy".to_string(),
+            gflops: 0.0,
+            gbps: 2.0 * copied as f64 / (ms * 1e6),
+            max_abs_err: 0.0,
+            note: format!(
+                "baseline: plain copy kernel of {copied} bytes (GB/s counts read + write)"
+            ),
+            timing: t,
+        });
+    }
+    print_table(&ctx, &sh, causal, &table, gpu_timing, json, rows.len());
+    Ok(())
+}
+
+fn print_table(
+    ctx: &Context,
+    sh: &Shape,
+    causal: Causal,
+    table: &[Row],
+    gpu_timing: bool,
+    json: bool,
+    checked_rows: usize,
+) {
+    let shape = format!(
+        "B{} Hq{} Hkv{} Lq{} Lk{} D{}",
+        sh.b, sh.hq, sh.hkv, sh.lq, sh.lk, sh.d
+    );
+    if json {
+        for r in table {
+            println!(
+                "{{\"path\": \"{}\", \"ms\": {:.4}, \"wall_ms\": {:.4}, \"gpu_ms\": {}, \"gflops\": {:.3}, \"gbps\": {:.3}, \"max_abs_err\": {:e}, \"shape\": \"{}\", \"causal\": \"{:?}\", \"adapter\": \"{}\"}}",
+                r.path,
+                r.timing.median_gpu_ms().unwrap_or(r.timing.median_ms()),
+                r.timing.median_ms(),
+                r.timing.median_gpu_ms().map_or("null".to_string(), |g| format!("{g:.4}")),
+                r.gflops,
+                r.gbps,
+                r.max_abs_err,
+                shape,
+                causal,
+                ctx.adapter_name().replace('"', "'"),
+            );
+        }
+        return;
+    }
+    println!("{shape} causal {causal:?} on {}", ctx.adapter_name());
+    println!(
+        "time: median of the runs, {}; error: max |gpu - reference| over {checked_rows} checked query rows",
+        if gpu_timing { "GPU timestamps (wall clock beside)" } else { "wall clock (no GPU timestamps)" }
+    );
+    println!(
+        "{:<16} {:>10} {:>10} {:>10} {:>9} {:>11}  notes",
+        "path", "ms", "wall ms", "GFLOP/s", "GB/s", "max err"
+    );
+    for r in table {
+        let ms = r.timing.median_gpu_ms().unwrap_or(r.timing.median_ms());
+        println!(
+            "{:<16} {:>10.3} {:>10.3} {:>10.2} {:>9.2} {:>11.3e}  {}",
+            r.path,
+            ms,
+            r.timing.median_ms(),
+            r.gflops,
+            r.gbps,
+            r.max_abs_err,
+            r.note
+        );
+    }
+}
