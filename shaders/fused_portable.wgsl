@@ -33,6 +33,11 @@ override HAS_BIAS: u32 = 0u;
 override HAS_ALLOW: u32 = 0u;
 
 const MAX_D4: u32 = 32u;
+// Per-invocation arrays are one longer than any trip count on purpose: Mesa force-unrolls a
+// loop whose trip count equals the length of an array it indexes, which for this kernel
+// multiplied compile time (27 s for D = 128 on lavapipe) for little gain. The subgroup tier,
+// which CPU adapters run, keeps the unrolled form.
+const LOCAL_LEN: u32 = 33u;
 const NO_SCORE: f32 = -3.0e38;
 const VALID: f32 = -1.0e38;
 const NEG_INF_BITS: u32 = 0xff800000u;
@@ -107,10 +112,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let d4 = D / 4u;
     let dv4 = DV / 4u;
 
-    var qa: array<vec4<f32>, MAX_D4>;
-    var qb: array<vec4<f32>, MAX_D4>;
-    var qc: array<vec4<f32>, MAX_D4>;
-    var qd: array<vec4<f32>, MAX_D4>;
+    var qa: array<vec4<f32>, LOCAL_LEN>;
+    var qb: array<vec4<f32>, LOCAL_LEN>;
+    var qc: array<vec4<f32>, LOCAL_LEN>;
+    var qd: array<vec4<f32>, LOCAL_LEN>;
     for (var c = 0u; c < d4; c = c + 1u) {
         // The scale is folded into q once, instead of into every score.
         qa[c] = p.scale * q[(bh * p.lq + i0) * d4 + c - p.q_win];
@@ -118,10 +123,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         qc[c] = p.scale * q[(bh * p.lq + i2) * d4 + c - p.q_win];
         qd[c] = p.scale * q[(bh * p.lq + i3) * d4 + c - p.q_win];
     }
-    var acc_a: array<vec4<f32>, MAX_D4>;
-    var acc_b: array<vec4<f32>, MAX_D4>;
-    var acc_c: array<vec4<f32>, MAX_D4>;
-    var acc_d: array<vec4<f32>, MAX_D4>;
+    var acc_a: array<vec4<f32>, LOCAL_LEN>;
+    var acc_b: array<vec4<f32>, LOCAL_LEN>;
+    var acc_c: array<vec4<f32>, LOCAL_LEN>;
+    var acc_d: array<vec4<f32>, LOCAL_LEN>;
     for (var c = 0u; c < dv4; c = c + 1u) {
         acc_a[c] = vec4<f32>(0.0);
         acc_b[c] = vec4<f32>(0.0);

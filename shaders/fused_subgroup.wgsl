@@ -28,6 +28,17 @@
 // no real score can reach (validation bounds |score| <= 2e30), and contribute exactly 0.
 // Causal: a subgroup stops at the last key its own last row may see (subgroupMax), and the
 // per-element causal test runs only on blocks that cross its diagonal.
+//
+// Performance notes (lavapipe, 2 vCPU, B1 H8 L1024 D64; see README "Measured"): about 21
+// GFLOP/s non-causal. Loops run MAX_D4 times with a guard that folds once D is specialised:
+// Mesa force-unrolls a loop whose trip count equals the length of the array it indexes,
+// which keeps qa..acc_d out of indexed scratch memory (with the plain `c < d4` loops: 12
+// GFLOP/s). wgpu's runtime bounds checks defeat that unrolling (hence trusted modules, see
+// kernel.rs). The scores and the V accumulation each take about half the time. Tried and
+// slower: scores as FMAs over key-transposed components instead of dot() (19.6), arrays of
+// 16 for D <= 64 (no gain). Still to try: loading K/V so that lanes read consecutive memory
+// instead of one row each (the per-lane gathers look like the remaining cost), 2 rows per
+// invocation, blocks of 16 keys.
 
 struct FusedParams {
     n_heads: u32, lq: u32, lk: u32, bh0: u32,

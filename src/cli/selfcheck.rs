@@ -11,7 +11,12 @@ use wgpu_attention::{
 use super::Failure;
 
 /// Paths the self-check exercises, with the name shown.
-const PATHS: [(PathChoice, &str); 1] = [(PathChoice::Unfused, "unfused")];
+const PATHS: [(PathChoice, &str); 4] = [
+    (PathChoice::Unfused, "unfused"),
+    (PathChoice::FusedSubgroup, "fused-subgroup"),
+    (PathChoice::FusedPortable, "fused-portable"),
+    (PathChoice::Decode, "decode"),
+];
 
 struct Case {
     name: String,
@@ -60,14 +65,6 @@ fn cases() -> Vec<Case> {
         mask: None,
     });
     out.push(Case {
-        name: "B2 H4 L65 D64, top-left".into(),
-        q: rng.array(&[2, 4, 65, 64], 1.0),
-        k: rng.array(&[2, 4, 65, 64], 1.0),
-        v: rng.array(&[2, 4, 65, 64], 1.0),
-        causal: Causal::TopLeft,
-        mask: None,
-    });
-    out.push(Case {
         name: "GQA Hq8 Hkv2 Lq7 Lk129 D80, bottom-right, bool mask".into(),
         q: rng.array(&[1, 8, 7, 80], 1.0),
         k: rng.array(&[1, 2, 129, 80], 1.0),
@@ -106,7 +103,7 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
             let ok = c.passed() && lse_ok;
             all_ok &= ok;
             println!(
-                "  {:<52} {:<8} {:>11.3e} {:>11.3e}  {}",
+                "  {:<52} {:<15} {:>11.3e} {:>11.3e}  {}",
                 case.name,
                 path_name,
                 c.max_abs_err,
@@ -145,34 +142,50 @@ fn sentence_weights(ctx: &Context) -> Result<(), Failure> {
 }
 
 fn timing(ctx: &Context) -> Result<(), Failure> {
-    println!("\nTiming (wall clock: submit + wait, median of 5 after 2 warm-up runs):");
+    let gpu = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
     println!(
-        "  {:<34} {:<8} {:>10} {:>10}",
+        "\nTiming of the planner's choice ({}, median of 5 after 2 warm-up runs;\n\
+         `wgpu-attention bench --path all` compares every path):",
+        if gpu {
+            "GPU timestamps"
+        } else {
+            "wall clock: submit + wait"
+        }
+    );
+    println!(
+        "  {:<40} {:<15} {:>10} {:>10}",
         "shape", "path", "ms", "GFLOP/s"
     );
     let mut rng = Rng::new(7);
-    for (b, h, l, d, causal) in [
-        (1, 8, 256, 64, Causal::None),
-        (1, 8, 1024, 64, Causal::None),
-        (1, 8, 1024, 64, Causal::TopLeft),
-    ] {
+    let shapes = [
+        (1, 8, 8, 1024, 1024, 64, Causal::None),
+        (1, 8, 8, 1024, 1024, 64, Causal::TopLeft),
+        (1, 32, 8, 1, 4096, 128, Causal::None),
+    ];
+    for (b, hq, hkv, lq, lk, d, causal) in shapes {
         let up = |a: ArrayD<f32>, name| {
             GpuTensor::from_array(ctx, name, &a).map_err(Failure::from_error)
         };
-        let q = up(rng.array(&[b, h, l, d], 1.0), "q")?;
-        let k = up(rng.array(&[b, h, l, d], 1.0), "k")?;
-        let v = up(rng.array(&[b, h, l, d], 1.0), "v")?;
-        for (path, path_name) in PATHS {
-            let opts = AttentionOptions::default().causal(causal).path(path);
-            let t = time_gpu(ctx, &q, &k, &v, &opts, 2, 5).map_err(Failure::from_error)?;
-            let ms = t.median_ms();
-            let gflops = forward_flops(b, h, l, l, d, d, causal) / (ms * 1e6);
-            let shape = format!(
-                "B{b} H{h} L{l} D{d} {}",
-                if causal == Causal::None { "" } else { "causal" }
-            );
-            println!("  {shape:<34} {path_name:<8} {ms:>10.2} {gflops:>10.2}");
-        }
+        let q = up(rng.array(&[b, hq, lq, d], 1.0), "q")?;
+        let k = up(rng.array(&[b, hkv, lk, d], 1.0), "k")?;
+        let v = up(rng.array(&[b, hkv, lk, d], 1.0), "v")?;
+        let opts = AttentionOptions::default().causal(causal);
+        let path = wgpu_attention::attention_gpu(ctx, &q, &k, &v, &opts)
+            .map_err(Failure::from_error)?
+            .plan
+            .path;
+        let t = time_gpu(ctx, &q, &k, &v, &opts, 2, 5).map_err(Failure::from_error)?;
+        let ms = t.median_gpu_ms().unwrap_or(t.median_ms());
+        let gflops = forward_flops(b, hq, lq, lk, d, d, causal) / (ms * 1e6);
+        let shape = format!(
+            "B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d}{}",
+            if causal == Causal::None {
+                ""
+            } else {
+                " causal"
+            }
+        );
+        println!("  {shape:<40} {path:<15} {ms:>10.2} {gflops:>10.2}");
     }
     Ok(())
 }
