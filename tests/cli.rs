@@ -204,3 +204,58 @@ fn help_and_unknown_commands() {
     let o = tool().arg("frobnicate").output().expect("run tool");
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Every path the help names can be chosen with `run --path` and passes `--check`.
+#[test]
+fn run_accepts_every_path() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("paths");
+    let mut rng = Rng::new(33);
+    let q = save(&dir, "q.npy", &rng.array(&[4, 3, 16], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 40, 16], 1.0));
+    let v = save(&dir, "v.npy", &rng.array(&[2, 40, 8], 1.0));
+    for path in [
+        "auto",
+        "unfused",
+        "fused",
+        "fused-subgroup",
+        "fused-portable",
+        "decode",
+    ] {
+        let o = tool()
+            .args([
+                "run",
+                "--q",
+                &q,
+                "--k",
+                &k,
+                "--v",
+                &v,
+                "--causal",
+                "bottom-right",
+                "--check",
+                "--path",
+                path,
+            ])
+            .output()
+            .expect("run tool");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let unavailable = stderr.contains("cannot run this problem");
+        assert!(o.status.success() || unavailable, "--path {path}: {stderr}");
+        if o.status.success() {
+            assert!(
+                stderr.contains(&format!(
+                    "path {}",
+                    if path == "auto" || path == "fused" {
+                        ""
+                    } else {
+                        path
+                    }
+                )),
+                "{stderr}"
+            );
+        }
+    }
+}

@@ -34,8 +34,12 @@ pub fn parse_path(s: Option<&str>) -> Result<PathChoice, Failure> {
     match s {
         None | Some("auto") => Ok(PathChoice::Auto),
         Some("unfused") => Ok(PathChoice::Unfused),
+        Some("fused") => Ok(PathChoice::Fused),
+        Some("fused-subgroup") => Ok(PathChoice::FusedSubgroup),
+        Some("fused-portable") => Ok(PathChoice::FusedPortable),
+        Some("decode") => Ok(PathChoice::Decode),
         Some(other) => Err(Failure::input(format!(
-            "--path must be auto or unfused; got '{other}'"
+            "--path must be auto, unfused, fused, fused-subgroup, fused-portable or decode; got '{other}'"
         ))),
     }
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Cross-check `wgpu-attention run` against PyTorch's scaled_dot_product_attention.
+
+Developer check (needs torch and numpy; CI has neither): for each case, writes q, k, v (and a
+mask) as .npy, computes PyTorch's output, runs the tool through every path, and compares with
+atol 1e-4 + rtol 1e-3. Usage: python3 scripts/torch_parity.py [path/to/wgpu-attention]
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TOOL = sys.argv[1] if len(sys.argv) > 1 else "target/release/wgpu-attention"
+PATHS = ["auto", "unfused", "fused-subgroup", "fused-portable", "decode"]
+ATOL, RTOL = 1e-4, 1e-3
+g = torch.Generator().manual_seed(0)
+
+
+def rand(*shape, scale=1.0):
+    return torch.randn(*shape, generator=g, dtype=torch.float32) * scale
+
+
+def bottom_right(lq, lk):
+    i = torch.arange(lq)[:, None]
+    j = torch.arange(lk)[None, :]
+    return j <= i + (lk - lq)
+
+
+def sdpa(q, k, v, mask=None, causal=None, scale=None):
+    """PyTorch SDPA on 4-D views of any-rank inputs, GQA by enable_gqa."""
+    r = q.dim()
+    q4, k4, v4 = (x.reshape((1,) * (4 - r) + tuple(x.shape)) for x in (q, k, v))
+    lq, lk = q4.shape[-2], k4.shape[-2]
+    attn_mask = mask
+    is_causal = False
+    if causal == "top-left":
+        is_causal = mask is None
+        if mask is not None:
+            tl = torch.ones(lq, lk, dtype=torch.bool).tril()
+            attn_mask = tl & mask if mask.dtype == torch.bool else mask.masked_fill(~tl, float("-inf"))
+    elif causal == "bottom-right":
+        br = bottom_right(lq, lk)
+        if mask is None:
+            attn_mask = br
+        elif mask.dtype == torch.bool:
+            attn_mask = br & mask
+        else:
+            attn_mask = mask.masked_fill(~br, float("-inf"))
+    gqa = q4.shape[1] != k4.shape[1]
+    out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask, is_causal=is_causal,
+                                         scale=scale, enable_gqa=gqa)
+    return out.reshape(tuple(q.shape[:-1]) + (v.shape[-1],))
+
+
+CASES = [
+    ("2-D", dict(q=rand(9, 4), k=rand(9, 4), v=rand(9, 4))),
+    ("3-D Lq<Lk top-left", dict(q=rand(4, 33, 16), k=rand(4, 70, 16), v=rand(4, 70, 16), causal="top-left")),
+    ("3-D Lq>Lk bottom-right", dict(q=rand(2, 70, 16), k=rand(2, 33, 16), v=rand(2, 33, 16), causal="bottom-right")),
+    ("4-D GQA bottom-right", dict(q=rand(2, 8, 65, 64), k=rand(2, 2, 129, 64), v=rand(2, 2, 129, 64), causal="bottom-right")),
+    ("4-D Dv != D", dict(q=rand(1, 4, 50, 32), k=rand(1, 4, 60, 32), v=rand(1, 4, 60, 48))),
+    ("bool mask", dict(q=rand(2, 4, 19, 16), k=rand(2, 4, 37, 16), v=rand(2, 4, 37, 16), mask=torch.rand(2, 1, 19, 37, generator=g) < 0.7)),
+    ("float mask -inf", dict(q=rand(1, 3, 29, 12), k=rand(1, 3, 41, 12), v=rand(1, 3, 41, 12),
+                             mask=rand(29, 41).masked_fill(torch.rand(29, 41, generator=g) < 0.2, float("-inf")))),
+    ("mask + causal", dict(q=rand(1, 2, 40, 16), k=rand(1, 2, 40, 16), v=rand(1, 2, 40, 16),
+                           mask=torch.rand(40, 40, generator=g) < 0.8, causal="top-left")),
+    ("large logits x50", dict(q=rand(1, 2, 64, 64, scale=50), k=rand(1, 2, 64, 64, scale=50), v=rand(1, 2, 64, 64))),
+    ("custom scale", dict(q=rand(1, 2, 30, 16), k=rand(1, 2, 30, 16), v=rand(1, 2, 30, 16), scale=0.7)),
+    ("long rows", dict(q=rand(1, 2, 8, 64), k=rand(1, 2, 5000, 64), v=rand(1, 2, 5000, 64))),
+    ("decode GQA", dict(q=rand(1, 32, 1, 128), k=rand(1, 8, 4096, 128), v=rand(1, 8, 4096, 128), causal="bottom-right")),
+    ("decode Lq 4", dict(q=rand(2, 8, 4, 64), k=rand(2, 2, 700, 64), v=rand(2, 2, 700, 64), causal="bottom-right")),
+]
+
+
+def main():
+    failures = 0
+    with tempfile.TemporaryDirectory() as d:
+        for name, c in CASES:
+            expected = sdpa(c["q"], c["k"], c["v"], c.get("mask"), c.get("causal"), c.get("scale")).numpy()
+            files = {}
+            for key in ("q", "k", "v", "mask"):
+                if key in c:
+                    files[key] = os.path.join(d, key + ".npy")
+                    np.save(files[key], c[key].numpy())
+            for path in PATHS:
+                out = os.path.join(d, "out.npy")
+                if os.path.exists(out):
+                    os.remove(out)
+                cmd = [TOOL, "run", "--path", path, "--out", out]
+                for key, f in files.items():
+                    cmd += ["--" + key, f]
+                if c.get("causal"):
+                    cmd += ["--causal", c["causal"]]
+                if c.get("scale"):
+                    cmd += ["--scale", str(c["scale"])]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode != 0:
+                    msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
+                    status = "n/a (%s)" % msg if "cannot run" in msg else "ERROR %d: %s" % (r.returncode, msg)
+                    failures += status.startswith("ERROR")
+                    print("%-24s %-15s %s" % (name, path, status))
+                    continue
+                got = np.load(out)
+                err = np.abs(got - expected)
+                ok = got.shape == expected.shape and bool(np.all(err <= ATOL + RTOL * np.abs(expected)))
+                failures += not ok
+                print("%-24s %-15s max abs err %.2e  %s" % (name, path, err.max(), "ok" if ok else "FAILED"))
+    print("%d passed, %d failed" % (sum(1 for _ in CASES) * len(PATHS) - failures, failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
