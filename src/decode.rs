@@ -6,7 +6,7 @@
 use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
-use crate::params::{DecodeParams, MergeParams, MASK_HAS_ALLOW, MASK_HAS_BIAS};
+use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{
     mask_binding, mask_params, plan_chunks_with, whole, ChunkCost, DeviceBudget, Window,
 };
@@ -63,23 +63,13 @@ pub(crate) fn run(ctx: &Context, p: &Problem, inputs: &DeviceInputs<'_>) -> Resu
         }
     };
     let chunks = plan_chunks_with(p, &budget, &cost, group, false)?;
-    let out = ctx.output_buffer("out", d.rows() * d.dv)?;
-    let lse = ctx.output_buffer("lse", d.rows())?;
+    let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
+    let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.scratch_buffer("unused mask", 4)?;
     let max_partial = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
     let part_o = ctx.scratch_buffer("decode partial outputs", max_partial)?;
     let part_l = ctx.scratch_buffer("decode partial lse", max_partial / d.dv as u64)?;
-    let (flags, _, _) = chunks.first().map_or((0, 0, [0; 4]), |c| mask_params(p, c));
-    let partial_pipe = ctx.pipeline(&PipelineKey {
-        kernel: Kernel::DecodePartial,
-        constants: vec![
-            ("D", d.d as u32),
-            ("DV", d.dv as u32),
-            ("CAUSAL", u32::from(p.causal_offset.is_some())),
-            ("HAS_BIAS", u32::from(flags & MASK_HAS_BIAS != 0)),
-            ("HAS_ALLOW", u32::from(flags & MASK_HAS_ALLOW != 0)),
-        ],
-    })?;
+    let partial_pipe = ctx.pipeline(&PipelineKey::for_problem(Kernel::DecodePartial, p))?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {
@@ -163,31 +153,20 @@ pub(crate) fn run(ctx: &Context, p: &Problem, inputs: &DeviceInputs<'_>) -> Resu
                     whole(&u_merge),
                     scratch.bind(&part_o),
                     lse_scratch.bind(&part_l),
-                    c.out.bind(&out),
-                    c.lse.bind(&lse),
+                    c.out.bind(out),
+                    c.lse.bind(lse),
                 ],
             );
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("decode"),
                 timestamp_writes: None,
             });
-            for (pipe, bg, invocations) in [
-                (&partial_pipe, &bg_partial, total),
-                (&merge_pipe, &bg_merge, merge_total),
-            ] {
-                let (x, y) = budget.grid(invocations.div_ceil(WG));
-                pass.set_pipeline(pipe.compute());
-                pass.set_bind_group(0, bg, &[]);
-                pass.dispatch_workgroups(x, y, 1);
-            }
+            budget.dispatch(&mut pass, &partial_pipe, &bg_partial, total.div_ceil(WG));
+            budget.dispatch(&mut pass, &merge_pipe, &bg_merge, merge_total.div_ceil(WG));
         }
         encoder
     })?;
     ctx.submit(encoder)?;
-    Ok(DeviceOutputs {
-        out,
-        lse,
-        weights: None,
-        chunks: chunks.len(),
-    })
+    outputs.chunks = chunks.len();
+    Ok(outputs)
 }

@@ -5,7 +5,7 @@
 use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
-use crate::params::{FusedParams, MASK_HAS_ALLOW, MASK_HAS_BIAS};
+use crate::params::FusedParams;
 use crate::plan::{mask_binding, mask_params, plan_chunks, whole, ChunkCost, DeviceBudget};
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
@@ -96,21 +96,10 @@ pub(crate) fn run(
         max_groups: (n * rows.div_ceil(ROWS_PER_GROUP)) as u64,
     };
     let chunks = plan_chunks(p, &budget, &cost)?;
-    let out = ctx.output_buffer("out", d.rows() * d.dv)?;
-    let lse = ctx.output_buffer("lse", d.rows())?;
+    let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
+    let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.scratch_buffer("unused mask", 4)?;
-    let (flags, _, _) = chunks.first().map_or((0, 0, [0; 4]), |c| mask_params(p, c));
-    let key = PipelineKey {
-        kernel: tier.kernel(),
-        constants: vec![
-            ("D", d.d as u32),
-            ("DV", d.dv as u32),
-            ("CAUSAL", u32::from(p.causal_offset.is_some())),
-            ("HAS_BIAS", u32::from(flags & MASK_HAS_BIAS != 0)),
-            ("HAS_ALLOW", u32::from(flags & MASK_HAS_ALLOW != 0)),
-        ],
-    };
-    let pipe = ctx.pipeline(&key)?;
+    let pipe = ctx.pipeline(&PipelineKey::for_problem(tier.kernel(), p))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the fused path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -120,7 +109,6 @@ pub(crate) fn run(
             label: Some(tier.name()),
             timestamp_writes: None,
         });
-        pass.set_pipeline(pipe.compute());
         for c in &chunks {
             let (_, m_win, strides) = mask_params(p, c);
             let row_groups = c.rows.div_ceil(ROWS_PER_GROUP);
@@ -162,22 +150,16 @@ pub(crate) fn run(
                     c.v.bind(inputs.v),
                     mask_binding(inputs.bias, c.mask, &dummy),
                     mask_binding(inputs.allow, c.mask, &dummy),
-                    c.out.bind(&out),
-                    c.lse.bind(&lse),
+                    c.out.bind(out),
+                    c.lse.bind(lse),
                 ],
             );
-            let (x, y) = budget.grid(total);
-            pass.set_bind_group(0, &bg, &[]);
-            pass.dispatch_workgroups(x, y, 1);
+            budget.dispatch(&mut pass, &pipe, &bg, total);
         }
         drop(pass);
         encoder
     })?;
     ctx.submit(encoder)?;
-    Ok(DeviceOutputs {
-        out,
-        lse,
-        weights: None,
-        chunks: chunks.len(),
-    })
+    outputs.chunks = chunks.len();
+    Ok(outputs)
 }

@@ -166,6 +166,26 @@ pub struct PipelineKey {
 }
 
 impl PipelineKey {
+    /// A kernel specialised for an attention problem: D, DV, causal rule and mask kind, as
+    /// the fused and decode kernels declare them (`override D`, `DV`, `CAUSAL`, `HAS_BIAS`,
+    /// `HAS_ALLOW`).
+    pub(crate) fn for_problem(kernel: Kernel, p: &crate::problem::Problem) -> Self {
+        let (has_bias, has_allow) = p
+            .mask
+            .as_ref()
+            .map_or((false, false), |m| (m.bias.is_some(), m.allow.is_some()));
+        PipelineKey {
+            kernel,
+            constants: vec![
+                ("D", p.dims.d as u32),
+                ("DV", p.dims.dv as u32),
+                ("CAUSAL", u32::from(p.causal_offset.is_some())),
+                ("HAS_BIAS", u32::from(has_bias)),
+                ("HAS_ALLOW", u32::from(has_allow)),
+            ],
+        }
+    }
+
     /// A kernel without specialisation constants.
     pub fn plain(kernel: Kernel) -> Self {
         PipelineKey {

@@ -31,6 +31,12 @@
 //! ```
 
 #![warn(missing_docs)]
+// Library code never panics on user input: no unwrap, expect or panic outside tests (CI runs
+// clippy with -D warnings). Indexing is not yet covered by a lint; see the README.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 mod attention;
 pub mod check;

@@ -1,5 +1,7 @@
 //! `wgpu-attention`: the command-line tool. See `wgpu-attention --help`.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod cli;
 
 use cli::Failure;

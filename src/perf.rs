@@ -124,7 +124,7 @@ pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Resul
         },
     );
     let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(&src), whole(&dst)]);
-    let (x, y) = budget.grid(n4.div_ceil(64));
+    let groups = n4.div_ceil(64);
     let run = || -> Result<()> {
         let mut e = ctx
             .device()
@@ -136,9 +136,7 @@ pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Resul
                 label: Some("copy"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(pipe.compute());
-            pass.set_bind_group(0, &bg, &[]);
-            pass.dispatch_workgroups(x, y, 1);
+            budget.dispatch(&mut pass, &pipe, &bg, groups);
         }
         ctx.submit(e)?;
         ctx.wait()

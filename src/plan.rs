@@ -37,6 +37,21 @@ impl DeviceBudget {
         self.max_groups_per_dim * self.max_groups_per_dim
     }
 
+    /// Dispatches `groups` linearly numbered workgroups of `pipe` with `bind_group`, spread
+    /// over x and y so that neither exceeds the per-dimension limit.
+    pub(crate) fn dispatch(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        pipe: &crate::kernel::Pipeline,
+        bind_group: &wgpu::BindGroup,
+        groups: u64,
+    ) {
+        let (x, y) = self.grid(groups);
+        pass.set_pipeline(pipe.compute());
+        pass.set_bind_group(0, bind_group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+    }
+
     /// (x, y) grid for `total` linearly numbered workgroups.
     pub fn grid(&self, total: u64) -> (u32, u32) {
         let x = total.clamp(1, self.max_groups_per_dim);

@@ -31,6 +31,22 @@ pub(crate) struct DeviceOutputs {
     pub chunks: usize,
 }
 
+impl DeviceOutputs {
+    /// NaN-filled out and lse buffers (and weights when asked) for a problem, so a kernel
+    /// that skips a write is caught by any comparison.
+    pub(crate) fn allocate(ctx: &Context, p: &Problem, weights: bool) -> Result<Self> {
+        let d = &p.dims;
+        Ok(DeviceOutputs {
+            out: ctx.output_buffer("out", d.rows() * d.dv)?,
+            lse: ctx.output_buffer("lse", d.rows())?,
+            weights: weights
+                .then(|| ctx.output_buffer("weights", d.rows() * d.lk))
+                .transpose()?,
+            chunks: 0,
+        })
+    }
+}
+
 /// Chunk parameters shared by the three kernels; `tiles_x`, `tiles_y` and `total_tiles`
 /// are filled per kernel.
 fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
@@ -78,13 +94,8 @@ pub(crate) fn run(
     let d = &p.dims;
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let chunks = plan_chunks(p, &budget, &|n, rows| unfused_cost(p, n, rows))?;
-    let out = ctx.output_buffer("out", d.rows() * d.dv)?;
-    let lse = ctx.output_buffer("lse", d.rows())?;
-    let weights = if want_weights {
-        Some(ctx.output_buffer("weights", d.rows() * d.lk)?)
-    } else {
-        None
-    };
+    let mut outputs = DeviceOutputs::allocate(ctx, p, want_weights)?;
+    let (out, lse) = (&outputs.out, &outputs.lse);
     let max_scores = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
     let scores = ctx.scratch_buffer("scores", max_scores)?;
     let dummy = ctx.scratch_buffer("unused mask", 4)?;
@@ -146,7 +157,7 @@ pub(crate) fn run(
                     mask_bind(inputs.bias),
                     mask_bind(inputs.allow),
                     s_window.bind(&scores),
-                    c.lse.bind(&lse),
+                    c.lse.bind(lse),
                 ],
             );
             let bg_wsum = wsum_pipe.bind_group(
@@ -155,7 +166,7 @@ pub(crate) fn run(
                     whole(&u_wsum),
                     s_window.bind(&scores),
                     c.v.bind(inputs.v),
-                    c.out.bind(&out),
+                    c.out.bind(out),
                 ],
             );
             {
@@ -163,18 +174,11 @@ pub(crate) fn run(
                     label: Some("unfused chunk"),
                     timestamp_writes: None,
                 });
-                for (pipe, bg, groups) in [
-                    (&scores_pipe, &bg_scores, g_scores),
-                    (&softmax_pipe, &bg_softmax, g_softmax),
-                    (&wsum_pipe, &bg_wsum, g_wsum),
-                ] {
-                    let (x, y) = budget.grid(groups);
-                    pass.set_pipeline(pipe.compute());
-                    pass.set_bind_group(0, bg, &[]);
-                    pass.dispatch_workgroups(x, y, 1);
-                }
+                budget.dispatch(&mut pass, &scores_pipe, &bg_scores, g_scores);
+                budget.dispatch(&mut pass, &softmax_pipe, &bg_softmax, g_softmax);
+                budget.dispatch(&mut pass, &wsum_pipe, &bg_wsum, g_wsum);
             }
-            if let Some(w) = &weights {
+            if let Some(w) = &outputs.weights {
                 let dst = ((c.bh0 * d.lq + c.row0) * d.lk) as u64 * 4;
                 encoder.copy_buffer_to_buffer(&scores, 0, w, dst, scores_bytes);
             }
@@ -182,10 +186,6 @@ pub(crate) fn run(
         encoder
     })?;
     ctx.submit(encoder)?;
-    Ok(DeviceOutputs {
-        out,
-        lse,
-        weights,
-        chunks: chunks.len(),
-    })
+    outputs.chunks = chunks.len();
+    Ok(outputs)
 }

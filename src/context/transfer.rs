@@ -1,0 +1,238 @@
+//! Moving data and work to and from the device: buffers, uploads, submissions (with optional
+//! GPU timestamps), readback. Part of [`Context`]; the wgpu calls that change between
+//! releases live here and in the parent module.
+
+use wgpu::util::DeviceExt;
+
+use super::{Context, Timestamps};
+use crate::error::{Error, Result};
+
+impl Context {
+    /// A storage buffer holding `data`.
+    pub(crate) fn upload<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer> {
+        // wgpu rejects zero-sized bindings; keep at least one element.
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let padded;
+        let contents = if bytes.is_empty() {
+            padded = [0u8; 4];
+            &padded[..]
+        } else {
+            bytes
+        };
+        self.check_buffer_size(label, contents.len() as u64)?;
+        self.scoped("buffer upload", || {
+            self.inner
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                })
+        })
+    }
+
+    /// A storage buffer of `len` f32 elements, filled with NaN so a kernel that skips a write
+    /// is caught by any comparison.
+    pub(crate) fn output_buffer(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+        let nan = vec![f32::NAN; len.max(1)];
+        self.upload(label, &nan)
+    }
+
+    /// A storage buffer of `bytes` bytes, uninitialised (wgpu zeroes it).
+    pub(crate) fn scratch_buffer(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+        let bytes = bytes.max(4);
+        self.check_buffer_size(label, bytes)?;
+        self.scoped("buffer creation", || {
+            self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })
+    }
+
+    /// A small uniform buffer.
+    pub(crate) fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
+        self.inner
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytemuck::bytes_of(value),
+                usage: wgpu::BufferUsages::UNIFORM,
+            })
+    }
+
+    fn check_buffer_size(&self, label: &str, bytes: u64) -> Result<()> {
+        let max = self.inner.device.limits().max_buffer_size;
+        if bytes > max {
+            return Err(Error::too_large(format_args!(
+                "{label} needs {bytes} bytes in one buffer; this device's max_buffer_size is {max}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Submits encoded work, inside error scopes. With GPU timing on, the work is bracketed
+    /// by two empty timestamped passes in the same submission.
+    pub(crate) fn submit(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
+        let stamps = self.inner.timestamps.lock().ok();
+        let stamps = stamps.as_ref().and_then(|g| g.as_ref());
+        self.scoped("dispatch", || {
+            let device = &self.inner.device;
+            let stamp = |index: u32, resolve: bool| {
+                let mut e = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("timestamp"),
+                });
+                if let Some(t) = stamps {
+                    let writes = wgpu::ComputePassTimestampWrites {
+                        query_set: &t.set,
+                        beginning_of_pass_write_index: Some(index),
+                        end_of_pass_write_index: None,
+                    };
+                    drop(e.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("timestamp"),
+                        timestamp_writes: Some(writes),
+                    }));
+                    if resolve {
+                        e.resolve_query_set(&t.set, 0..2, &t.resolved, 0);
+                    }
+                }
+                e.finish()
+            };
+            if stamps.is_some() {
+                let begin = stamp(0, false);
+                let end = stamp(1, true);
+                self.inner.queue.submit([begin, encoder.finish(), end]);
+            } else {
+                self.inner.queue.submit(Some(encoder.finish()));
+            }
+        })
+    }
+
+    /// Turns on GPU timestamps around every submission. Returns false (and changes nothing)
+    /// when the device lacks `Features::TIMESTAMP_QUERY`.
+    pub fn enable_gpu_timing(&self) -> Result<bool> {
+        if !self.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Ok(false);
+        }
+        let device = &self.inner.device;
+        let t = self.scoped("timestamp setup", || Timestamps {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("gpu timing"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolved: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpu timing"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+        })?;
+        if let Ok(mut slot) = self.inner.timestamps.lock() {
+            *slot = Some(t);
+        }
+        Ok(true)
+    }
+
+    /// GPU time of the last submission in milliseconds, when GPU timing is on. Waits for it.
+    pub fn last_gpu_ms(&self) -> Result<Option<f64>> {
+        let resolved = match self.inner.timestamps.lock() {
+            Ok(g) => g.as_ref().map(|t| t.resolved.clone()),
+            Err(_) => None,
+        };
+        let Some(buffer) = resolved else {
+            return Ok(None);
+        };
+        let ticks: Vec<u64> = self.download(&buffer, 2)?;
+        let period_ns = f64::from(self.inner.queue.get_timestamp_period());
+        Ok(match ticks.as_slice() {
+            [t0, t1] if t1 >= t0 => Some((t1 - t0) as f64 * period_ns / 1e6),
+            _ => None,
+        })
+    }
+
+    /// Reads `len` elements of type T starting at element 0 of `buffer`.
+    pub(crate) fn download<T: bytemuck::Pod>(
+        &self,
+        buffer: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<Vec<T>> {
+        let elem = std::mem::size_of::<T>() as u64;
+        let bytes = (len as u64 * elem).max(4);
+        let device = &self.inner.device;
+        let staging = self.scoped("readback", || {
+            let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback staging"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("readback"),
+            });
+            encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+            self.inner.queue.submit(Some(encoder.finish()));
+            staging
+        })?;
+        let (sender, receiver) = futures_intrusive::channel::shared::oneshot_channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            // The receiver lives until after the poll below; a failed send cannot happen.
+            let _ = sender.send(r);
+        });
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu {
+                during: "readback",
+                message: e.to_string(),
+            })?;
+        let mapped = pollster::block_on(receiver.receive());
+        match mapped {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                return Err(Error::Gpu {
+                    during: "readback",
+                    message: e.to_string(),
+                })
+            }
+            None => {
+                return Err(Error::Gpu {
+                    during: "readback",
+                    message: "the map callback never ran".to_string(),
+                })
+            }
+        }
+        let out = {
+            let view = staging
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Gpu {
+                    during: "readback",
+                    message: e.to_string(),
+                })?;
+            let all: &[T] = bytemuck::cast_slice(&view);
+            all[..len.min(all.len())].to_vec()
+        };
+        staging.unmap();
+        self.check_health("readback")?;
+        Ok(out)
+    }
+
+    /// Blocks until all submitted work has finished (for timing and for callers who share
+    /// buffers with other APIs).
+    pub fn wait(&self) -> Result<()> {
+        self.inner
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu {
+                during: "wait",
+                message: e.to_string(),
+            })?;
+        self.check_health("wait")
+    }
+}
