@@ -52,6 +52,7 @@ pub mod params;
 pub mod perf;
 pub mod plan;
 pub mod problem;
+pub mod raster;
 pub mod reference;
 pub mod rng;
 mod tensor;

@@ -29,11 +29,12 @@ RUN:
 BENCH:
     wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]
         [--path auto|all|unfused|fused|fused-subgroup|fused-portable|decode|cpu-ndarray]
-        [--reps N] [--seed S] [--json]
+        [--reps N] [--seed S] [--json] [--plot FILE.png]
 
     Per path: median ms (GPU timestamps where the adapter has them, wall clock beside),
     GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error
     against the CPU reference (checked before timing). --json prints one object per path.
+    --plot sweeps the length from 128 up to the shape's and draws GFLOP/s per path as a PNG.
 
 EXIT CODES:
     0 success, 1 GPU failure or --check outside tolerance, 2 bad input (nothing written)

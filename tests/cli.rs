@@ -259,3 +259,46 @@ fn run_accepts_every_path() {
         }
     }
 }
+
+/// `bench --json` prints one object per path with the documented keys, and `--plot` writes
+/// a PNG.
+#[test]
+fn bench_json_and_plot() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("bench");
+    let png = dir.join("plot.png");
+    let o = tool()
+        .args([
+            "bench",
+            "--shape",
+            "1,2,256,256,16",
+            "--path",
+            "unfused",
+            "--reps",
+            "1",
+            "--json",
+        ])
+        .args(["--plot", &png.display().to_string()])
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    for key in [
+        "\"path\": \"unfused\"",
+        "\"ms\":",
+        "\"gflops\":",
+        "\"max_abs_err\":",
+    ] {
+        assert!(lines[0].contains(key), "{key} missing in {}", lines[0]);
+    }
+    let bytes = std::fs::read(&png).expect("plot written");
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+}

@@ -141,6 +141,118 @@ fn max_err(got: &ArrayD<f32>, rows: &[usize], expected: &ArrayD<f32>) -> f64 {
     check::compare(&got_rows.view(), &expected.view(), Tolerance::F32).max_abs_err
 }
 
+/// Inputs of one shape, on the host and the device, with the reference for the checked rows.
+struct Inputs {
+    sh: Shape,
+    causal: Causal,
+    q: ArrayD<f32>,
+    k: ArrayD<f32>,
+    v: ArrayD<f32>,
+    qt: GpuTensor,
+    kt: GpuTensor,
+    vt: GpuTensor,
+    rows: Vec<usize>,
+    expected: ArrayD<f32>,
+}
+
+fn prepare(ctx: &Context, sh: Shape, causal: Causal, seed: u64) -> Result<Inputs, Failure> {
+    let mut rng = Rng::new(seed);
+    let q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
+    let k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
+    let v = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
+    let rows = check_rows(&sh);
+    let expected = reference_rows(&sh, causal, &rows, &q, &k, &v)?;
+    let up = |a: &ArrayD<f32>, n| GpuTensor::from_array(ctx, n, a).map_err(Failure::from_error);
+    let (qt, kt, vt) = (up(&q, "q")?, up(&k, "k")?, up(&v, "v")?);
+    Ok(Inputs {
+        sh,
+        causal,
+        q,
+        k,
+        v,
+        qt,
+        kt,
+        vt,
+        rows,
+        expected,
+    })
+}
+
+/// Checks one path against the reference, then times it. `None` when the path cannot run
+/// this shape (the reason is printed unless `quiet`).
+fn measure(
+    ctx: &Context,
+    x: &Inputs,
+    name: &str,
+    choice: Option<PathChoice>,
+    reps: usize,
+    quiet: bool,
+) -> Result<Option<Row>, Failure> {
+    let sh = x.sh;
+    let flops = forward_flops(sh.b, sh.hq, sh.lq, sh.lk, sh.d, sh.d, x.causal);
+    let bytes = 4.0
+        * (2.0 * (sh.b * sh.hq * sh.lq * sh.d) as f64
+            + 2.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64);
+    let kv_bytes = 8.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
+    let Some(path) = choice else {
+        let mut timing_runs = Vec::new();
+        let mut out = None;
+        for _ in 0..reps.min(5) {
+            let t = Instant::now();
+            out = Some(
+                cpu_matmul_attention(&x.q, &x.k, &x.v, x.causal).map_err(Failure::from_error)?,
+            );
+            timing_runs.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        timing_runs.sort_by(f64::total_cmp);
+        let timing = Timing {
+            runs_ms: timing_runs,
+            gpu_ms: Vec::new(),
+        };
+        let ms = timing.median_ms();
+        return Ok(Some(Row {
+            path: name.to_string(),
+            gflops: flops / (ms * 1e6),
+            gbps: bytes / (ms * 1e6),
+            max_abs_err: out
+                .as_ref()
+                .map_or(f64::NAN, |o| max_err(o, &x.rows, &x.expected)),
+            note: "CPU: per-head ndarray matmul, softmax, matmul (f32, all cores)".to_string(),
+            timing,
+        }));
+    };
+    let opts = AttentionOptions::default().causal(x.causal).path(path);
+    // Check first: a path that is wrong is not timed.
+    let first = Instant::now();
+    let r = match wgpu_attention::attention_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            if !quiet {
+                println!("{name:<16} skipped: {e}");
+            }
+            return Ok(None);
+        }
+    };
+    let out = r.out.to_array(ctx).map_err(Failure::from_error)?;
+    let first_ms = first.elapsed().as_secs_f64() * 1e3;
+    let err = max_err(&out, &x.rows, &x.expected);
+    let timing = time_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts, 1, reps).map_err(Failure::from_error)?;
+    let ms = timing.median_gpu_ms().unwrap_or(timing.median_ms());
+    let moved = if r.plan.path == "decode" {
+        kv_bytes
+    } else {
+        bytes
+    };
+    Ok(Some(Row {
+        path: r.plan.path.to_string(),
+        gflops: flops / (ms * 1e6),
+        gbps: moved / (ms * 1e6),
+        max_abs_err: err,
+        note: format!("first call {first_ms:.0} ms; {}", r.plan.reason),
+        timing,
+    }))
+}
+
 pub fn run(argv: &[String]) -> Result<(), Failure> {
     let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
     let sh = parse_shape(&args)?;
@@ -153,97 +265,20 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     let seed: u64 = args.number("seed").map_err(Failure::input)?.unwrap_or(1);
     let chosen = paths(args.get("path"))?;
     let json = args.has("json");
-    if args.get("plot").is_some() {
-        return Err(Failure::input("--plot is not available in this build"));
-    }
 
     let ctx = Context::new().map_err(Failure::from_error)?;
     let gpu_timing = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
-    let mut rng = Rng::new(seed);
-    let q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
-    let k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
-    let v = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
-    let rows = check_rows(&sh);
-    let expected = reference_rows(&sh, causal, &rows, &q, &k, &v)?;
-    let up = |a: &ArrayD<f32>, n| GpuTensor::from_array(&ctx, n, a).map_err(Failure::from_error);
-    let (qt, kt, vt) = (up(&q, "q")?, up(&k, "k")?, up(&v, "v")?);
-    let flops = forward_flops(sh.b, sh.hq, sh.lq, sh.lk, sh.d, sh.d, causal);
-    let bytes = 4.0
-        * (2.0 * (sh.b * sh.hq * sh.lq * sh.d) as f64
-            + 2.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64);
-    let kv_bytes = 8.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
-
+    let x = prepare(&ctx, sh, causal, seed)?;
     let mut table: Vec<Row> = Vec::new();
-    for (name, choice) in chosen {
-        let row = match choice {
-            Some(path) => {
-                let opts = AttentionOptions::default().causal(causal).path(path);
-                // Check first: a path that is wrong is not timed.
-                let first = Instant::now();
-                let r = match wgpu_attention::attention_gpu(&ctx, &qt, &kt, &vt, &opts) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        if !json {
-                            println!("{name:<16} skipped: {e}");
-                        }
-                        continue;
-                    }
-                };
-                let out = r.out.to_array(&ctx).map_err(Failure::from_error)?;
-                let first_ms = first.elapsed().as_secs_f64() * 1e3;
-                let err = max_err(&out, &rows, &expected);
-                let timing =
-                    time_gpu(&ctx, &qt, &kt, &vt, &opts, 1, reps).map_err(Failure::from_error)?;
-                let ms = timing.median_gpu_ms().unwrap_or(timing.median_ms());
-                let moved = if r.plan.path == "decode" {
-                    kv_bytes
-                } else {
-                    bytes
-                };
-                Row {
-                    path: r.plan.path.to_string(),
-                    gflops: flops / (ms * 1e6),
-                    gbps: moved / (ms * 1e6),
-                    max_abs_err: err,
-                    note: format!("first call {first_ms:.0} ms; {}", r.plan.reason),
-                    timing,
-                }
-            }
-            None => {
-                let mut timing_runs = Vec::new();
-                let mut out = None;
-                for _ in 0..reps.min(5) {
-                    let t = Instant::now();
-                    out = Some(
-                        cpu_matmul_attention(&q, &k, &v, causal).map_err(Failure::from_error)?,
-                    );
-                    timing_runs.push(t.elapsed().as_secs_f64() * 1e3);
-                }
-                timing_runs.sort_by(f64::total_cmp);
-                let timing = Timing {
-                    runs_ms: timing_runs,
-                    gpu_ms: Vec::new(),
-                };
-                let ms = timing.median_ms();
-                let err = out
-                    .as_ref()
-                    .map_or(f64::NAN, |o| max_err(o, &rows, &expected));
-                Row {
-                    path: name.to_string(),
-                    gflops: flops / (ms * 1e6),
-                    gbps: bytes / (ms * 1e6),
-                    max_abs_err: err,
-                    note: "CPU: per-head ndarray matmul, softmax, matmul (f32, all cores)"
-                        .to_string(),
-                    timing,
-                }
-            }
-        };
-        table.push(row);
+    for (name, choice) in &chosen {
+        if let Some(row) = measure(&ctx, &x, name, *choice, reps, json)? {
+            table.push(row);
+        }
     }
     // The decode path reads K and V once: compare with a plain copy of the same bytes.
     if table.iter().any(|r| r.path == "decode") {
-        let (copied, t) = time_copy(&ctx, kv_bytes as u64, 2, reps).map_err(Failure::from_error)?;
+        let kv_bytes = 8 * (sh.b * sh.hkv * sh.lk * sh.d) as u64;
+        let (copied, t) = time_copy(&ctx, kv_bytes, 2, reps).map_err(Failure::from_error)?;
         let ms = t.median_gpu_ms().unwrap_or(t.median_ms());
         table.push(Row {
             path: "copy".to_string(),
@@ -256,7 +291,68 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
             timing: t,
         });
     }
-    print_table(&ctx, &sh, causal, &table, gpu_timing, json, rows.len());
+    print_table(&ctx, &sh, causal, &table, gpu_timing, json, x.rows.len());
+    if let Some(file) = args.get("plot") {
+        plot_sweep(&ctx, sh, causal, &chosen, reps.min(3), seed, file)?;
+    }
+    Ok(())
+}
+
+/// GFLOP/s against sequence length: lengths from 128 doubling up to the shape's (Lq follows
+/// Lk unless the shape is decode-like, Lq < 64, where it stays fixed).
+fn plot_sweep(
+    ctx: &Context,
+    sh: Shape,
+    causal: Causal,
+    chosen: &[(&'static str, Option<PathChoice>)],
+    reps: usize,
+    seed: u64,
+    file: &str,
+) -> Result<(), Failure> {
+    let top = sh.lk.max(sh.lq);
+    let mut lengths = Vec::new();
+    let mut l = 128usize.min(top);
+    while l < top {
+        lengths.push(l);
+        l *= 2;
+    }
+    lengths.push(top);
+    let mut series: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
+    for &len in &lengths {
+        let lq = if sh.lq < 64 { sh.lq } else { len };
+        let point = Shape { lq, lk: len, ..sh };
+        let x = prepare(ctx, point, causal, seed)?;
+        for (name, choice) in chosen {
+            if let Some(row) = measure(ctx, &x, name, *choice, reps, true)? {
+                match series.iter_mut().find(|(n, _)| *n == row.path) {
+                    Some((_, pts)) => pts.push((len, row.gflops)),
+                    None => series.push((row.path.clone(), vec![(len, row.gflops)])),
+                }
+            }
+        }
+        eprintln!("plot: length {len} measured");
+    }
+    let title = format!(
+        "GFLOP/s vs sequence length: B{} Hq{} Hkv{} D{}{}",
+        sh.b,
+        sh.hq,
+        sh.hkv,
+        sh.d,
+        if causal == Causal::None {
+            String::new()
+        } else {
+            format!(" causal {causal:?}")
+        }
+    );
+    let canvas = super::plot::line_chart(
+        &title,
+        &ctx.adapter_name(),
+        "sequence length (Lk)",
+        "GFLOP/s",
+        &series,
+    );
+    canvas.save_png(file).map_err(Failure::from_error)?;
+    eprintln!("plot written to {file}");
     Ok(())
 }
 
