@@ -13,6 +13,7 @@
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs.
+//! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.
 //! - [`perf`]: FLOP counts and timing used by every benchmark figure.
 //! - [`Error`]: every failure, typed.
 //!
@@ -44,6 +45,7 @@ mod context;
 mod decode;
 mod error;
 pub mod fused;
+pub mod heatmap;
 pub mod kernel;
 pub mod merge;
 pub mod npy;
@@ -55,6 +57,7 @@ pub mod problem;
 pub mod raster;
 pub mod reference;
 pub mod rng;
+pub mod seeds;
 mod tensor;
 mod unfused;
 

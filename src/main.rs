@@ -14,6 +14,7 @@ USAGE:
     wgpu-attention devices      list adapters with backend, type, features and limits
     wgpu-attention run ...      attention on .npy files (see below)
     wgpu-attention bench ...    every path side by side on one shape (see below)
+    wgpu-attention heatmap ...  attention weights as a PNG (see below)
 
 RUN:
     wgpu-attention run --q Q.npy --k K.npy --v V.npy [--mask M.npy]
@@ -35,6 +36,15 @@ BENCH:
     GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error
     against the CPU reference (checked before timing). --json prints one object per path.
     --plot sweeps the length from 128 up to the shape's and draws GFLOP/s per path as a PNG.
+
+HEATMAP:
+    wgpu-attention heatmap --demo [--out heatmap.png]
+    wgpu-attention heatmap --q Q.npy --k K.npy [--labels TOKENS.txt] [--key-labels TOKENS.txt]
+        [--causal top-left|bottom-right] [--scale S] [--title T] [--out heatmap.png]
+
+    --demo reproduces the seeds' experiment: 'I do not want to go to the office' and
+    'I do want to go to the office', seeded embeddings and projections, side by side.
+    Labels: whitespace-separated tokens; one panel per head for rank 3 and 4 inputs.
 
 EXIT CODES:
     0 success, 1 GPU failure or --check outside tolerance, 2 bad input (nothing written)
@@ -60,6 +70,7 @@ fn main() {
         },
         Some("run") => cli::run::run(&argv[1..]),
         Some("bench") => cli::bench::run(&argv[1..]),
+        Some("heatmap") => cli::heatmap::run(&argv[1..]),
         Some(other) => Err(Failure::usage(format!("unknown command '{other}'"))),
     };
     if let Err(f) = result {

@@ -302,3 +302,55 @@ fn bench_json_and_plot() {
     let bytes = std::fs::read(&png).expect("plot written");
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
 }
+
+/// `heatmap --demo` and `heatmap` on .npy files with labels write PNGs; bad input is exit 2.
+#[test]
+fn heatmap_demo_and_files() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("heatmap");
+    let demo = dir.join("demo.png");
+    let o = tool()
+        .args(["heatmap", "--demo", "--out", &demo.display().to_string()])
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("weight of \"I\" on \"not\""), "{stdout}");
+    assert!(std::fs::read(&demo)
+        .expect("demo png")
+        .starts_with(b"\x89PNG"));
+    let mut rng = Rng::new(34);
+    let q = save(&dir, "q.npy", &rng.array(&[2, 5, 8], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 5, 8], 1.0));
+    let labels = dir.join("tokens.txt");
+    std::fs::write(&labels, "the cat sat on mats").expect("labels");
+    let png = dir.join("heads.png");
+    let o = tool()
+        .args([
+            "heatmap",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--labels",
+            &labels.display().to_string(),
+            "--causal",
+            "top-left",
+        ])
+        .args(["--out", &png.display().to_string()])
+        .output()
+        .expect("run tool");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&png).expect("png").starts_with(b"\x89PNG"));
+    let o = tool()
+        .args(["heatmap", "--q", "missing.npy", "--k", &k])
+        .output()
+        .expect("run tool");
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -3,6 +3,7 @@
 pub mod args;
 pub mod bench;
 pub mod devices;
+pub mod heatmap;
 pub mod plot;
 pub mod run;
 pub mod selfcheck;

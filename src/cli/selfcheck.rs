@@ -1,7 +1,7 @@
 //! The main job (`wgpu-attention` with no arguments): parity of every kernel path on a few
 //! shapes, including the seeds' 9-token sentence, then a short timing table.
 
-use ndarray::{Array2, ArrayD, Ix2};
+use ndarray::ArrayD;
 use wgpu_attention::perf::{forward_flops, time_gpu};
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
@@ -9,6 +9,7 @@ use wgpu_attention::{
 };
 
 use super::Failure;
+use wgpu_attention::seeds::sentence;
 
 /// Paths the self-check exercises, with the name shown.
 const PATHS: [(PathChoice, &str); 4] = [
@@ -25,31 +26,6 @@ struct Case {
     v: ArrayD<f32>,
     causal: Causal,
     mask: Option<ArrayD<bool>>,
-}
-
-/// The seeds' experiment: a sentence of 9 tokens, seeded random embeddings (d_model 4) and
-/// projections W_Q, W_K, W_V; single-head attention over the tokens.
-fn sentence(words: &str, seed: u64) -> (Vec<String>, ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
-    let tokens: Vec<String> = words.split_whitespace().map(str::to_string).collect();
-    let mut rng = Rng::new(seed);
-    let d_model = 4;
-    let mut matrix = |rows: usize, cols: usize| -> Array2<f32> {
-        rng.array(&[rows, cols], 1.0)
-            .into_dimensionality::<Ix2>()
-            .unwrap_or_else(|_| Array2::zeros((rows, cols)))
-    };
-    let emb = matrix(tokens.len(), d_model);
-    let (wq, wk, wv) = (
-        matrix(d_model, d_model),
-        matrix(d_model, d_model),
-        matrix(d_model, d_model),
-    );
-    (
-        tokens,
-        emb.dot(&wq).into_dyn(),
-        emb.dot(&wk).into_dyn(),
-        emb.dot(&wv).into_dyn(),
-    )
 }
 
 fn cases() -> Vec<Case> {

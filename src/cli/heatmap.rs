@@ -1,0 +1,153 @@
+//! `wgpu-attention heatmap`: attention weights computed on the GPU, drawn as a PNG.
+
+use ndarray::{ArrayD, Axis, Ix2, IxDyn};
+use wgpu_attention::heatmap::{render_panels, Panel};
+use wgpu_attention::npy::{self, NpyArray};
+use wgpu_attention::{AttentionOptions, Context};
+
+use super::args::Args;
+use super::run::parse_causal;
+use super::Failure;
+use wgpu_attention::seeds::{sentence, SENTENCES};
+
+/// A panel's data before it is borrowed for drawing: weights, query labels, key labels, title.
+type PanelData = (ArrayD<f32>, Vec<String>, Vec<String>, String);
+
+const VALUES: &[&str] = &[
+    "q",
+    "k",
+    "labels",
+    "key-labels",
+    "causal",
+    "scale",
+    "out",
+    "title",
+];
+const SWITCHES: &[&str] = &["demo"];
+
+fn read_labels(path: Option<&str>) -> Result<Vec<String>, Failure> {
+    match path {
+        None => Ok(Vec::new()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Failure::input(format!("{p}: cannot read labels: {e}")))?;
+            Ok(text.split_whitespace().map(str::to_string).collect())
+        }
+    }
+}
+
+fn read_f32(path: &str) -> Result<ArrayD<f32>, Failure> {
+    match npy::read(path).map_err(Failure::from_error)? {
+        NpyArray::F32(a) => Ok(a),
+        NpyArray::Bool(_) => Err(Failure::input(format!(
+            "{path}: expected float32 or float64, got bool"
+        ))),
+    }
+}
+
+/// Weights of `q` against `k` on the GPU (unfused path, the one that returns them).
+fn weights(
+    ctx: &Context,
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    opts: &AttentionOptions<'_>,
+) -> Result<ArrayD<f32>, Failure> {
+    // V does not affect the weights; one column of zeros with k's leading shape.
+    let mut v_shape = k.shape().to_vec();
+    if let Some(last) = v_shape.last_mut() {
+        *last = 1;
+    }
+    let v = ArrayD::<f32>::zeros(IxDyn(&v_shape));
+    let r = wgpu_attention::attention(ctx, q, k, &v, &opts.clone().with_weights())
+        .map_err(Failure::from_error)?;
+    r.weights.ok_or_else(|| Failure {
+        code: 1,
+        message: "no weights returned".into(),
+    })
+}
+
+pub fn run(argv: &[String]) -> Result<(), Failure> {
+    let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
+    let out = args.get("out").unwrap_or("heatmap.png").to_string();
+    let causal = parse_causal(args.get("causal"))?;
+    let scale: Option<f32> = args.number("scale").map_err(Failure::input)?;
+    let opts = AttentionOptions {
+        causal,
+        scale,
+        ..Default::default()
+    };
+    let ctx = Context::new().map_err(Failure::from_error)?;
+
+    let (title, panels_data): (String, Vec<PanelData>) = if args.has("demo") {
+        let mut data = Vec::new();
+        for (i, words) in SENTENCES.iter().enumerate() {
+            let (tokens, q, k, _) = sentence(words, 42);
+            let w = weights(&ctx, &q, &k, &opts)?;
+            if let Some(third) = tokens.get(2) {
+                println!(
+                    "\"{words}\": weight of \"I\" on \"{third}\" = {:.4}",
+                    w[[0, 2]]
+                );
+            }
+            data.push((
+                w,
+                tokens.clone(),
+                tokens,
+                format!("sentence {}: \"{words}\"", i + 1),
+            ));
+        }
+        let t = args
+            .get("title")
+            .unwrap_or("Attention weights: one word changed (seeded d_model 4 embeddings)");
+        (t.to_string(), data)
+    } else {
+        let q = read_f32(args.require("q").map_err(Failure::usage)?)?;
+        let k = read_f32(args.require("k").map_err(Failure::usage)?)?;
+        let ql = read_labels(args.get("labels"))?;
+        let kl = match args.get("key-labels") {
+            Some(p) => read_labels(Some(p))?,
+            None => ql.clone(),
+        };
+        let w = weights(&ctx, &q, &k, &opts)?;
+        // Panels: one per (batch, head) for rank 3 and 4 inputs.
+        let (lq, lk) = (w.shape()[w.ndim() - 2], w.shape()[w.ndim() - 1]);
+        let heads = w.len() / (lq * lk).max(1);
+        let flat = w
+            .into_shape_with_order(IxDyn(&[heads, lq, lk]))
+            .map_err(|e| Failure::input(e.to_string()))?;
+        let data = flat
+            .axis_iter(Axis(0))
+            .enumerate()
+            .map(|(h, m)| {
+                (
+                    m.to_owned().into_dyn(),
+                    ql.clone(),
+                    kl.clone(),
+                    format!("head {h}"),
+                )
+            })
+            .collect();
+        (
+            args.get("title").unwrap_or("Attention weights").to_string(),
+            data,
+        )
+    };
+    let mut views = Vec::new();
+    for (w, ql, kl, t) in &panels_data {
+        let m = w
+            .view()
+            .into_dimensionality::<Ix2>()
+            .map_err(|e| Failure::input(e.to_string()))?;
+        views.push(Panel {
+            weights: m,
+            query_labels: ql.clone(),
+            key_labels: kl.clone(),
+            title: t.clone(),
+        });
+    }
+    let subtitle = format!("{title}  [{}]", ctx.adapter_name());
+    let canvas = render_panels(&subtitle, &views).map_err(Failure::from_error)?;
+    canvas.save_png(&out).map_err(Failure::from_error)?;
+    println!("heatmap written to {out}");
+    Ok(())
+}
