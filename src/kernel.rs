@@ -37,11 +37,15 @@ pub enum Kernel {
     Merge,
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
     Copy,
+    /// `shaders/matmul.wgsl`: C = A B + bias, optionally in head-split layouts.
+    Matmul,
+    /// `shaders/rope.wgsl`: rotary position embedding in place.
+    Rope,
 }
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -50,6 +54,8 @@ impl Kernel {
         Kernel::DecodePartial,
         Kernel::Merge,
         Kernel::Copy,
+        Kernel::Matmul,
+        Kernel::Rope,
     ];
 
     /// WGSL source, embedded at compile time.
@@ -63,6 +69,8 @@ impl Kernel {
             Kernel::DecodePartial => include_str!("../shaders/decode_partial.wgsl"),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
+            Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
+            Kernel::Rope => include_str!("../shaders/rope.wgsl"),
         }
     }
 
@@ -77,6 +85,8 @@ impl Kernel {
             Kernel::DecodePartial => "decode_partial",
             Kernel::Merge => "merge",
             Kernel::Copy => "copy",
+            Kernel::Matmul => "matmul",
+            Kernel::Rope => "rope",
         }
     }
 
@@ -124,6 +134,16 @@ impl Kernel {
             ],
             // params, src, dst
             Kernel::Copy => &[Uniform, StorageRead, StorageReadWrite],
+            // params, a, b, bias, c
+            Kernel::Matmul => &[
+                Uniform,
+                StorageRead,
+                StorageRead,
+                StorageRead,
+                StorageReadWrite,
+            ],
+            // params, table, x
+            Kernel::Rope => &[Uniform, StorageRead, StorageReadWrite],
         }
     }
 
@@ -139,6 +159,8 @@ impl Kernel {
             Kernel::DecodePartial => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
+            Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),
+            Kernel::Rope => std::mem::size_of::<crate::params::RopeParams>(),
         }
     }
 

@@ -11,6 +11,7 @@
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
 //! - [`check::compare`]: max abs / rel error with the worst element's index.
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
+//! - [`mha::MultiHeadAttention`]: a multi-head attention layer (GQA, RoPE) on the GPU.
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.
@@ -48,6 +49,7 @@ pub mod fused;
 pub mod heatmap;
 pub mod kernel;
 pub mod merge;
+pub mod mha;
 pub mod npy;
 mod options;
 pub mod params;

@@ -221,3 +221,47 @@ pub struct CopyParams {
     /// Padding to 16 bytes.
     pub pad: [u32; 3],
 }
+
+/// Parameters of `matmul.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct MatmulParams {
+    /// Rows of A and C.
+    pub m: u32,
+    /// Columns of A, rows of B.
+    pub k: u32,
+    /// Columns of B and C.
+    pub n: u32,
+    /// 1 when A is in head-split (B, H, L, HD) layout.
+    pub a_split: u32,
+    /// 1 when C is in head-split (B, H, L, HD) layout.
+    pub c_split: u32,
+    /// Sequence length L (head-split layouts).
+    pub l: u32,
+    /// Heads H (head-split layouts).
+    pub h: u32,
+    /// Head width HD (head-split layouts).
+    pub hd: u32,
+    /// 1 when a bias of N values is added.
+    pub has_bias: u32,
+    /// Column tiles (32 columns each).
+    pub tiles_x: u32,
+    /// Workgroups that do work.
+    pub total: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad0: u32,
+}
+
+/// Parameters of `rope.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct RopeParams {
+    /// Invocations that do work: B * H * L * HD / 2.
+    pub total: u32,
+    /// Sequence length.
+    pub l: u32,
+    /// Head width (even).
+    pub hd: u32,
+    /// 1 for interleaved pairs, 0 for half-split.
+    pub interleaved: u32,
+}

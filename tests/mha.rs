@@ -1,0 +1,132 @@
+//! The multi-head attention module on the GPU against its CPU reference: MHA and GQA,
+//! biases, both rotary conventions, 2-D and 3-D input, weights from .npy files.
+
+mod common;
+
+use common::Rng;
+use ndarray::{Array1, Array2, Ix1, Ix2};
+use wgpu_attention::mha::{
+    mha_reference, MhaConfig, MhaWeights, MultiHeadAttention, Rope, RopeStyle,
+};
+use wgpu_attention::{Causal, PathChoice, Tolerance};
+
+fn weights(
+    rng: &mut Rng,
+    d_model: usize,
+    hq: usize,
+    hkv: usize,
+    hd: usize,
+    biases: bool,
+) -> MhaWeights {
+    let scale = 1.0 / (d_model as f32).sqrt();
+    let m = |rng: &mut Rng, r: usize, c: usize| {
+        rng.array(&[r, c], scale)
+            .into_dimensionality::<Ix2>()
+            .expect("2-D")
+    };
+    let b = |rng: &mut Rng, n: usize| {
+        biases.then(|| {
+            rng.array(&[n], 0.1)
+                .into_dimensionality::<Ix1>()
+                .expect("1-D")
+        })
+    };
+    MhaWeights {
+        w_q: m(rng, d_model, hq * hd),
+        w_k: m(rng, d_model, hkv * hd),
+        w_v: m(rng, d_model, hkv * hd),
+        w_o: m(rng, hq * hd, d_model),
+        b_q: b(rng, hq * hd),
+        b_k: b(rng, hkv * hd),
+        b_v: b(rng, hkv * hd),
+        b_o: b(rng, d_model),
+    }
+}
+
+#[test]
+fn gpu_layer_matches_the_reference() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(71);
+    let ropes = [
+        None,
+        Some(Rope {
+            style: RopeStyle::HalfSplit,
+            base: 10000.0,
+        }),
+        Some(Rope {
+            style: RopeStyle::Interleaved,
+            base: 500.0,
+        }),
+    ];
+    let cases = [
+        (32, 4, 4, 8, false),
+        (48, 8, 2, 16, true),
+        (20, 2, 1, 10, true),
+    ];
+    for (n, (d_model, hq, hkv, hd, biases)) in cases.into_iter().enumerate() {
+        let w = weights(&mut rng, d_model, hq, hkv, hd, biases);
+        for (r, rope) in ropes.iter().enumerate() {
+            let causal = [Causal::None, Causal::TopLeft][(n + r) % 2];
+            let cfg = MhaConfig {
+                n_heads: hq,
+                n_kv_heads: hkv,
+                rope: *rope,
+                causal,
+                path: PathChoice::Auto,
+            };
+            let layer = MultiHeadAttention::new(&ctx, &w, cfg).expect("layer");
+            for shape in [vec![37, d_model], vec![2, 19, d_model]] {
+                let x = rng.array(&shape, 1.0);
+                let got = layer.forward(&x.view()).expect("forward");
+                let want = mha_reference(&w, &cfg, &x.view()).expect("reference");
+                let c = wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32);
+                assert!(
+                    c.passed(),
+                    "d_model {d_model} Hq {hq} Hkv {hkv} hd {hd} rope {rope:?} x {shape:?}: {c}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn weights_load_from_npy_and_are_checked() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(72);
+    let w = weights(&mut rng, 16, 4, 2, 4, true);
+    let dir = std::env::temp_dir().join(format!("wgpu-attention-mha-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let save2 = |name: &str, a: &Array2<f32>| {
+        wgpu_attention::npy::write(dir.join(name), &a.view().into_dyn()).expect("write")
+    };
+    let save1 = |name: &str, a: &Option<Array1<f32>>| {
+        if let Some(a) = a {
+            wgpu_attention::npy::write(dir.join(name), &a.view().into_dyn()).expect("write")
+        }
+    };
+    save2("w_q.npy", &w.w_q);
+    save2("w_k.npy", &w.w_k);
+    save2("w_v.npy", &w.w_v);
+    save2("w_o.npy", &w.w_o);
+    save1("b_q.npy", &w.b_q);
+    save1("b_o.npy", &w.b_o);
+    let loaded = MhaWeights::from_npy_dir(&dir).expect("load");
+    assert_eq!(loaded.w_q, w.w_q);
+    assert!(loaded.b_k.is_none() && loaded.b_o.is_some());
+    let cfg = MhaConfig {
+        n_heads: 4,
+        n_kv_heads: 2,
+        rope: None,
+        causal: Causal::None,
+        path: PathChoice::Auto,
+    };
+    let layer = MultiHeadAttention::new(&ctx, &loaded, cfg).expect("layer");
+    let x = rng.array(&[5, 16], 1.0);
+    let got = layer.forward(&x.view()).expect("forward");
+    let want = mha_reference(&loaded, &cfg, &x.view()).expect("reference");
+    assert!(wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32).passed());
+    // Shape errors: wrong head count, wrong x width.
+    let bad = MhaConfig { n_heads: 3, ..cfg };
+    assert!(MultiHeadAttention::new(&ctx, &loaded, bad).is_err());
+    assert!(layer.forward(&rng.array(&[5, 15], 1.0).view()).is_err());
+}
