@@ -23,3 +23,14 @@ fn decode_example_runs() {
     }
     decode::main().expect("decode example");
 }
+
+#[path = "../examples/tiny_transformer.rs"]
+mod tiny_transformer;
+
+#[test]
+fn tiny_transformer_example_runs() {
+    if common::ctx().is_none() {
+        return;
+    }
+    tiny_transformer::main().expect("tiny transformer example");
+}

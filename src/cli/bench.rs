@@ -318,6 +318,7 @@ fn plot_sweep(
     }
     lengths.push(top);
     let mut series: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
+    let mut progress = Progress::new(lengths.len());
     for &len in &lengths {
         let lq = if sh.lq < 64 { sh.lq } else { len };
         let point = Shape { lq, lk: len, ..sh };
@@ -330,8 +331,9 @@ fn plot_sweep(
                 }
             }
         }
-        eprintln!("plot: length {len} measured");
+        progress.step(&format!("length {len}"));
     }
+    progress.finish();
     let title = format!(
         "GFLOP/s vs sequence length: B{} Hq{} Hkv{} D{}{}",
         sh.b,
@@ -352,7 +354,9 @@ fn plot_sweep(
         &series,
     );
     canvas.save_png(file).map_err(Failure::from_error)?;
-    eprintln!("plot written to {file}");
+    if !json_quiet() {
+        eprintln!("plot written to {file}");
+    }
     Ok(())
 }
 
@@ -409,4 +413,49 @@ fn print_table(
             r.note
         );
     }
+}
+
+/// A one-line progress bar on stderr when it is a terminal; silent otherwise (logs, CI).
+struct Progress {
+    total: usize,
+    done: usize,
+    tty: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        use std::io::IsTerminal;
+        Progress {
+            total,
+            done: 0,
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn step(&mut self, what: &str) {
+        self.done += 1;
+        if self.tty {
+            let width = 30;
+            let filled = width * self.done / self.total.max(1);
+            eprint!(
+                "\r[{}{}] {}/{} {what:<20}",
+                "#".repeat(filled),
+                " ".repeat(width - filled),
+                self.done,
+                self.total
+            );
+        }
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+/// Whether stderr is not a terminal (then the sweep stays quiet).
+fn json_quiet() -> bool {
+    use std::io::IsTerminal;
+    !std::io::stderr().is_terminal()
 }
