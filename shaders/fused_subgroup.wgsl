@@ -36,9 +36,10 @@
 // GFLOP/s). wgpu's runtime bounds checks defeat that unrolling (hence trusted modules, see
 // kernel.rs). The scores and the V accumulation each take about half the time. Tried and
 // slower: scores as FMAs over key-transposed components instead of dot() (19.6), arrays of
-// 16 for D <= 64 (no gain). Still to try: loading K/V so that lanes read consecutive memory
-// instead of one row each (the per-lane gathers look like the remaining cost), 2 rows per
-// invocation, blocks of 16 keys.
+// 16 for D <= 64 (no gain); every lane loading the same K/V rows (uniform addresses: 8.9,
+// lavapipe scalarises loads in loops); lanes reading consecutive chunks of one row with a
+// loop over chunk groups (4.4: that loop does not unroll, arrays spill to indexed scratch).
+// Still to try: 2 rows per invocation, blocks of 16 keys.
 
 struct FusedParams {
     n_heads: u32, lq: u32, lk: u32, bh0: u32,

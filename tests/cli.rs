@@ -108,6 +108,29 @@ fn run_matches_the_reference_and_writes_outputs() {
     assert_eq!(w.shape(), &[2, 4, 9, 13]);
 }
 
+/// A raw .npy file with the given header fields and payload.
+fn raw_npy(
+    dir: &Path,
+    name: &str,
+    descr: &str,
+    fortran: &str,
+    shape: &str,
+    payload: &[u8],
+) -> String {
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(h.as_bytes());
+    bytes.extend_from_slice(payload);
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("write");
+    p.display().to_string()
+}
+
 /// Bad inputs: exit 2, one line on stderr naming the file, and no output file.
 #[test]
 fn bad_inputs_exit_2_and_write_nothing() {
@@ -127,6 +150,22 @@ fn bad_inputs_exit_2_and_write_nothing() {
     let truncated = truncated.display().to_string();
     let missing = dir.join("missing.npy").display().to_string();
     let bad_mask = save(&dir, "mask.npy", &rng.array(&[3, 7], 1.0));
+    let ints = raw_npy(&dir, "ints.npy", "<i8", "False", "(5, 4)", &[0; 160]);
+    let complex = raw_npy(&dir, "complex.npy", "<c8", "False", "(5, 4)", &[0; 160]);
+    let big_endian = raw_npy(&dir, "bigendian.npy", ">f4", "False", "(5, 4)", &[0; 80]);
+    let fortran = raw_npy(&dir, "fortran.npy", "<f4", "True", "(5, 4)", &[0; 80]);
+    let scalar = raw_npy(&dir, "scalar.npy", "<f4", "False", "()", &[0; 4]);
+    let absurd = raw_npy(
+        &dir,
+        "absurd.npy",
+        "<f4",
+        "False",
+        "(2097152, 2097152)",
+        &[0; 64],
+    );
+    let mut inf = rng.array(&[5, 4], 1.0);
+    inf[[4, 3]] = f32::INFINITY;
+    let inf = save(&dir, "inf.npy", &inf);
     let out = dir.join("o.npy");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
@@ -152,6 +191,28 @@ fn bad_inputs_exit_2_and_write_nothing() {
             ],
             "mask.npy",
         ),
+        (vec!["--q", &ints, "--k", &good, "--v", &good], "ints.npy"),
+        (
+            vec!["--q", &good, "--k", &complex, "--v", &good],
+            "complex.npy",
+        ),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &big_endian],
+            "bigendian.npy",
+        ),
+        (
+            vec!["--q", &fortran, "--k", &good, "--v", &good],
+            "fortran.npy",
+        ),
+        (
+            vec!["--q", &scalar, "--k", &good, "--v", &good],
+            "scalar.npy",
+        ),
+        (
+            vec!["--q", &absurd, "--k", &good, "--v", &good],
+            "absurd.npy",
+        ),
+        (vec!["--q", &good, "--k", &good, "--v", &inf], "inf.npy"),
         (
             vec!["--q", &good, "--k", &good, "--v", &good, "--scale", "-1"],
             "scale",

@@ -127,3 +127,22 @@ fn gpu_path_rejects_the_same_inputs() {
 }
 
 mod common;
+
+/// A lost device is reported as an error, and stays reported for later calls.
+#[test]
+fn lost_device_is_reported_and_stays_reported() {
+    if common::ctx().is_none() {
+        return;
+    }
+    // A context of its own: destroying the shared one would break the other tests.
+    let ctx = wgpu_attention::Context::new().expect("context");
+    let q = arr(&[5, 4]);
+    wgpu_attention::attention(&ctx, &q, &q, &q, &AttentionOptions::default())
+        .expect("works before");
+    ctx.device().destroy();
+    for attempt in 0..2 {
+        let e = wgpu_attention::attention(&ctx, &q, &q, &q, &AttentionOptions::default())
+            .expect_err("lost");
+        assert!(matches!(e, Error::Gpu { .. }), "attempt {attempt}: {e}");
+    }
+}

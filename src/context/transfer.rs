@@ -2,8 +2,6 @@
 //! GPU timestamps), readback. Part of [`Context`]; the wgpu calls that change between
 //! releases live here and in the parent module.
 
-use wgpu::util::DeviceExt;
-
 use super::{Context, Timestamps};
 use crate::error::{Error, Result};
 
@@ -20,16 +18,20 @@ impl Context {
             bytes
         };
         self.check_buffer_size(label, contents.len() as u64)?;
+        // create_buffer + write_buffer rather than wgpu's create_buffer_init: that helper
+        // maps the buffer and panics when mapping fails (a lost device); this way every
+        // failure reaches the error scopes.
         self.scoped("buffer upload", || {
-            self.inner
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents,
-                    usage: wgpu::BufferUsages::STORAGE
-                        | wgpu::BufferUsages::COPY_SRC
-                        | wgpu::BufferUsages::COPY_DST,
-                })
+            let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: contents.len() as u64,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            self.inner.queue.write_buffer(&buffer, 0, contents);
+            buffer
         })
     }
 
@@ -58,13 +60,16 @@ impl Context {
 
     /// A small uniform buffer.
     pub(crate) fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
-        self.inner
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: bytemuck::bytes_of(value),
-                usage: wgpu::BufferUsages::UNIFORM,
-            })
+        // Not create_buffer_init: see `upload`. A failure here surfaces at the next scope.
+        let bytes = bytemuck::bytes_of(value);
+        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.len() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.inner.queue.write_buffer(&buffer, 0, bytes);
+        buffer
     }
 
     fn check_buffer_size(&self, label: &str, bytes: u64) -> Result<()> {
