@@ -15,6 +15,7 @@ USAGE:
     wgpu-attention run ...      attention on .npy files (see below)
     wgpu-attention bench ...    every path side by side on one shape (see below)
     wgpu-attention heatmap ...  attention weights as a PNG (see below)
+    wgpu-attention soak [--calls N]   many mixed calls; reports host memory (default 10000)
 
 RUN:
     wgpu-attention run --q Q.npy --k K.npy --v V.npy [--mask M.npy]
@@ -71,6 +72,7 @@ fn main() {
         Some("run") => cli::run::run(&argv[1..]),
         Some("bench") => cli::bench::run(&argv[1..]),
         Some("heatmap") => cli::heatmap::run(&argv[1..]),
+        Some("soak") => cli::soak::run(&argv[1..]),
         Some(other) => Err(Failure::usage(format!("unknown command '{other}'"))),
     };
     if let Err(f) = result {

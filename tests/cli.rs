@@ -415,3 +415,25 @@ fn heatmap_demo_and_files() {
         .expect("run tool");
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A short soak: mixed calls, results sampled against the reference, memory reported.
+#[test]
+fn soak_runs_and_reports_memory() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = tool()
+        .args(["soak", "--calls", "200"])
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("soak: 200 calls") && stdout.contains("host RSS"),
+        "{stdout}"
+    );
+}

@@ -7,6 +7,7 @@ pub mod heatmap;
 pub mod plot;
 pub mod run;
 pub mod selfcheck;
+pub mod soak;
 
 use wgpu_attention::Error;
 

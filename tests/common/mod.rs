@@ -62,11 +62,13 @@ pub fn assert_parity(
 }
 
 /// Parity for ill-conditioned problems (large logits). Any f32 implementation rounds the
-/// scores, and with |s| ~ 1e4 that alone moves the weights by ~1e-4 relative, beyond the plain
-/// f32 tolerance against an f64 reference. So the allowance is measured, not guessed: the
-/// reference is rerun with q perturbed elementwise by ±ε·√D (the size of f32 dot-product
-/// rounding), and each row may additionally deviate by 4x the largest change that caused in
-/// that row. A NaN, an overflow or a masking bug still fails by orders of magnitude.
+/// scores, and with |s| ~ 1e2..1e4 that alone moves the weights beyond the plain f32
+/// tolerance against an f64 reference. So the allowance is measured, not guessed: the
+/// reference is rerun with q perturbed elementwise by ±ε·D (the worst-case relative growth of
+/// a sequential f32 dot product of length D), three times with independent signs because one
+/// random perturbation can miss a near-tie between two keys, and each row may additionally
+/// deviate by 4x the largest change that caused in that row. A NaN, an overflow or a masking
+/// bug still fails by orders of magnitude; a well-conditioned row gets almost no allowance.
 pub fn assert_parity_conditioned(
     ctx: &Context,
     what: &str,
@@ -81,28 +83,33 @@ pub fn assert_parity_conditioned(
     let cpu = reference::attention(q, k, v, opts)
         .unwrap_or_else(|e| panic!("{what}: reference error: {e}"));
     let d = *q.shape().last().expect("rank >= 2") as f32;
-    let rel = f32::EPSILON * d.sqrt();
+    let rel = f32::EPSILON * d;
     let mut rng = Rng::new(0xC0FFEE);
-    let qp = q.mapv(|x| {
-        if rng.next_u64() & 1 == 0 {
-            x * (1.0 + rel)
-        } else {
-            x * (1.0 - rel)
-        }
-    });
-    let moved = reference::attention(&qp, k, v, opts)
-        .unwrap_or_else(|e| panic!("{what}: reference error: {e}"));
+    let moved: Vec<ArrayD<f32>> = (0..3)
+        .map(|_| {
+            let qp = q.mapv(|x| {
+                if rng.next_u64() & 1 == 0 {
+                    x * (1.0 + rel)
+                } else {
+                    x * (1.0 - rel)
+                }
+            });
+            reference::attention(&qp, k, v, opts)
+                .unwrap_or_else(|e| panic!("{what}: reference error: {e}"))
+                .out
+        })
+        .collect();
     let dv = *cpu.out.shape().last().expect("rank >= 2");
-    let (g, e, m) = (
+    let (g, e) = (
         gpu.out.as_slice().expect("std"),
         cpu.out.as_slice().expect("std"),
-        moved.out.as_slice().expect("std"),
     );
+    let m: Vec<&[f32]> = moved.iter().map(|a| a.as_slice().expect("std")).collect();
     for row in 0..e.len() / dv {
         let span = row * dv..(row + 1) * dv;
-        let sens = span
-            .clone()
-            .map(|i| (m[i] - e[i]).abs())
+        let sens = m
+            .iter()
+            .flat_map(|mi| span.clone().map(|i| (mi[i] - e[i]).abs()))
             .fold(0.0f32, f32::max);
         for i in span {
             let allowed = tol.atol + tol.rtol * e[i].abs() + 4.0 * sens;

@@ -1,0 +1,107 @@
+//! `wgpu-attention soak [--calls N]`: many mixed calls in one process, reporting host memory
+//! (RSS) after warm-up and at the end, with every 50th result checked against the reference.
+
+use std::time::Instant;
+
+use ndarray::ArrayD;
+use wgpu_attention::rng::Rng;
+use wgpu_attention::{reference, AttentionOptions, Causal, Context, PathChoice, Tolerance};
+
+use super::args::Args;
+use super::Failure;
+
+/// Resident set size in MiB from /proc (Linux); `None` elsewhere.
+fn rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn show(x: Option<f64>) -> String {
+    x.map_or("n/a".to_string(), |v| format!("{v:.1} MiB"))
+}
+
+pub fn run(argv: &[String]) -> Result<(), Failure> {
+    let args = Args::parse(argv, &["calls"], &[]).map_err(Failure::usage)?;
+    let calls: usize = args
+        .number("calls")
+        .map_err(Failure::input)?
+        .unwrap_or(10_000);
+    let ctx = Context::new().map_err(Failure::from_error)?;
+    let mut rng = Rng::new(9);
+    // (q, k, v, causal, path, expected output)
+    type Work = (
+        ArrayD<f32>,
+        ArrayD<f32>,
+        ArrayD<f32>,
+        Causal,
+        PathChoice,
+        ArrayD<f32>,
+    );
+    let mut work: Vec<Work> = Vec::new();
+    let shapes = [
+        [1, 4, 4, 17, 33, 16],
+        [2, 2, 1, 1, 300, 32],
+        [1, 8, 2, 40, 40, 8],
+        [1, 1, 1, 5, 7, 4],
+    ];
+    let paths = [
+        PathChoice::Auto,
+        PathChoice::Unfused,
+        PathChoice::FusedPortable,
+        PathChoice::Decode,
+    ];
+    for (i, [b, hq, hkv, lq, lk, d]) in shapes.into_iter().enumerate() {
+        for (j, path) in paths.into_iter().enumerate() {
+            let causal = [Causal::None, Causal::TopLeft, Causal::BottomRight][(i + j) % 3];
+            let q = rng.array(&[b, hq, lq, d], 1.0);
+            let k = rng.array(&[b, hkv, lk, d], 1.0);
+            let v = rng.array(&[b, hkv, lk, d], 1.0);
+            let opts = AttentionOptions::default().causal(causal);
+            let expected = reference::attention(&q, &k, &v, &opts)
+                .map_err(Failure::from_error)?
+                .out;
+            work.push((q, k, v, causal, path, expected));
+        }
+    }
+    let warmup = work.len() * 4;
+    let (mut rss_start, mut rss_peak) = (None, 0.0f64);
+    let mut checked = 0;
+    let start = Instant::now();
+    for n in 0..calls + warmup {
+        let (q, k, v, causal, path, expected) = &work[n % work.len()];
+        let opts = AttentionOptions::default().causal(*causal).path(*path);
+        let r = wgpu_attention::attention(&ctx, q, k, v, &opts).map_err(Failure::from_error)?;
+        if n % 50 == 0 {
+            let c = wgpu_attention::compare(&r.out.view(), &expected.view(), Tolerance::F32);
+            if !c.passed() {
+                return Err(Failure {
+                    code: 1,
+                    message: format!("call {n} ({path:?}): {c}"),
+                });
+            }
+            checked += 1;
+        }
+        if n + 1 == warmup {
+            rss_start = rss_mib();
+        }
+        if n % 500 == 0 {
+            rss_peak = rss_peak.max(rss_mib().unwrap_or(0.0));
+        }
+    }
+    let rss_end = rss_mib();
+    println!(
+        "soak: {calls} calls after {warmup} warm-up calls on {}, {:.1} s, {checked} results checked",
+        ctx.adapter_name(),
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "host RSS after warm-up {}, at the end {}, peak sampled {:.1} MiB",
+        show(rss_start),
+        show(rss_end),
+        rss_peak
+    );
+    println!("device buffers: created per call and freed when its outputs drop (no pool)");
+    Ok(())
+}
