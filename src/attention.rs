@@ -185,6 +185,12 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
                     ),
                 ));
             }
+            if let (Some(sub), Some(port)) = (
+                fused::tier_obstacle(ctx, Tier::Subgroup),
+                fused::tier_obstacle(ctx, Tier::Portable),
+            ) {
+                return Ok((Path::Unfused, format!("fused unavailable: {sub}; {port}")));
+            }
             match fused::tier_obstacle(ctx, Tier::Subgroup) {
                 None => Ok((
                     Path::Fused(Tier::Subgroup),

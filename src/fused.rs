@@ -12,6 +12,8 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 
 /// Query rows one fused workgroup covers (64 invocations x 4 rows).
 pub const ROWS_PER_GROUP: usize = 256;
+/// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
+pub const PORTABLE_WORKGROUP_BYTES: u32 = 2 * 256 * 16;
 /// Largest D and Dv the fused kernels hold in registers.
 pub const MAX_WIDTH: usize = 128;
 
@@ -67,7 +69,13 @@ pub fn shape_obstacle(p: &Problem, want_weights: bool) -> Option<String> {
 /// Why the adapter cannot run a tier, or `None` when it can.
 pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
     match tier {
-        Tier::Portable => None,
+        Tier::Portable => {
+            // k_tile and v_tile in fused_portable.wgsl: 2 x 256 vec4<f32>.
+            let have = ctx.limits().max_compute_workgroup_storage_size;
+            (have < PORTABLE_WORKGROUP_BYTES).then(|| {
+                format!("the portable tier needs {PORTABLE_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}")
+            })
+        }
         Tier::Subgroup => {
             if !ctx.features().contains(wgpu::Features::SUBGROUP) {
                 return Some("the adapter lacks Features::SUBGROUP".into());

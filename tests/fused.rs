@@ -323,3 +323,32 @@ fn planner_chooses_and_explains() {
     .expect_err("forced");
     assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
 }
+
+/// Too little workgroup memory for the portable tier: forcing it is an error that says so,
+/// and the planner still runs the problem (another tier or the unfused path) correctly.
+#[test]
+fn small_workgroup_memory() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_compute_workgroup_storage_size = 4096;
+    let ctx = Context::with_options(&ContextOptions {
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .expect("small context");
+    let mut rng = Rng::new(49);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 30, 40, 16, 8], 1.0);
+    let forced = AttentionOptions::default().path(PathChoice::FusedPortable);
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("portable needs 8 KiB");
+    assert!(e.to_string().contains("workgroup memory"), "{e}");
+    let r = assert_parity(
+        &ctx,
+        "auto on 4 KiB workgroup memory",
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().with_lse(),
+        Tolerance::F32,
+    );
+    assert_ne!(r.plan.path, "fused-portable");
+}
