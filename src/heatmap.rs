@@ -37,7 +37,10 @@ pub fn colormap(t: f32) -> Rgb {
         0.0
     };
     for pair in STOPS.windows(2) {
-        let ((t0, c0), (t1, c1)) = (pair[0], pair[1]);
+        let [(t0, c0), (t1, c1)] = [
+            pair.first().copied().unwrap_or(STOPS[0]),
+            pair.last().copied().unwrap_or(STOPS[4]),
+        ];
         if t <= t1 {
             let f = (t - t0) / (t1 - t0);
             let mix =

@@ -33,11 +33,17 @@
 //! ```
 
 #![warn(missing_docs)]
-// Library code never panics on user input: no unwrap, expect or panic outside tests (CI runs
-// clippy with -D warnings). Indexing is not yet covered by a lint; see the README.
+// Library code never panics on user input: no unwrap, expect, panic or unchecked indexing
+// outside tests (CI runs clippy with -D warnings). The few functions that index by
+// construction-bounded loops say so in an `allow` with the reason.
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
 )]
 
 mod attention;

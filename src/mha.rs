@@ -283,6 +283,8 @@ impl MultiHeadAttention {
 
     /// `x W_i + b_i` with the matmul kernel. `split_in`: x is in head-split layout (the
     /// attention output); otherwise the output is written head-split (for attention).
+    // `i` is 0..=3 at every call site (q, k, v, o) and `w` is a 2-D upload of shape [K, N].
+    #[allow(clippy::indexing_slicing)]
     fn project(
         &self,
         x: &GpuTensor,
@@ -404,6 +406,8 @@ impl MultiHeadAttention {
 
 /// The same layer on the CPU (projections and RoPE in f64, attention by the reference),
 /// following the tutorials' `multi_head`: project, split heads, attend, merge, project.
+// Indices: loops over validated (B, H, L, HD) dimensions of arrays shaped from them.
+#[allow(clippy::indexing_slicing)]
 pub fn mha_reference(
     weights: &MhaWeights,
     cfg: &MhaConfig,

@@ -70,15 +70,23 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
     if bytes.len() < 10 || !bytes.starts_with(MAGIC) {
         return Err(fail(name, "not a .npy file (missing the \\x93NUMPY magic)"));
     }
-    let major = bytes[6];
+    // Untrusted bytes: every access is checked.
+    let truncated = || fail(name, "truncated header");
+    let major = *bytes.get(6).ok_or_else(truncated)?;
     let (header_len, header_start): (usize, usize) = match major {
-        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        1 => {
+            let n: [u8; 2] = bytes
+                .get(8..10)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(truncated)?;
+            (usize::from(u16::from_le_bytes(n)), 10)
+        }
         2 | 3 => {
-            if bytes.len() < 12 {
-                return Err(fail(name, "truncated header"));
-            }
-            let n = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-            (n as usize, 12)
+            let n: [u8; 4] = bytes
+                .get(8..12)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(truncated)?;
+            (u32::from_le_bytes(n) as usize, 12)
         }
         v => {
             return Err(fail(
@@ -91,7 +99,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
         .checked_add(header_len)
         .filter(|&e| e <= bytes.len())
         .ok_or_else(|| fail(name, "truncated header"))?;
-    let header = std::str::from_utf8(&bytes[header_start..data_start])
+    let header = std::str::from_utf8(bytes.get(header_start..data_start).ok_or_else(truncated)?)
         .map_err(|_| fail(name, "header is not valid text"))?;
     let (dtype, shape) = parse_header(name, header)?;
     let count = shape
@@ -99,7 +107,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .filter(|&n| n.checked_mul(dtype.size()).is_some())
         .ok_or_else(|| fail(name, format!("shape {shape:?} is absurdly large")))?;
-    let data = &bytes[data_start..];
+    let data = bytes.get(data_start..).unwrap_or(&[]);
     let need = count * dtype.size();
     if data.len() < need {
         return Err(fail(
@@ -124,7 +132,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
         Dtype::F32 => {
             let v: Vec<f32> = data
                 .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .filter_map(|c| <[u8; 4]>::try_from(c).ok().map(f32::from_le_bytes))
                 .collect();
             let a =
                 ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
@@ -133,7 +141,10 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
         Dtype::F64 => {
             let mut v = Vec::with_capacity(count);
             for (i, c) in data.chunks_exact(8).enumerate() {
-                let x = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                let Ok(c) = <[u8; 8]>::try_from(c) else {
+                    continue;
+                };
+                let x = f64::from_le_bytes(c);
                 let y = x as f32;
                 if x.is_finite() && !y.is_finite() {
                     return Err(fail(
@@ -281,8 +292,8 @@ fn encode(
     payload: impl FnOnce(&mut Vec<u8>),
 ) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
+    let shape = match dims.as_slice() {
+        [one] => format!("({one},)"),
         _ => format!("({})", dims.join(", ")),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");

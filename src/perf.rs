@@ -46,10 +46,13 @@ pub struct Timing {
 
 fn median(sorted: &[f64]) -> Option<f64> {
     let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        _ => Some(0.5 * (sorted[n / 2 - 1] + sorted[n / 2])),
+    if n == 0 {
+        return None;
+    }
+    if n % 2 == 1 {
+        sorted.get(n / 2).copied()
+    } else {
+        Some(0.5 * (sorted.get(n / 2 - 1)? + sorted.get(n / 2)?))
     }
 }
 

@@ -46,6 +46,8 @@ impl Dims {
         s.pop();
         s
     }
+    // `rank` is 2, 3 or 4 (validate_dims), so 4 - rank indexes the fixed array.
+    #[allow(clippy::indexing_slicing)]
     fn user_shape(&self, last: usize) -> Vec<usize> {
         let full = [self.b, self.hq, self.lq, last];
         full[4 - self.rank..].to_vec()
@@ -99,6 +101,9 @@ impl Problem {
     }
 }
 
+// Indices below are into fixed [usize; 4] arrays, by axes 0..4 or by 4 - rank with rank
+// checked to be at most 4 first.
+#[allow(clippy::indexing_slicing)]
 fn to4(name: &'static str, shape: &[usize]) -> Result<[usize; 4]> {
     if !(2..=4).contains(&shape.len()) {
         return Err(Error::Rank {
@@ -227,6 +232,8 @@ pub fn validate_problem(
     })
 }
 
+// See `to4`: fixed [usize; 4] arrays, axes 0..4, rank checked to be at most 4 first.
+#[allow(clippy::indexing_slicing)]
 fn broadcast_strides(mask_shape: &[usize], dims: &Dims) -> Result<[usize; 4]> {
     let target = [dims.b, dims.hq, dims.lq, dims.lk];
     let err = || Error::MaskShape {

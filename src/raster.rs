@@ -155,8 +155,7 @@ impl Canvas {
     /// The colour at (x, y), if inside.
     pub fn get(&self, x: usize, y: usize) -> Option<Rgb> {
         let at = (y * self.width + x) * 3;
-        let px = self.pixels.get(at..at + 3)?;
-        Some([px[0], px[1], px[2]])
+        self.pixels.get(at..at + 3)?.try_into().ok()
     }
 
     /// Fills the rectangle [x0, x1) x [y0, y1).

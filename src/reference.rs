@@ -86,6 +86,10 @@ fn shape_bug(e: ndarray::ShapeError) -> crate::Error {
     crate::Error::mismatch(format_args!("internal reshape failed: {e}"))
 }
 
+// Every index is bounded by the loop that produces it over the validated dimensions, and
+// mask indices by the broadcast strides of a mask that validation shaped. An out-of-range
+// index here would be a bug in validation, and the reference is test infrastructure first.
+#[allow(clippy::indexing_slicing)]
 fn compute(
     p: &Problem,
     q: &ArrayD<f32>,

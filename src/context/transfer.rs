@@ -221,7 +221,7 @@ impl Context {
                     message: e.to_string(),
                 })?;
             let all: &[T] = bytemuck::cast_slice(&view);
-            all[..len.min(all.len())].to_vec()
+            all.get(..len).unwrap_or(all).to_vec()
         };
         staging.unmap();
         self.check_health("readback")?;
