@@ -79,7 +79,7 @@ where
 }
 
 /// Reads an LSE tensor: the kernels store f32 bit patterns, so `-inf` arrives intact.
-fn lse_to_array(ctx: &Context, t: &GpuTensor) -> Result<ArrayD<f32>> {
+pub(crate) fn lse_to_array(ctx: &Context, t: &GpuTensor) -> Result<ArrayD<f32>> {
     let bits: Vec<u32> = ctx.download(&t.buffer, t.len())?;
     let data = bits.into_iter().map(f32::from_bits).collect();
     ArrayD::from_shape_vec(IxDyn(&t.shape), data)

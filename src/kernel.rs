@@ -41,11 +41,15 @@ pub enum Kernel {
     Matmul,
     /// `shaders/rope.wgsl`: rotary position embedding in place.
     Rope,
+    /// `shaders/widen_f16.wgsl`: packed f16 storage to f32.
+    WidenF16,
+    /// `shaders/narrow_f16.wgsl`: f32 to packed f16 storage.
+    NarrowF16,
 }
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 12] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -56,6 +60,8 @@ impl Kernel {
         Kernel::Copy,
         Kernel::Matmul,
         Kernel::Rope,
+        Kernel::WidenF16,
+        Kernel::NarrowF16,
     ];
 
     /// WGSL source, embedded at compile time.
@@ -71,6 +77,8 @@ impl Kernel {
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
             Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
             Kernel::Rope => include_str!("../shaders/rope.wgsl"),
+            Kernel::WidenF16 => include_str!("../shaders/widen_f16.wgsl"),
+            Kernel::NarrowF16 => include_str!("../shaders/narrow_f16.wgsl"),
         }
     }
 
@@ -87,6 +95,8 @@ impl Kernel {
             Kernel::Copy => "copy",
             Kernel::Matmul => "matmul",
             Kernel::Rope => "rope",
+            Kernel::WidenF16 => "widen_f16",
+            Kernel::NarrowF16 => "narrow_f16",
         }
     }
 
@@ -144,6 +154,8 @@ impl Kernel {
             ],
             // params, table, x
             Kernel::Rope => &[Uniform, StorageRead, StorageReadWrite],
+            // params, src, dst
+            Kernel::WidenF16 | Kernel::NarrowF16 => &[Uniform, StorageRead, StorageReadWrite],
         }
     }
 
@@ -161,6 +173,9 @@ impl Kernel {
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
             Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),
             Kernel::Rope => std::mem::size_of::<crate::params::RopeParams>(),
+            Kernel::WidenF16 | Kernel::NarrowF16 => {
+                std::mem::size_of::<crate::params::ConvertParams>()
+            }
         }
     }
 

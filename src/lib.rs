@@ -12,6 +12,7 @@
 //! - [`check::compare`]: max abs / rel error with the worst element's index.
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
 //! - [`mha::MultiHeadAttention`]: a multi-head attention layer (GQA, RoPE) on the GPU.
+//! - [`fp16::attention_f16`]: attention on `half::f16` arrays (f32 accumulation).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.
@@ -51,6 +52,7 @@ pub mod check;
 mod context;
 mod decode;
 mod error;
+pub mod fp16;
 pub mod fused;
 pub mod heatmap;
 pub mod kernel;

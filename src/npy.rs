@@ -1,10 +1,11 @@
 //! Reading and writing `.npy` files as numpy and PyTorch (`np.save(t.numpy())`) write them.
 //!
-//! Read: little-endian float32 (`<f4`), float64 (`<f8`, converted to f32; values beyond the
-//! f32 range are an error), and bool (`|b1`), C order, format versions 1, 2 and 3. Everything
+//! Read: little-endian float32 (`<f4`), float16 (`<f2`, exact in f32), float64 (`<f8`,
+//! converted to f32; values beyond the f32 range are an error), and bool (`|b1`), C order,
+//! format versions 1, 2 and 3. Everything
 //! else is refused with a message that names the problem and what was expected; the size the
 //! header claims is checked against the file before anything is allocated.
-//! Write: float32, C order, version 1.0.
+//! Write: float32, float16 and bool, C order, version 1.0.
 
 use std::path::Path;
 
@@ -35,6 +36,7 @@ impl NpyArray {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Dtype {
+    F16,
     F32,
     F64,
     Bool,
@@ -43,6 +45,7 @@ enum Dtype {
 impl Dtype {
     fn size(self) -> usize {
         match self {
+            Dtype::F16 => 2,
             Dtype::F32 => 4,
             Dtype::F64 => 8,
             Dtype::Bool => 1,
@@ -129,6 +132,17 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
     }
     let dim = IxDyn(&shape);
     match dtype {
+        Dtype::F16 => {
+            // Every f16 value is exactly an f32.
+            let v: Vec<f32> = data
+                .chunks_exact(2)
+                .filter_map(|c| <[u8; 2]>::try_from(c).ok())
+                .map(|c| half::f16::from_le_bytes(c).to_f32())
+                .collect();
+            let a =
+                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            Ok(NpyArray::F32(a))
+        }
         Dtype::F32 => {
             let v: Vec<f32> = data
                 .chunks_exact(4)
@@ -213,6 +227,7 @@ fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
     let descr = dict_value(h, "descr").ok_or_else(|| fail(name, "corrupt header: no 'descr'"))?;
     let descr = descr.trim_matches(|c| c == '\'' || c == '"');
     let dtype = match descr {
+        "<f2" => Dtype::F16,
         "<f4" => Dtype::F32,
         "<f8" => Dtype::F64,
         "|b1" | "<b1" | "b1" | "?" | "|?" => Dtype::Bool,
@@ -224,10 +239,6 @@ fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
             ),
             ))
         }
-        "<f2" => return Err(fail(
-            name,
-            "float16 ('<f2') is not supported here; expected float32 ('<f4') or float64 ('<f8')",
-        )),
         other => {
             let kind = match other
                 .trim_start_matches(['<', '>', '|', '='])
@@ -317,6 +328,20 @@ pub fn to_bytes(a: &ArrayViewD<'_, f32>) -> Vec<u8> {
             out.extend_from_slice(&x.to_le_bytes());
         }
     })
+}
+
+/// Encodes an f16 array as `.npy` bytes (version 1.0, C order, `<f2`).
+pub fn f16_to_bytes(a: &ArrayViewD<'_, half::f16>) -> Vec<u8> {
+    encode(a.shape(), "<f2", a.len() * 2, |out| {
+        for x in a.iter() {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    })
+}
+
+/// Writes an f16 array to a `.npy` file.
+pub fn write_f16(path: impl AsRef<Path>, a: &ArrayViewD<'_, half::f16>) -> Result<()> {
+    write_bytes(path.as_ref(), &f16_to_bytes(a))
 }
 
 /// Encodes a bool array as `.npy` bytes (version 1.0, C order), e.g. for masks.

@@ -265,3 +265,13 @@ pub struct RopeParams {
     /// 1 for interleaved pairs, 0 for half-split.
     pub interleaved: u32,
 }
+
+/// Parameters of `widen_f16.wgsl` and `narrow_f16.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ConvertParams {
+    /// Elements to convert.
+    pub n: u32,
+    /// Padding to 16 bytes.
+    pub pad: [u32; 3],
+}

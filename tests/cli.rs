@@ -437,3 +437,56 @@ fn soak_runs_and_reports_memory() {
         "{stdout}"
     );
 }
+
+/// `run --dtype f16` writes a float16 output that passes --check; values beyond f16's range
+/// are exit 2 naming the file.
+#[test]
+fn run_in_f16() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("f16");
+    let mut rng = Rng::new(35);
+    let q = save(&dir, "q.npy", &rng.array(&[2, 9, 16], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 11, 16], 1.0));
+    let v = save(&dir, "v.npy", &rng.array(&[2, 11, 8], 1.0));
+    let out = dir.join("o16.npy");
+    let o = tool()
+        .args([
+            "run",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--v",
+            &v,
+            "--dtype",
+            "f16",
+            "--check",
+            "--out",
+            &out.display().to_string(),
+        ])
+        .output()
+        .expect("run tool");
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let bytes = std::fs::read(&out).expect("output");
+    assert!(String::from_utf8_lossy(&bytes[..80]).contains("'<f2'"));
+    let NpyArray::F32(read) = npy::parse("o16.npy", &bytes).expect("parse f16") else {
+        panic!("dtype")
+    };
+    assert_eq!(read.shape(), &[2, 9, 8]);
+    let mut big = rng.array(&[2, 9, 16], 1.0);
+    big[[0, 0, 0]] = 1e6;
+    let big = save(&dir, "big.npy", &big);
+    let o = tool()
+        .args(["run", "--q", &big, "--k", &k, "--v", &v, "--dtype", "f16"])
+        .output()
+        .expect("run tool");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("big.npy"));
+}

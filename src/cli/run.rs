@@ -4,9 +4,11 @@
 //! 2 bad input (files, shapes, options). On any error no output file is written.
 
 use ndarray::ArrayD;
+use wgpu_attention::fp16::{attention_f16, to_f16_checked};
 use wgpu_attention::npy::{self, NpyArray};
 use wgpu_attention::{
-    check, reference, AttentionOptions, Causal, Context, Error, Mask, PathChoice, Tolerance,
+    check, reference, AttentionOptions, AttentionOutput, Causal, Context, Error, Mask, PathChoice,
+    Tolerance,
 };
 
 use super::args::Args;
@@ -14,6 +16,7 @@ use super::Failure;
 
 const VALUES: &[&str] = &[
     "q", "k", "v", "mask", "causal", "scale", "out", "lse", "weights", "path", "atol", "rtol",
+    "dtype",
 ];
 const SWITCHES: &[&str] = &["check"];
 
@@ -90,9 +93,31 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
             "--atol and --rtol must be finite and non-negative",
         ));
     }
-    let q = read_f32("q", qp)?;
-    let k = read_f32("k", kp)?;
-    let v = read_f32("v", vp)?;
+    let f16 = match args.get("dtype") {
+        None | Some("f32") => false,
+        Some("f16") => true,
+        Some(other) => {
+            return Err(Failure::input(format!(
+                "--dtype must be f32 or f16; got '{other}'"
+            )))
+        }
+    };
+    let mut q = read_f32("q", qp)?;
+    let mut k = read_f32("k", kp)?;
+    let mut v = read_f32("v", vp)?;
+    // With --dtype f16 the inputs are rounded to f16 first (values beyond its range are an
+    // error naming the file), and the reference sees exactly those values.
+    let mut halves = None;
+    if f16 {
+        let conv = |name, path: &str, a: &ArrayD<f32>| {
+            to_f16_checked(name, &a.view()).map_err(|e| Failure::input(format!("{path}: {e}")))
+        };
+        let (q16, k16, v16) = (conv("q", qp, &q)?, conv("k", kp, &k)?, conv("v", vp, &v)?);
+        q = q16.mapv(half::f16::to_f32);
+        k = k16.mapv(half::f16::to_f32);
+        v = v16.mapv(half::f16::to_f32);
+        halves = Some((q16, k16, v16));
+    }
     let mask_file = match args.get("mask") {
         Some(p) => Some((p, npy::read(p).map_err(Failure::from_error)?)),
         None => None,
@@ -116,8 +141,27 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     // Validate on the host before touching the GPU, so bad input is exit 2 even without one.
     reference::validate(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
     let ctx = Context::new().map_err(Failure::from_error)?;
-    let result =
-        wgpu_attention::attention(&ctx, &q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
+    let (result, out16) = match &halves {
+        None => (
+            wgpu_attention::attention(&ctx, &q, &k, &v, &opts)
+                .map_err(|e| with_files(e, &files))?,
+            None,
+        ),
+        Some((q16, k16, v16)) => {
+            let r = attention_f16(&ctx, q16, k16, v16, &opts).map_err(|e| with_files(e, &files))?;
+            let out = r.out.mapv(half::f16::to_f32);
+            let plan = r.plan;
+            (
+                AttentionOutput {
+                    out,
+                    lse: r.lse,
+                    weights: r.weights,
+                    plan,
+                },
+                Some(r.out),
+            )
+        }
+    };
     eprintln!(
         "ran on {}: path {} ({}), {} chunk(s)",
         ctx.adapter_name(),
@@ -169,7 +213,10 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         ("weights", result.weights.as_ref()),
     ] {
         if let (Some(path), Some(a)) = (args.get(flag), array) {
-            npy::write(path, &a.view()).map_err(Failure::from_error)?;
+            match (&out16, flag) {
+                (Some(o), "out") => npy::write_f16(path, &o.view()).map_err(Failure::from_error)?,
+                _ => npy::write(path, &a.view()).map_err(Failure::from_error)?,
+            }
         }
     }
     if args.get("out").is_none() {

@@ -1,0 +1,184 @@
+//! Attention on f16 data: [`attention_f16`] takes `half::f16` arrays and returns an f16
+//! output. The data travels and is stored on the device as f16 (two values per u32 word); a
+//! conversion kernel widens it to f32 on the device, every path runs with f32 accumulation,
+//! and the output is narrowed back to f16 on the device.
+//!
+//! Limitation: the attention kernels themselves read f32, so the widened copies take f32
+//! memory while the call runs, and f16 does not yet halve the bandwidth inside the kernels.
+//! The conversions use core WGSL `pack2x16float` / `unpack2x16float`, so no optional
+//! feature is needed.
+
+use half::f16;
+use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+
+use crate::attention::{attention_gpu, lse_to_array};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::kernel::{Kernel, PipelineKey};
+use crate::options::{AttentionOptions, PlanInfo};
+use crate::params::ConvertParams;
+use crate::plan::{whole, DeviceBudget};
+use crate::problem::validate_dims;
+use crate::tensor::GpuTensor;
+
+/// Largest finite f16 value.
+pub const F16_MAX: f32 = 65504.0;
+
+/// Result of [`attention_f16`]. The log-sum-exp and weights stay f32 (they are statistics
+/// of the computation, not data).
+#[derive(Clone, Debug)]
+pub struct AttentionOutputF16 {
+    /// Attention output in f16, q's shape with last dimension Dv.
+    pub out: ArrayD<f16>,
+    /// Log-sum-exp per query row, if requested.
+    pub lse: Option<ArrayD<f32>>,
+    /// Attention weights, if requested.
+    pub weights: Option<ArrayD<f32>>,
+    /// Which path ran.
+    pub plan: PlanInfo,
+}
+
+/// Converts an f32 array to f16, refusing values beyond f16's range (instead of turning
+/// them into infinities) and non-finite values. `name` appears in the error.
+pub fn to_f16_checked(name: &'static str, a: &ndarray::ArrayViewD<'_, f32>) -> Result<ArrayD<f16>> {
+    let mut out = Vec::with_capacity(a.len());
+    for (idx, &x) in a.indexed_iter() {
+        if !x.is_finite() || x.abs() > F16_MAX {
+            return Err(Error::InvalidOption {
+                name,
+                reason: format!(
+                    "value {x} at index {:?} is {} f16's range (|x| <= {F16_MAX})",
+                    idx.slice(),
+                    if x.is_finite() {
+                        "outside"
+                    } else {
+                        "not a finite value in"
+                    }
+                ),
+            });
+        }
+        out.push(f16::from_f32(x));
+    }
+    ArrayD::from_shape_vec(IxDyn(a.shape()), out).map_err(|e| Error::mismatch(format_args!("{e}")))
+}
+
+/// f16 values as u32 words, two per word (element 2i in the low half).
+fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
+    let bits: Vec<u16> = a.iter().map(|x| x.to_bits()).collect();
+    bits.chunks(2)
+        .map(|c| {
+            u32::from(c.first().copied().unwrap_or(0))
+                | (u32::from(c.get(1).copied().unwrap_or(0)) << 16)
+        })
+        .collect()
+}
+
+/// Runs one conversion kernel over whole buffers.
+fn convert(
+    ctx: &Context,
+    kernel: Kernel,
+    src: &wgpu::Buffer,
+    dst: &wgpu::Buffer,
+    n: usize,
+) -> Result<()> {
+    let budget = DeviceBudget::from_limits(&ctx.limits());
+    if n as u64 * 4 > budget.max_binding {
+        return Err(Error::too_large(format_args!(
+            "f16 conversion of {n} values needs a {} byte binding; max is {}",
+            n * 4,
+            budget.max_binding
+        )));
+    }
+    let pipe = ctx.pipeline(&PipelineKey::plain(kernel))?;
+    let params = ctx.uniform(
+        "convert params",
+        &ConvertParams {
+            n: n as u32,
+            pad: [0; 3],
+        },
+    );
+    let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(src), whole(dst)]);
+    let groups = (n as u64).div_ceil(2).div_ceil(64);
+    let encoder = ctx.scoped("encoding an f16 conversion", || {
+        let mut e = ctx
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("f16") });
+        {
+            let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("f16"),
+                timestamp_writes: None,
+            });
+            budget.dispatch(&mut pass, &pipe, &bg, groups);
+        }
+        e
+    })?;
+    ctx.submit(encoder)
+}
+
+/// Uploads an f16 array and widens it to an f32 device tensor.
+fn upload_widened(
+    ctx: &Context,
+    name: &'static str,
+    a: &ndarray::ArrayViewD<'_, f16>,
+) -> Result<GpuTensor> {
+    let mut max_abs = 0.0f32;
+    for (idx, x) in a.indexed_iter() {
+        if !x.is_finite() {
+            return Err(Error::NonFinite {
+                name,
+                value: x.to_string(),
+                index: idx.slice().to_vec(),
+            });
+        }
+        max_abs = max_abs.max(x.to_f32().abs());
+    }
+    let packed = ctx.upload(name, &pack(a))?;
+    let wide = ctx.output_buffer(name, a.len())?;
+    convert(ctx, Kernel::WidenF16, &packed, &wide, a.len())?;
+    Ok(GpuTensor {
+        buffer: wide,
+        shape: a.shape().to_vec(),
+        max_abs: Some(max_abs),
+    })
+}
+
+/// Scaled dot-product attention on f16 arrays: same shapes, options and paths as
+/// [`crate::attention`], f32 accumulation inside, f16 output.
+pub fn attention_f16<Sq, Sk, Sv, D>(
+    ctx: &Context,
+    q: &ArrayBase<Sq, D>,
+    k: &ArrayBase<Sk, D>,
+    v: &ArrayBase<Sv, D>,
+    opts: &AttentionOptions<'_>,
+) -> Result<AttentionOutputF16>
+where
+    Sq: Data<Elem = f16>,
+    Sk: Data<Elem = f16>,
+    Sv: Data<Elem = f16>,
+    D: Dimension,
+{
+    validate_dims(q.shape(), k.shape(), v.shape())?;
+    let qt = upload_widened(ctx, "q", &q.view().into_dyn())?;
+    let kt = upload_widened(ctx, "k", &k.view().into_dyn())?;
+    let vt = upload_widened(ctx, "v", &v.view().into_dyn())?;
+    let r = attention_gpu(ctx, &qt, &kt, &vt, opts)?;
+    let n = r.out.len();
+    let narrow = ctx.scratch_buffer("out f16", (n.div_ceil(2) * 4) as u64)?;
+    convert(ctx, Kernel::NarrowF16, &r.out.buffer, &narrow, n)?;
+    let words: Vec<u32> = ctx.download(&narrow, n.div_ceil(2))?;
+    let halves: Vec<f16> = words
+        .iter()
+        .flat_map(|w| [f16::from_bits(*w as u16), f16::from_bits((*w >> 16) as u16)])
+        .take(n)
+        .collect();
+    let out = ArrayD::from_shape_vec(IxDyn(&r.out.shape), halves)
+        .map_err(|e| Error::mismatch(format_args!("{e}")))?;
+    let lse = r.lse.as_ref().map(|t| lse_to_array(ctx, t)).transpose()?;
+    let weights = r.weights.as_ref().map(|t| t.to_array(ctx)).transpose()?;
+    Ok(AttentionOutputF16 {
+        out,
+        lse,
+        weights,
+        plan: r.plan,
+    })
+}

@@ -1,0 +1,73 @@
+//! f16 attention on every path. Parity rule: the GPU's error is at most twice the error of
+//! the same computation done with f16 storage on the CPU (the f64 reference on the f16
+//! inputs, its output rounded to f16), both measured against that f64 reference.
+
+mod common;
+
+use common::Rng;
+use half::f16;
+use ndarray::ArrayD;
+use wgpu_attention::fp16::{attention_f16, to_f16_checked};
+use wgpu_attention::{reference, AttentionOptions, Causal, Error, PathChoice};
+
+fn max_err(a: impl Iterator<Item = f32>, e: &ArrayD<f32>) -> f32 {
+    a.zip(e.iter())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn f16_on_every_path_within_twice_the_cpu_f16_error() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(81);
+    let shapes = [
+        [1, 4, 4, 37, 53, 16, 8],
+        [2, 8, 2, 1, 700, 64, 64],
+        [1, 2, 1, 9, 9, 5, 7],
+    ];
+    for [b, hq, hkv, lq, lk, d, dv] in shapes {
+        let q = to_f16_checked("q", &rng.array(&[b, hq, lq, d], 1.0).view()).expect("q");
+        let k = to_f16_checked("k", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("k");
+        let v = to_f16_checked("v", &rng.array(&[b, hkv, lk, dv], 1.0).view()).expect("v");
+        let widen = |a: &ArrayD<f16>| a.mapv(f16::to_f32);
+        for path in [
+            PathChoice::Auto,
+            PathChoice::Unfused,
+            PathChoice::FusedPortable,
+            PathChoice::Decode,
+        ] {
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(path)
+                .with_lse();
+            let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
+                Ok(g) => g,
+                Err(Error::PathUnavailable { .. }) => continue,
+                Err(e) => panic!("{path:?}: {e}"),
+            };
+            let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
+                .expect("reference")
+                .out;
+            let cpu_f16 = max_err(exact.iter().map(|&x| f16::from_f32(x).to_f32()), &exact);
+            let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
+            assert!(
+                gpu <= 2.0 * cpu_f16 + 1e-7,
+                "{path:?} {:?}: GPU f16 error {gpu:e} > 2 x CPU f16 error {cpu_f16:e}",
+                got.out.shape()
+            );
+            assert_eq!(got.out.shape(), exact.shape());
+        }
+    }
+}
+
+#[test]
+fn values_beyond_f16_are_errors_not_infinities() {
+    let a = ndarray::arr2(&[[1.0f32, 70000.0]]).into_dyn();
+    let e = to_f16_checked("q", &a.view()).expect_err("out of range");
+    assert!(e.to_string().contains("f16's range"), "{e}");
+    let Some(ctx) = common::ctx() else { return };
+    let mut q = ArrayD::from_elem(ndarray::IxDyn(&[3, 4]), f16::from_f32(0.5));
+    q[[1, 2]] = f16::INFINITY;
+    let e = attention_f16(&ctx, &q, &q, &q, &AttentionOptions::default()).expect_err("inf");
+    assert!(matches!(e, Error::NonFinite { .. }), "{e}");
+}
