@@ -33,7 +33,7 @@ RUN:
 BENCH:
     wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]
         [--path auto|all|unfused|fused|fused-subgroup|fused-portable|decode|cpu-ndarray]
-        [--reps N] [--seed S] [--json] [--plot FILE.png]
+        [--reps N] [--seed S] [--json] [--plot FILE.png] [--dtype f32|f16]
 
     Per path: median ms (GPU timestamps where the adapter has them, wall clock beside),
     GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error

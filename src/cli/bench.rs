@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use ndarray::{ArrayD, Axis, IxDyn};
+use wgpu_attention::fp16::{attention_f16, to_f16_checked};
 use wgpu_attention::perf::{cpu_matmul_attention, forward_flops, time_copy, time_gpu, Timing};
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
@@ -15,7 +16,7 @@ use super::run::parse_causal;
 use super::Failure;
 
 const VALUES: &[&str] = &[
-    "shape", "kv-heads", "causal", "path", "reps", "plot", "seed",
+    "shape", "kv-heads", "causal", "path", "reps", "plot", "seed", "dtype",
 ];
 const SWITCHES: &[&str] = &["json"];
 
@@ -153,13 +154,31 @@ struct Inputs {
     vt: GpuTensor,
     rows: Vec<usize>,
     expected: ArrayD<f32>,
+    /// With --dtype f16: the inputs as f16 (q, k, v above hold exactly these values).
+    halves: Option<[ArrayD<half::f16>; 3]>,
 }
 
-fn prepare(ctx: &Context, sh: Shape, causal: Causal, seed: u64) -> Result<Inputs, Failure> {
+fn prepare(
+    ctx: &Context,
+    sh: Shape,
+    causal: Causal,
+    seed: u64,
+    f16: bool,
+) -> Result<Inputs, Failure> {
     let mut rng = Rng::new(seed);
-    let q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
-    let k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
-    let v = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
+    let mut q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
+    let mut k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
+    let mut v = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
+    let mut halves = None;
+    if f16 {
+        let conv =
+            |name, a: &ArrayD<f32>| to_f16_checked(name, &a.view()).map_err(Failure::from_error);
+        let h = [conv("q", &q)?, conv("k", &k)?, conv("v", &v)?];
+        q = h[0].mapv(half::f16::to_f32);
+        k = h[1].mapv(half::f16::to_f32);
+        v = h[2].mapv(half::f16::to_f32);
+        halves = Some(h);
+    }
     let rows = check_rows(&sh);
     let expected = reference_rows(&sh, causal, &rows, &q, &k, &v)?;
     let up = |a: &ArrayD<f32>, n| GpuTensor::from_array(ctx, n, a).map_err(Failure::from_error);
@@ -175,6 +194,7 @@ fn prepare(ctx: &Context, sh: Shape, causal: Causal, seed: u64) -> Result<Inputs
         vt,
         rows,
         expected,
+        halves,
     })
 }
 
@@ -222,6 +242,40 @@ fn measure(
         }));
     };
     let opts = AttentionOptions::default().causal(x.causal).path(path);
+    if let Some([q16, k16, v16]) = &x.halves {
+        // f16: end to end on host arrays (conversion, upload, widen, attention, narrow,
+        // download), wall clock; checked first like every row.
+        let r = match attention_f16(ctx, q16, k16, v16, &opts) {
+            Ok(r) => r,
+            Err(e) => {
+                if !quiet {
+                    println!("{name:<16} skipped: {e}");
+                }
+                return Ok(None);
+            }
+        };
+        let err = max_err(&r.out.mapv(half::f16::to_f32), &x.rows, &x.expected);
+        let mut runs = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            attention_f16(ctx, q16, k16, v16, &opts).map_err(Failure::from_error)?;
+            runs.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        runs.sort_by(f64::total_cmp);
+        let timing = Timing {
+            runs_ms: runs,
+            gpu_ms: Vec::new(),
+        };
+        let ms = timing.median_ms();
+        return Ok(Some(Row {
+            path: format!("{} f16", r.plan.path),
+            gflops: flops / (ms * 1e6),
+            gbps: bytes / 2.0 / (ms * 1e6),
+            max_abs_err: err,
+            note: "f16 storage, f32 accumulation; wall clock end to end (host conversion, upload, download)".to_string(),
+            timing,
+        }));
+    }
     // Check first: a path that is wrong is not timed.
     let first = Instant::now();
     let r = match wgpu_attention::attention_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts) {
@@ -268,7 +322,16 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
 
     let ctx = Context::new().map_err(Failure::from_error)?;
     let gpu_timing = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
-    let x = prepare(&ctx, sh, causal, seed)?;
+    let f16 = match args.get("dtype") {
+        None | Some("f32") => false,
+        Some("f16") => true,
+        Some(other) => {
+            return Err(Failure::input(format!(
+                "--dtype must be f32 or f16; got '{other}'"
+            )))
+        }
+    };
+    let x = prepare(&ctx, sh, causal, seed, f16)?;
     let mut table: Vec<Row> = Vec::new();
     for (name, choice) in &chosen {
         if let Some(row) = measure(&ctx, &x, name, *choice, reps, json)? {
@@ -293,9 +356,22 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     }
     print_table(&ctx, &sh, causal, &table, gpu_timing, json, x.rows.len());
     if let Some(file) = args.get("plot") {
-        plot_sweep(&ctx, sh, causal, &chosen, reps.min(3), seed, file)?;
+        let settings = Sweep {
+            reps: reps.min(3),
+            seed,
+            f16,
+        };
+        plot_sweep(&ctx, sh, causal, &chosen, &settings, file)?;
     }
     Ok(())
+}
+
+/// How each point of a plot sweep is measured.
+#[derive(Clone, Copy)]
+struct Sweep {
+    reps: usize,
+    seed: u64,
+    f16: bool,
 }
 
 /// GFLOP/s against sequence length: lengths from 128 doubling up to the shape's (Lq follows
@@ -305,10 +381,10 @@ fn plot_sweep(
     sh: Shape,
     causal: Causal,
     chosen: &[(&'static str, Option<PathChoice>)],
-    reps: usize,
-    seed: u64,
+    settings: &Sweep,
     file: &str,
 ) -> Result<(), Failure> {
+    let Sweep { reps, seed, f16 } = *settings;
     let top = sh.lk.max(sh.lq);
     let mut lengths = Vec::new();
     let mut l = 128usize.min(top);
@@ -322,7 +398,7 @@ fn plot_sweep(
     for &len in &lengths {
         let lq = if sh.lq < 64 { sh.lq } else { len };
         let point = Shape { lq, lk: len, ..sh };
-        let x = prepare(ctx, point, causal, seed)?;
+        let x = prepare(ctx, point, causal, seed, f16)?;
         for (name, choice) in chosen {
             if let Some(row) = measure(ctx, &x, name, *choice, reps, true)? {
                 match series.iter_mut().find(|(n, _)| *n == row.path) {
