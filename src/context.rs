@@ -82,8 +82,11 @@ fn type_rank(t: wgpu::DeviceType) -> u8 {
 /// Every adapter wgpu can see, honouring `WGPU_BACKEND`, best first (discrete GPUs, then
 /// integrated, virtual, CPU).
 pub fn enumerate_adapters() -> Vec<wgpu::Adapter> {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    // Resource creation past 95% of the driver's memory budget fails with an out-of-memory
+    // error (captured by our error scopes) instead of allocating (Vulkan, DX12).
+    desc.memory_budget_thresholds.for_resource_creation = Some(95);
+    let instance = wgpu::Instance::new(desc);
     let backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
     let mut adapters = pollster::block_on(instance.enumerate_adapters(backends));
     adapters.sort_by_key(|a| type_rank(a.get_info().device_type));

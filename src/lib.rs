@@ -19,7 +19,7 @@
 //! - [`perf`]: FLOP counts and timing used by every benchmark figure.
 //! - [`Error`]: every failure, typed.
 //!
-//! ```no_run
+//! ```
 //! use ndarray::Array3;
 //! use wgpu_attention::{attention, AttentionOptions, Causal, Context};
 //!
