@@ -48,6 +48,8 @@ struct Inner {
     uncaptured: Arc<Mutex<Vec<String>>>,
     /// GPU timestamps around each submission, when enabled with [`Context::enable_gpu_timing`].
     timestamps: Mutex<Option<Timestamps>>,
+    /// A 4-byte buffer bound where a kernel's optional input (mask, bias) is absent.
+    placeholder: std::sync::OnceLock<wgpu::Buffer>,
 }
 
 /// A two-entry timestamp query set and the buffer its values resolve into.
@@ -171,6 +173,7 @@ impl Context {
                 lost,
                 uncaptured,
                 timestamps: Mutex::new(None),
+                placeholder: std::sync::OnceLock::new(),
             }),
         }
     }

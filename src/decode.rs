@@ -65,7 +65,7 @@ pub(crate) fn run(ctx: &Context, p: &Problem, inputs: &DeviceInputs<'_>) -> Resu
     let chunks = plan_chunks_with(p, &budget, &cost, group, false)?;
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
-    let dummy = ctx.scratch_buffer("unused mask", 4)?;
+    let dummy = ctx.placeholder()?;
     let max_partial = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
     let part_o = ctx.scratch_buffer("decode partial outputs", max_partial)?;
     let part_l = ctx.scratch_buffer("decode partial lse", max_partial / d.dv as u64)?;

@@ -106,7 +106,7 @@ pub(crate) fn run(
     let chunks = plan_chunks(p, &budget, &cost)?;
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
-    let dummy = ctx.scratch_buffer("unused mask", 4)?;
+    let dummy = ctx.placeholder()?;
     let pipe = ctx.pipeline(&PipelineKey::for_problem(tier.kernel(), p))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the fused path", || {

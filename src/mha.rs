@@ -319,7 +319,7 @@ impl MultiHeadAttention {
         let uniform = self.ctx.uniform("matmul params", &params);
         let bias = match &self.b[i] {
             Some(bt) => bt.buffer.clone(),
-            None => self.ctx.scratch_buffer("no bias", 4)?,
+            None => self.ctx.placeholder()?,
         };
         let bg = pipe.bind_group(
             self.ctx.device(),

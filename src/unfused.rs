@@ -98,7 +98,7 @@ pub(crate) fn run(
     let (out, lse) = (&outputs.out, &outputs.lse);
     let max_scores = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
     let scores = ctx.scratch_buffer("scores", max_scores)?;
-    let dummy = ctx.scratch_buffer("unused mask", 4)?;
+    let dummy = ctx.placeholder()?;
 
     let scores_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Scores))?;
     let softmax_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Softmax))?;

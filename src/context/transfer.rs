@@ -58,6 +58,16 @@ impl Context {
         })
     }
 
+    /// The context's 4-byte placeholder, bound where an optional input (mask, bias) is absent.
+    /// Created once per context.
+    pub(crate) fn placeholder(&self) -> Result<wgpu::Buffer> {
+        if let Some(b) = self.inner.placeholder.get() {
+            return Ok(b.clone());
+        }
+        let b = self.scratch_buffer("placeholder", 4)?;
+        Ok(self.inner.placeholder.get_or_init(|| b).clone())
+    }
+
     /// A small uniform buffer.
     pub(crate) fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
         // Not create_buffer_init: see `upload`. A failure here surfaces at the next scope.
