@@ -436,6 +436,7 @@ fn soak_runs_and_reports_memory() {
         stdout.contains("soak: 200 calls") && stdout.contains("host RSS"),
         "{stdout}"
     );
+    assert!(stdout.contains("live device buffers"), "{stdout}");
 }
 
 /// `run --dtype f16` writes a float16 output that passes --check; values beyond f16's range

@@ -18,6 +18,16 @@ fn rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// Live device buffers, bind groups and buffer memory (MiB), from wgpu's counters.
+fn device_objects(ctx: &Context) -> (isize, isize, f64) {
+    let c = ctx.device().get_internal_counters();
+    (
+        c.hal.buffers.read(),
+        c.hal.bind_groups.read(),
+        c.hal.buffer_memory.read() as f64 / (1024.0 * 1024.0),
+    )
+}
+
 fn show(x: Option<f64>) -> String {
     x.map_or("n/a".to_string(), |v| format!("{v:.1} MiB"))
 }
@@ -67,6 +77,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     }
     let warmup = work.len() * 4;
     let (mut rss_start, mut rss_peak) = (None, 0.0f64);
+    let mut objects_start = (0, 0, 0.0);
     let mut checked = 0;
     let start = Instant::now();
     for n in 0..calls + warmup {
@@ -85,12 +96,16 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         }
         if n + 1 == warmup {
             rss_start = rss_mib();
+            ctx.wait().map_err(Failure::from_error)?;
+            objects_start = device_objects(&ctx);
         }
         if n % 500 == 0 {
             rss_peak = rss_peak.max(rss_mib().unwrap_or(0.0));
         }
     }
     let rss_end = rss_mib();
+    ctx.wait().map_err(Failure::from_error)?;
+    let objects_end = device_objects(&ctx);
     println!(
         "soak: {calls} calls after {warmup} warm-up calls on {}, {:.1} s, {checked} results checked",
         ctx.adapter_name(),
@@ -102,6 +117,10 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         show(rss_end),
         rss_peak
     );
-    println!("device buffers: created per call and freed when its outputs drop (no pool)");
+    println!(
+        "live device buffers after warm-up {}, at the end {}; bind groups {} / {}; buffer memory {:.2} / {:.2} MiB",
+        objects_start.0, objects_end.0, objects_start.1, objects_end.1, objects_start.2, objects_end.2
+    );
+    println!("(buffers are created per call and freed when its outputs drop; there is no pool)");
     Ok(())
 }
