@@ -67,6 +67,34 @@ fn random_problems_match_the_reference() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
+    run_cases(&ctx, n, seed, None);
+}
+
+/// The same generator on a context with small limits (16 KiB bindings, 4 workgroups per
+/// dimension, 256-byte offset alignment), so splitting is exercised on random shapes too.
+#[test]
+fn random_problems_on_small_limits() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 16 * 1024;
+    limits.max_compute_workgroups_per_dimension = 4;
+    limits.min_storage_buffer_offset_alignment = 256;
+    let opts = wgpu_attention::ContextOptions {
+        limits: Some(limits),
+        ..Default::default()
+    };
+    let ctx = wgpu_attention::Context::with_options(&opts).expect("small context");
+    let seed: u64 = std::env::var("PROPERTY_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    run_cases(&ctx, 40, seed.wrapping_add(0x5EED), Some(16 * 1024));
+}
+
+/// `binding`: the context's binding limit, when small. Then `Error::TooLarge` is accepted only
+/// where no split can fit: one kv head's K or V (plus alignment slack), or one row of scores,
+/// larger than a binding (keys are not split).
+fn run_cases(ctx: &wgpu_attention::Context, n: usize, seed: u64, binding: Option<u64>) {
     let mut paths_seen = std::collections::BTreeMap::new();
     for i in 0..n {
         let case_seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
@@ -92,7 +120,31 @@ fn random_problems_match_the_reference() {
             "additive" | "additive-inf" => Some(Mask::Additive(floats.view())),
             _ => None,
         };
-        let what = format!("case {i} (PROPERTY_SEED={seed}, case seed {case_seed}): {c:?}");
+        let what = format!("case {i} (run seed {seed}, case seed {case_seed}): {c:?}");
+        // On a small-limit context: a kv head whose K or V alone exceeds a binding cannot be
+        // split (keys are not split) and must be TooLarge; within the alignment slack of the
+        // limit either answer is right; below it the result must match.
+        let head_bytes = (lk * d.max(dv)) as u64 * 4;
+        let (must_fail, may_fail) = match binding {
+            Some(limit) => (head_bytes > limit, head_bytes + 256 > limit),
+            None => (false, false),
+        };
+        if must_fail {
+            let e =
+                wgpu_attention::attention(ctx, &q, &k, &v, &opts).expect_err("no split can fit");
+            assert!(
+                matches!(e, wgpu_attention::Error::TooLarge { .. }),
+                "{what}: {e}"
+            );
+            continue;
+        }
+        if may_fail {
+            match wgpu_attention::attention(ctx, &q, &k, &v, &opts) {
+                Err(wgpu_attention::Error::TooLarge { .. }) => continue,
+                Err(e) => panic!("{what}: {e}"),
+                Ok(_) => {}
+            }
+        }
         for path in [PathChoice::Auto, PathChoice::Unfused] {
             let opts = opts.clone().path(path);
             if c.amplitude > 1.0 || c.scale.is_some_and(|s| s > 1.0) {
@@ -101,10 +153,10 @@ fn random_problems_match_the_reference() {
                     return_lse: false,
                     ..opts
                 };
-                common::assert_parity_conditioned(&ctx, &what, &q, &k, &v, &plain);
+                common::assert_parity_conditioned(ctx, &what, &q, &k, &v, &plain);
                 continue;
             }
-            let got = wgpu_attention::attention(&ctx, &q, &k, &v, &opts)
+            let got = wgpu_attention::attention(ctx, &q, &k, &v, &opts)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let want = reference::attention(&q, &k, &v, &opts)
                 .unwrap_or_else(|e| panic!("{what}: reference: {e}"));
