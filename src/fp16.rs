@@ -99,20 +99,7 @@ fn convert(
     );
     let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(src), whole(dst)]);
     let groups = (n as u64).div_ceil(2).div_ceil(64);
-    let encoder = ctx.scoped("encoding an f16 conversion", || {
-        let mut e = ctx
-            .device()
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("f16") });
-        {
-            let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("f16"),
-                timestamp_writes: None,
-            });
-            budget.dispatch(&mut pass, &pipe, &bg, groups);
-        }
-        e
-    })?;
-    ctx.submit(encoder)
+    ctx.run_pass("f16", |pass| budget.dispatch(pass, &pipe, &bg, groups))
 }
 
 /// Uploads an f16 array and widens it to an f32 device tensor.

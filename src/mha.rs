@@ -331,7 +331,8 @@ impl MultiHeadAttention {
                 whole(&out),
             ],
         );
-        self.encode(|pass| budget.dispatch(pass, &pipe, &bg, total))?;
+        self.ctx
+            .run_pass("mha", |pass| budget.dispatch(pass, &pipe, &bg, total))?;
         Ok(GpuTensor {
             buffer: out,
             shape: vec![m, n],
@@ -363,7 +364,8 @@ impl MultiHeadAttention {
             self.ctx.device(),
             &[whole(&uniform), whole(table), whole(x)],
         );
-        self.encode(|pass| budget.dispatch(pass, &pipe, &bg, groups))
+        self.ctx
+            .run_pass("mha", |pass| budget.dispatch(pass, &pipe, &bg, groups))
     }
 
     /// The module binds whole buffers: each must fit one binding and each dispatch the grid.
@@ -384,23 +386,6 @@ impl MultiHeadAttention {
             )));
         }
         Ok(())
-    }
-
-    fn encode(&self, f: impl FnOnce(&mut wgpu::ComputePass<'_>)) -> Result<()> {
-        let device = self.ctx.device();
-        let encoder = self.ctx.scoped("encoding the attention module", || {
-            let mut e = device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mha") });
-            {
-                let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("mha"),
-                    timestamp_writes: None,
-                });
-                f(&mut pass);
-            }
-            e
-        })?;
-        self.ctx.submit(encoder)
     }
 }
 

@@ -129,19 +129,7 @@ pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Resul
     let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(&src), whole(&dst)]);
     let groups = n4.div_ceil(64);
     let run = || -> Result<()> {
-        let mut e = ctx
-            .device()
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("copy"),
-            });
-        {
-            let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("copy"),
-                timestamp_writes: None,
-            });
-            budget.dispatch(&mut pass, &pipe, &bg, groups);
-        }
-        ctx.submit(e)?;
+        ctx.run_pass("copy", |pass| budget.dispatch(pass, &pipe, &bg, groups))?;
         ctx.wait()
     };
     for _ in 0..warmup {

@@ -129,6 +129,29 @@ impl Context {
         })
     }
 
+    /// Encodes one compute pass with `f` (inside error scopes) and submits it: the shape of
+    /// every single-pass job (conversions, projections, the copy baseline).
+    pub(crate) fn run_pass(
+        &self,
+        label: &'static str,
+        f: impl FnOnce(&mut wgpu::ComputePass<'_>),
+    ) -> Result<()> {
+        let device = &self.inner.device;
+        let encoder = self.scoped("encoding a compute pass", || {
+            let mut e = device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+            {
+                let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(label),
+                    timestamp_writes: None,
+                });
+                f(&mut pass);
+            }
+            e
+        })?;
+        self.submit(encoder)
+    }
+
     /// Turns on GPU timestamps around every submission. Returns false (and changes nothing)
     /// when the device lacks `Features::TIMESTAMP_QUERY`.
     pub fn enable_gpu_timing(&self) -> Result<bool> {
