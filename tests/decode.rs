@@ -3,21 +3,12 @@
 
 mod common;
 
-use common::{assert_parity, Rng};
+use common::{assert_parity, inputs, Rng};
 use ndarray::{s, ArrayD};
 use wgpu_attention::merge::merge_partials;
 use wgpu_attention::{
     reference, AttentionOptions, Causal, Context, ContextOptions, Mask, PathChoice, Tolerance,
 };
-
-fn inputs(rng: &mut Rng, shape: [usize; 7], amp: f32) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
-    let [b, hq, hkv, lq, lk, d, dv] = shape;
-    (
-        rng.array(&[b, hq, lq, d], amp),
-        rng.array(&[b, hkv, lk, d], amp),
-        rng.array(&[b, hkv, lk, dv], 1.0),
-    )
-}
 
 #[test]
 fn decode_shapes_and_alignments() {

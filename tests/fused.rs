@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{assert_parity, assert_parity_conditioned, Rng};
-use ndarray::ArrayD;
+use common::{assert_parity, assert_parity_conditioned, inputs, Rng};
 use wgpu_attention::{
     AttentionOptions, Causal, Context, ContextOptions, Error, Mask, PathChoice, Tolerance,
 };
@@ -18,15 +17,6 @@ fn tiers(ctx: &Context) -> Vec<PathChoice> {
         t.push(PathChoice::FusedSubgroup);
     }
     t
-}
-
-fn inputs(rng: &mut Rng, shape: [usize; 7], amp: f32) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
-    let [b, hq, hkv, lq, lk, d, dv] = shape;
-    (
-        rng.array(&[b, hq, lq, d], amp),
-        rng.array(&[b, hkv, lk, d], amp),
-        rng.array(&[b, hkv, lk, dv], 1.0),
-    )
 }
 
 #[test]

@@ -118,3 +118,18 @@ pub fn assert_parity_conditioned(
         }
     }
 }
+
+/// Random q (B, Hq, Lq, D) and k (B, Hkv, Lk, D) scaled by `amp`, and v (B, Hkv, Lk, Dv),
+/// for `shape` = [B, Hq, Hkv, Lq, Lk, D, Dv].
+pub fn inputs(
+    rng: &mut Rng,
+    shape: [usize; 7],
+    amp: f32,
+) -> (ArrayD<f32>, ArrayD<f32>, ArrayD<f32>) {
+    let [b, hq, hkv, lq, lk, d, dv] = shape;
+    (
+        rng.array(&[b, hq, lq, d], amp),
+        rng.array(&[b, hkv, lk, d], amp),
+        rng.array(&[b, hkv, lk, dv], 1.0),
+    )
+}
