@@ -7,8 +7,10 @@ use crate::context::Context;
 use crate::decode;
 use crate::error::{Error, Result};
 use crate::fused::{self, Tier};
+use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PathChoice, PlanInfo};
-use crate::problem::{validate_dims, validate_problem, Problem};
+use crate::plan::Chunk;
+use crate::problem::{max_abs_finite, validate_dims, validate_problem, Dims, Problem};
 use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 
@@ -64,12 +66,22 @@ where
     Sv: Data<Elem = f32>,
     D: Dimension,
 {
-    // Shapes first, so a mismatch is reported before any upload.
-    validate_dims(q.shape(), k.shape(), v.shape())?;
-    let qt = GpuTensor::from_array(ctx, "q", q)?;
-    let kt = GpuTensor::from_array(ctx, "k", k)?;
-    let vt = GpuTensor::from_array(ctx, "v", v)?;
-    let r = attention_gpu(ctx, &qt, &kt, &vt, opts)?;
+    // Everything is validated, planned and costed before the first upload, so bad input or a
+    // problem too large for the device fails without allocating.
+    let dims = validate_dims(q.shape(), k.shape(), v.shape())?;
+    let (qv, kv, vv) = (
+        q.view().into_dyn(),
+        k.view().into_dyn(),
+        v.view().into_dyn(),
+    );
+    let q_max = max_abs_finite("q", &qv)?;
+    let k_max = max_abs_finite("k", &kv)?;
+    let v_max = max_abs_finite("v", &vv)?;
+    let plan = prepare(ctx, dims, opts, Some((q_max, k_max)), Inputs::Host)?;
+    let qt = GpuTensor::upload_scanned(ctx, "q", &qv, q_max)?;
+    let kt = GpuTensor::upload_scanned(ctx, "k", &kv, k_max)?;
+    let vt = GpuTensor::upload_scanned(ctx, "v", &vv, v_max)?;
+    let r = execute(ctx, &qt, &kt, &vt, &plan, opts)?;
     Ok(AttentionOutput {
         out: r.out.to_array(ctx)?,
         lse: r.lse.map(|t| lse_to_array(ctx, &t)).transpose()?,
@@ -99,11 +111,140 @@ pub fn attention_gpu(
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuAttentionOutput> {
     let dims = validate_dims(&q.shape, &k.shape, &v.shape)?;
-    let max_abs = q.max_abs.zip(k.max_abs);
+    let plan = prepare(ctx, dims, opts, q.max_abs.zip(k.max_abs), Inputs::Device)?;
+    execute(ctx, q, k, v, &plan, opts)
+}
+
+/// Where q, k and v live when a call starts: host arrays are uploaded by the call itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Inputs {
+    Host,
+    Device,
+}
+
+/// A validated problem with its path, the reason for it, and its chunk plan.
+struct Prepared {
+    problem: Problem,
+    path: Path,
+    reason: String,
+    chunks: Vec<Chunk>,
+}
+
+/// Peak device memory that [`attention`] would hold for inputs of these shapes (and the
+/// mask in `opts`), with the path it would take. Nothing is allocated, so a caller can size
+/// batches to the device; compare with [`Context::device_memory`] less
+/// [`Context::memory_in_use`]. Input values are not seen, so the magnitude check that
+/// [`attention`] also runs is skipped here.
+pub fn memory_estimate(
+    ctx: &Context,
+    q_shape: &[usize],
+    k_shape: &[usize],
+    v_shape: &[usize],
+    opts: &AttentionOptions<'_>,
+) -> Result<(MemoryEstimate, PlanInfo)> {
+    let dims = validate_dims(q_shape, k_shape, v_shape)?;
+    let plan = plan_call(ctx, dims, opts, None)?;
+    let info = PlanInfo {
+        path: plan.path.name(),
+        reason: plan.reason.clone(),
+        chunks: plan.chunks.len(),
+    };
+    Ok((estimate(&plan, opts.return_weights, Inputs::Host), info))
+}
+
+/// Validates, picks the path, plans its chunks and checks the call's peak device memory
+/// against what the device has free: everything that can fail before allocating.
+fn prepare(
+    ctx: &Context,
+    dims: Dims,
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+    inputs: Inputs,
+) -> Result<Prepared> {
+    let plan = plan_call(ctx, dims, opts, max_abs)?;
+    ctx.check_memory(&estimate(&plan, opts.return_weights, inputs))?;
+    Ok(plan)
+}
+
+/// Validation, path choice and chunk plan of a call.
+fn plan_call(
+    ctx: &Context,
+    dims: Dims,
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+) -> Result<Prepared> {
     let problem = validate_problem(dims, opts, max_abs)?;
     check_element_counts(&problem, opts.return_weights)?;
     let (path, reason) = choose_path(ctx, &problem, opts)?;
-    let mask_bufs = upload_mask(ctx, &problem)?;
+    let chunks = match path {
+        Path::Unfused => unfused::plan(ctx, &problem)?,
+        Path::Fused(_) => fused::plan(ctx, &problem)?,
+        Path::Decode => decode::plan(ctx, &problem)?,
+    };
+    Ok(Prepared {
+        problem,
+        path,
+        reason,
+        chunks,
+    })
+}
+
+/// Peak device bytes of a prepared call (see [`MemoryEstimate`] for what each part holds).
+fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
+    let d = &plan.problem.dims;
+    let kv_rows = d.b * d.hkv * d.lk;
+    let input_bytes =
+        buffer_bytes(d.rows() * d.d) + buffer_bytes(kv_rows * d.d) + buffer_bytes(kv_rows * d.dv);
+    let mask = plan.problem.mask.as_ref().map_or(0, |m| {
+        m.bias.as_ref().map_or(0, |b| buffer_bytes(b.len()))
+            + m.allow.as_ref().map_or(0, |a| buffer_bytes(a.len()))
+    });
+    let out = buffer_bytes(d.rows() * d.dv);
+    let weights_bytes = if weights {
+        buffer_bytes(d.rows() * d.lk)
+    } else {
+        0
+    };
+    let outputs = out + buffer_bytes(d.rows()) + weights_bytes;
+    let path_scratch = match plan.path {
+        Path::Unfused => unfused::scratch_bytes(&plan.chunks),
+        Path::Fused(_) => 0,
+        Path::Decode => decode::scratch_bytes(&plan.problem, &plan.chunks),
+    };
+    // One uniform buffer per dispatch: at most three per chunk (unfused).
+    let uniforms = plan.chunks.len() as u64 * 3 * buffer_bytes(64);
+    let host_inputs = if inputs == Inputs::Host {
+        input_bytes
+    } else {
+        0
+    };
+    let readback = if inputs == Inputs::Host {
+        out.max(weights_bytes)
+    } else {
+        0
+    };
+    MemoryEstimate {
+        inputs: host_inputs,
+        mask,
+        outputs,
+        scratch: path_scratch + uniforms,
+        staging: host_inputs + mask + outputs,
+        readback,
+    }
+}
+
+/// Uploads the mask, runs the prepared path and wraps its outputs.
+fn execute(
+    ctx: &Context,
+    q: &GpuTensor,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    plan: &Prepared,
+    opts: &AttentionOptions<'_>,
+) -> Result<GpuAttentionOutput> {
+    let (problem, path) = (&plan.problem, plan.path);
+    let dims = problem.dims;
+    let mask_bufs = upload_mask(ctx, problem)?;
     let inputs = DeviceInputs {
         q: &q.buffer,
         k: &k.buffer,
@@ -117,9 +258,9 @@ pub fn attention_gpu(
         weights,
         chunks,
     } = match path {
-        Path::Unfused => unfused::run(ctx, &problem, &inputs, opts.return_weights)?,
-        Path::Fused(tier) => fused::run(ctx, &problem, &inputs, tier)?,
-        Path::Decode => decode::run(ctx, &problem, &inputs)?,
+        Path::Unfused => unfused::run(ctx, problem, &inputs, &plan.chunks, opts.return_weights)?,
+        Path::Fused(tier) => fused::run(ctx, problem, &inputs, &plan.chunks, tier)?,
+        Path::Decode => decode::run(ctx, problem, &inputs, &plan.chunks)?,
     };
     let wrap = |buffer, shape| GpuTensor {
         buffer,
@@ -132,7 +273,7 @@ pub fn attention_gpu(
         weights: weights.map(|w| wrap(w, dims.weights_shape())),
         plan: PlanInfo {
             path: path.name(),
-            reason,
+            reason: plan.reason.clone(),
             chunks,
         },
     })

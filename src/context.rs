@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::kernel::{KernelRegistry, Pipeline, PipelineKey};
+use crate::memory::{DeviceMemory, MemoryEstimate};
 
 mod transfer;
 
@@ -25,6 +26,11 @@ pub struct ContextOptions {
     /// default: the kernels are written to stay in bounds, and the checks halve their speed on
     /// some drivers. Turn on when debugging a kernel.
     pub shader_runtime_checks: bool,
+    /// Treat the device as having at most this many bytes of memory. Every call estimates
+    /// its peak device memory first and fails with [`Error::OutOfMemory`] before allocating
+    /// when it would not fit. Vulkan drivers report their total themselves; elsewhere this
+    /// is the only total the check knows.
+    pub memory_limit: Option<u64>,
 }
 
 /// A GPU device ready for attention: cheap to clone, `Send + Sync`.
@@ -50,6 +56,8 @@ struct Inner {
     timestamps: Mutex<Option<Timestamps>>,
     /// A 4-byte buffer bound where a kernel's optional input (mask, bias) is absent.
     placeholder: std::sync::OnceLock<wgpu::Buffer>,
+    /// The device's total memory, when known, checked before each call allocates.
+    memory: DeviceMemory,
 }
 
 /// A two-entry timestamp query set and the buffer its values resolve into.
@@ -138,16 +146,17 @@ impl Context {
                 reason: e.to_string(),
             }
         })?;
-        Ok(Self::build(device, queue, options.shader_runtime_checks))
+        Ok(Self::build(device, queue, options))
     }
 
     /// Wraps a device the caller already owns. Features and limits are the device's.
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self::build(device, queue, false)
+        Self::build(device, queue, &ContextOptions::default())
     }
 
-    fn build(device: wgpu::Device, queue: wgpu::Queue, checked: bool) -> Self {
+    fn build(device: wgpu::Device, queue: wgpu::Queue, options: &ContextOptions) -> Self {
         let info = device.adapter_info();
+        let memory = DeviceMemory::detect(&device, options.memory_limit);
         let lost = Arc::new(Mutex::new(None));
         let lost_slot = Arc::clone(&lost);
         device.set_device_lost_callback(move |reason, message| {
@@ -169,11 +178,12 @@ impl Context {
                 queue,
                 info,
                 registry: KernelRegistry::default(),
-                checked,
+                checked: options.shader_runtime_checks,
                 lost,
                 uncaptured,
                 timestamps: Mutex::new(None),
                 placeholder: std::sync::OnceLock::new(),
+                memory,
             }),
         }
     }
@@ -206,6 +216,29 @@ impl Context {
     /// Limits of the device (what was requested, not the adapter's maxima).
     pub fn limits(&self) -> wgpu::Limits {
         self.inner.device.limits()
+    }
+
+    /// The device's total memory and where that figure came from.
+    pub fn device_memory(&self) -> &DeviceMemory {
+        &self.inner.memory
+    }
+
+    /// Bytes held by this device's live buffers (wgpu's count), including tensors the caller
+    /// keeps on the device.
+    pub fn memory_in_use(&self) -> u64 {
+        let bytes = self
+            .inner
+            .device
+            .get_internal_counters()
+            .hal
+            .buffer_memory
+            .read();
+        u64::try_from(bytes).unwrap_or(0)
+    }
+
+    /// Fails with [`Error::OutOfMemory`] when `need` does not fit in what is free.
+    pub(crate) fn check_memory(&self, need: &MemoryEstimate) -> Result<()> {
+        self.inner.memory.check(need, self.memory_in_use())
     }
 
     /// Fails if the device was lost or an error escaped every error scope.

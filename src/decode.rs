@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{
-    mask_binding, mask_params, plan_chunks_with, whole, ChunkCost, DeviceBudget, Window,
+    mask_binding, mask_params, plan_chunks_with, whole, Chunk, ChunkCost, DeviceBudget, Window,
 };
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
@@ -39,9 +39,9 @@ pub fn split_for(lk: usize) -> Split {
     }
 }
 
-/// Runs the decode path. The caller has checked the shape with `fused::shape_obstacle`
-/// (D and Dv multiples of 4, at most 128, no weights).
-pub(crate) fn run(ctx: &Context, p: &Problem, inputs: &DeviceInputs<'_>) -> Result<DeviceOutputs> {
+/// The chunks this path runs in (whole GQA groups), planned against the device's limits.
+/// Each chunk's `scratch_bytes` is its partial outputs.
+pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
     let d = &p.dims;
     let group = d.hq / d.hkv;
     let rows = group * d.lq;
@@ -62,13 +62,48 @@ pub(crate) fn run(ctx: &Context, p: &Problem, inputs: &DeviceInputs<'_>) -> Resu
                 .max(merge_invocations.div_ceil(WG)),
         }
     };
-    let chunks = plan_chunks_with(p, &budget, &cost, group, false)?;
+    plan_chunks_with(p, &budget, &cost, group, false)
+}
+
+/// Bytes of the largest chunk's partial outputs and of their LSEs (both buffers are reused
+/// by every chunk).
+fn partial_bytes(p: &Problem, chunks: &[Chunk]) -> (u64, u64) {
+    let outputs = chunks
+        .iter()
+        .map(|c| c.scratch_bytes)
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    (outputs, (outputs / p.dims.dv as u64).max(4))
+}
+
+/// Scratch bytes the path allocates beside its outputs: partial outputs and their LSEs.
+pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
+    let (outputs, lses) = partial_bytes(p, chunks);
+    outputs + lses
+}
+
+/// Runs the decode path over chunks from [`plan`]. The caller has checked the shape with
+/// `fused::shape_obstacle` (D and Dv multiples of 4, at most 128, no weights).
+pub(crate) fn run(
+    ctx: &Context,
+    p: &Problem,
+    inputs: &DeviceInputs<'_>,
+    chunks: &[Chunk],
+) -> Result<DeviceOutputs> {
+    let d = &p.dims;
+    let group = d.hq / d.hkv;
+    let rows = group * d.lq;
+    let quads = rows.div_ceil(4);
+    let split = split_for(d.lk);
+    let dv4 = d.dv / 4;
+    let budget = DeviceBudget::from_limits(&ctx.limits());
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
-    let max_partial = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
-    let part_o = ctx.scratch_buffer("decode partial outputs", max_partial)?;
-    let part_l = ctx.scratch_buffer("decode partial lse", max_partial / d.dv as u64)?;
+    let (partial_o, partial_l) = partial_bytes(p, chunks);
+    let part_o = ctx.scratch_buffer("decode partial outputs", partial_o)?;
+    let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
     let partial_pipe = ctx.pipeline(&PipelineKey::for_problem(Kernel::DecodePartial, p))?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
     let device = ctx.device();
@@ -76,7 +111,7 @@ pub(crate) fn run(ctx: &Context, p: &Problem, inputs: &DeviceInputs<'_>) -> Resu
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("decode attention"),
         });
-        for c in &chunks {
+        for c in chunks {
             let (_, m_win, strides) = mask_params(p, c);
             let n_groups = c.n_heads / group;
             let g0 = c.bh0 / group;

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::memory::human_bytes;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -92,6 +94,21 @@ pub enum Error {
     TooLarge {
         /// Which bound was exceeded, with the numbers.
         what: String,
+    },
+    /// The call needs more device memory than the device has free. Raised before the call's
+    /// first allocation, so nothing was allocated and the context stays usable.
+    #[error("not enough device memory: this call needs {} ({estimate}), but {} of the device's {} are free (total from {origin}); split the batch or the heads across calls, or shorten the sequences", human_bytes(*.needed), human_bytes(*.available), human_bytes(*.total))]
+    OutOfMemory {
+        /// Bytes the call would hold at its peak.
+        needed: u64,
+        /// Device bytes not held by live buffers of this device.
+        available: u64,
+        /// The device's total (see [`crate::memory::DeviceMemory`]).
+        total: u64,
+        /// The estimate by purpose (inputs, mask, outputs, scratch, staging).
+        estimate: String,
+        /// Where the total came from.
+        origin: String,
     },
     /// A path was forced that cannot run these inputs.
     #[error("path '{path}' cannot run this problem: {reason}")]

@@ -11,7 +11,7 @@
 use half::f16;
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
-use crate::attention::{attention_gpu, lse_to_array};
+use crate::attention::{attention_gpu, lse_to_array, memory_estimate};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, PipelineKey};
@@ -145,6 +145,11 @@ where
     D: Dimension,
 {
     validate_dims(q.shape(), k.shape(), v.shape())?;
+    // The f32 call's peak, plus the packed f16 inputs and their staging copies (half the
+    // f32 inputs each) and the narrowed output, checked before the first upload.
+    let (mut need, _) = memory_estimate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
+    need.scratch += need.inputs + need.outputs / 2;
+    ctx.check_memory(&need)?;
     let qt = upload_widened(ctx, "q", &q.view().into_dyn())?;
     let kt = upload_widened(ctx, "k", &k.view().into_dyn())?;
     let vt = upload_widened(ctx, "v", &v.view().into_dyn())?;

@@ -6,7 +6,7 @@ use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::params::FusedParams;
-use crate::plan::{mask_binding, mask_params, plan_chunks, whole, ChunkCost, DeviceBudget};
+use crate::plan::{mask_binding, mask_params, plan_chunks, whole, Chunk, ChunkCost, DeviceBudget};
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
 
@@ -89,21 +89,28 @@ pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
     }
 }
 
-/// Runs the fused path on a tier the caller has checked with [`tier_obstacle`] and
-/// [`shape_obstacle`].
-pub(crate) fn run(
-    ctx: &Context,
-    p: &Problem,
-    inputs: &DeviceInputs<'_>,
-    tier: Tier,
-) -> Result<DeviceOutputs> {
-    let d = &p.dims;
+/// The chunks this path runs in, planned against the device's limits. The fused path needs
+/// no scratch beside its outputs.
+pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let cost = |n: usize, rows: usize| ChunkCost {
         scratch_bytes: 0,
         max_groups: (n * rows.div_ceil(ROWS_PER_GROUP)) as u64,
     };
-    let chunks = plan_chunks(p, &budget, &cost)?;
+    plan_chunks(p, &budget, &cost)
+}
+
+/// Runs the fused path over chunks from [`plan`], on a tier the caller has checked with
+/// [`tier_obstacle`] and [`shape_obstacle`].
+pub(crate) fn run(
+    ctx: &Context,
+    p: &Problem,
+    inputs: &DeviceInputs<'_>,
+    chunks: &[Chunk],
+    tier: Tier,
+) -> Result<DeviceOutputs> {
+    let d = &p.dims;
+    let budget = DeviceBudget::from_limits(&ctx.limits());
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
@@ -117,7 +124,7 @@ pub(crate) fn run(
             label: Some(tier.name()),
             timestamp_writes: None,
         });
-        for c in &chunks {
+        for c in chunks {
             let (_, m_win, strides) = mask_params(p, c);
             let row_groups = c.rows.div_ceil(ROWS_PER_GROUP);
             let total = (c.n_heads * row_groups) as u64;

@@ -17,6 +17,8 @@
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.
 //! - [`perf`]: FLOP counts and timing used by every benchmark figure.
+//! - [`memory`]: the device's memory and each call's estimate ([`memory_estimate`]),
+//!   checked before allocating.
 //! - [`Error`]: every failure, typed.
 //!
 //! ```
@@ -56,6 +58,7 @@ pub mod fp16;
 pub mod fused;
 pub mod heatmap;
 pub mod kernel;
+pub mod memory;
 pub mod merge;
 pub mod mha;
 pub mod npy;
@@ -71,7 +74,7 @@ pub mod seeds;
 mod tensor;
 mod unfused;
 
-pub use attention::{attention, attention_gpu, GpuAttentionOutput};
+pub use attention::{attention, attention_gpu, memory_estimate, GpuAttentionOutput};
 pub use check::{compare, Comparison, Tolerance};
 pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
 pub use error::{Error, Result};

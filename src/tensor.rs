@@ -1,6 +1,6 @@
 //! [`GpuTensor`]: an f32 device buffer with its shape, to chain work without round trips.
 
-use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -24,13 +24,23 @@ impl GpuTensor {
     {
         let view = a.view().into_dyn();
         let max_abs = max_abs_finite(name, &view)?;
+        Self::upload_scanned(ctx, name, &view, max_abs)
+    }
+
+    /// Uploads a view already checked by `max_abs_finite`, whose result is `max_abs`.
+    pub(crate) fn upload_scanned(
+        ctx: &Context,
+        name: &'static str,
+        view: &ArrayViewD<'_, f32>,
+        max_abs: f32,
+    ) -> Result<Self> {
         let contiguous = view.as_standard_layout();
         let data = contiguous.as_slice().ok_or_else(|| {
             Error::mismatch(format_args!("{name}: could not make the array contiguous"))
         })?;
         Ok(GpuTensor {
             buffer: ctx.upload(name, data)?,
-            shape: a.shape().to_vec(),
+            shape: view.shape().to_vec(),
             max_abs: Some(max_abs),
         })
     }

@@ -84,20 +84,37 @@ fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
     }
 }
 
-/// Runs the unfused path and returns the output buffers (not yet read back).
+/// The chunks this path runs in, planned against the device's limits.
+pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
+    let budget = DeviceBudget::from_limits(&ctx.limits());
+    plan_chunks(p, &budget, &|n, rows| unfused_cost(p, n, rows))
+}
+
+/// Scratch bytes the path allocates beside its outputs: one score buffer, sized for the
+/// largest chunk and reused by every chunk.
+pub(crate) fn scratch_bytes(chunks: &[Chunk]) -> u64 {
+    chunks
+        .iter()
+        .map(|c| c.scratch_bytes)
+        .max()
+        .unwrap_or(0)
+        .max(4)
+}
+
+/// Runs the unfused path over chunks from [`plan`] and returns the output buffers (not yet
+/// read back).
 pub(crate) fn run(
     ctx: &Context,
     p: &Problem,
     inputs: &DeviceInputs<'_>,
+    chunks: &[Chunk],
     want_weights: bool,
 ) -> Result<DeviceOutputs> {
     let d = &p.dims;
     let budget = DeviceBudget::from_limits(&ctx.limits());
-    let chunks = plan_chunks(p, &budget, &|n, rows| unfused_cost(p, n, rows))?;
     let mut outputs = DeviceOutputs::allocate(ctx, p, want_weights)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
-    let max_scores = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(4);
-    let scores = ctx.scratch_buffer("scores", max_scores)?;
+    let scores = ctx.scratch_buffer("scores", scratch_bytes(chunks))?;
     let dummy = ctx.placeholder()?;
 
     let scores_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Scores))?;
@@ -109,7 +126,7 @@ pub(crate) fn run(
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("unfused attention"),
         });
-        for c in &chunks {
+        for c in chunks {
             let base = base_params(p, c);
             let [g_scores, g_softmax, g_wsum] = unfused_groups(p, c.n_heads, c.rows);
             let row_tiles = c.rows.div_ceil(TILE) as u32;

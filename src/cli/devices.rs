@@ -1,6 +1,8 @@
-//! `wgpu-attention devices`: every adapter with backend, type, key features and limits.
+//! `wgpu-attention devices`: every adapter with backend, type, key features, limits and
+//! device memory.
 
-use wgpu_attention::{describe_adapter, enumerate_adapters};
+use wgpu_attention::memory::human_bytes;
+use wgpu_attention::{describe_adapter, enumerate_adapters, Context, ContextOptions};
 
 pub fn run() -> i32 {
     let adapters = enumerate_adapters();
@@ -35,6 +37,15 @@ pub fn run() -> i32 {
             l.max_compute_invocations_per_workgroup,
             l.max_compute_workgroups_per_dimension
         );
+        // The total lives on the device, not the adapter: open one to ask.
+        match Context::from_adapter(a, &ContextOptions::default()) {
+            Ok(ctx) => {
+                let m = ctx.device_memory();
+                let total = m.total.map_or("unknown".to_string(), human_bytes);
+                println!("    memory: {total} ({})", m.origin);
+            }
+            Err(e) => println!("    memory: unknown ({e})"),
+        }
     }
     0
 }
