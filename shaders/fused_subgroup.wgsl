@@ -13,15 +13,16 @@
 //   7 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp as f32 bits
 // (*_win fields are in elements of the binding's own type: vec4 for q, k, v, o.)
 //
-// Specialisation (override constants): D and DV (multiples of 4, at most 128), CAUSAL,
-// HAS_BIAS, HAS_ALLOW (0 or 1). With constant trip counts the compiler unrolls the inner
-// loops and keeps the per-invocation arrays in registers.
+// Specialisation (override constants): D and DV (multiples of 4, at most 128), R (query rows
+// per invocation, 4..16, chosen by the host: fused::subgroup_rows), CAUSAL, HAS_BIAS,
+// HAS_ALLOW (0 or 1). With constant trip counts the compiler unrolls the loops and the
+// per-invocation arrays get constant indices.
 //
-// Dispatch: 64 invocations per workgroup, 4 consecutive query rows per invocation, so one
-// workgroup covers 256 rows of one head. Workgroups are numbered linearly (row block fastest,
-// then head) and spread over x and y. Keys are processed in blocks of 8: lane t (t < 8) of
-// each subgroup loads key/value row j0 + t once and subgroupBroadcast shares it (constant
-// lane indices), which on CPU-backed adapters replaces 8 scalar gathers by one.
+// Dispatch: 64 invocations per workgroup, R consecutive query rows per invocation, so one
+// workgroup covers 64 x R rows of one head. Workgroups are numbered linearly (row block
+// fastest, then head) and spread over x and y. Keys are processed in blocks of 8: lane t
+// (t < 8) of each subgroup loads key/value row j0 + t once and subgroupBroadcast shares it
+// (constant lane indices) with the 8 lanes' 8 x R rows.
 //
 // Online softmax: per row a running max m, sum l and unnormalised output acc; each block
 // rescales acc once by exp(m_old - m_new). Masked scores become the sentinel NO_SCORE, which
@@ -29,17 +30,23 @@
 // Causal: a subgroup stops at the last key its own last row may see (subgroupMax), and the
 // per-element causal test runs only on blocks that cross its diagonal.
 //
-// Performance notes (lavapipe, 2 vCPU, B1 H8 L1024 D64; see README "Measured"): about 21
-// GFLOP/s non-causal. Loops run MAX_D4 times with a guard that folds once D is specialised:
-// Mesa force-unrolls a loop whose trip count equals the length of the array it indexes,
-// which keeps qa..acc_d out of indexed scratch memory (with the plain `c < d4` loops: 12
-// GFLOP/s). wgpu's runtime bounds checks defeat that unrolling (hence trusted modules, see
-// kernel.rs). The scores and the V accumulation each take about half the time. Tried and
-// slower: scores as FMAs over key-transposed components instead of dot() (19.6), arrays of
-// 16 for D <= 64 (no gain); every lane loading the same K/V rows (uniform addresses: 8.9,
-// lavapipe scalarises loads in loops); lanes reading consecutive chunks of one row with a
-// loop over chunk groups (4.4: that loop does not unroll, arrays spill to indexed scratch).
-// Still to try: 2 rows per invocation, blocks of 16 keys.
+// Performance notes (lavapipe on a 2-vCPU Xeon, B1 H8 L1024 D64; see README "Measured").
+// What the driver does with this code, read from its JIT output with perf (Mesa 22.3):
+// - Every storage-buffer load of a vec4 becomes a loop over the 8 lanes with a bounds check
+//   and a branch per component (about 35 instructions per lane), whatever the addresses.
+//   Sharing each load among more rows is what pays: R = 4 gave 21 GFLOP/s, R = 8 gives 27,
+//   R = 16 about 28 but with 20-80 s compiles, hence R x D = 512.
+// - fma() is lowered to a multiply and an add (the driver sets lower_ffma32), so each
+//   multiply-add costs two vector instructions; with q, acc and the scores in memory (far
+//   more than 32 registers per lane), about 40% of the instructions are arithmetic.
+// - Loops run MAX_D4 / MAX_R times with guards that fold once D and R are specialised: Mesa
+//   force-unrolls a loop whose trip count equals the length of the array it indexes (with
+//   plain `c < d4` loops the arrays go to indexed scratch memory: 12 GFLOP/s). wgpu's
+//   runtime bounds checks defeat that unrolling (hence trusted modules, see kernel.rs).
+// Tried and no faster: K and V as 64 KiB uniform-buffer windows (uniform loads become
+// inlined gathers instead of lane loops: same speed); tree-shaped sums in the V update;
+// scores as FMAs over key-transposed components (19.6 at R = 4); every lane loading the
+// same K/V rows (8.9); lanes reading consecutive chunks of one row (4.4).
 
 struct FusedParams {
     n_heads: u32, lq: u32, lk: u32, bh0: u32,
@@ -107,6 +114,14 @@ fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
     return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
 }
 
+// Query rows per invocation (R <= MAX_R, specialised by the host from D and DV: see
+// fused::subgroup_rows). Each key/value load and broadcast is shared by the R rows of 8 lanes,
+// so a larger R spreads that cost over more arithmetic; the price is per-invocation state
+// (R x (D + DV) floats) and driver compile time, both growing with R x D. Loops run MAX_R
+// times with a guard that folds once R is specialised (like the MAX_D4 loops).
+const MAX_R: u32 = 16u;
+override R: u32 = 4u;
+
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lindex: u32,
@@ -120,144 +135,151 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let bh = p.bh0 + hl;
     let kvh = (bh / p.hq) * p.hkv + (bh % p.hq) / p.group;
     let last = p.row0 + p.rows - 1u;
-    let first = p.row0 + (wg % p.row_groups) * 256u + lindex * 4u;
-    let i0 = min(first, last);
-    let i1 = min(first + 1u, last);
-    let i2 = min(first + 2u, last);
-    let i3 = min(first + 3u, last);
+    let first = p.row0 + (wg % p.row_groups) * (64u * R) + lindex * R;
     let d4 = D / 4u;
     let dv4 = DV / 4u;
 
-    var qa: array<vec4<f32>, MAX_D4>;
-    var qb: array<vec4<f32>, MAX_D4>;
-    var qc: array<vec4<f32>, MAX_D4>;
-    var qd: array<vec4<f32>, MAX_D4>;
+    // Rows past the chunk are clamped duplicates of its last row; they are never written.
+    var rows: array<u32, MAX_R>;
+    for (var r = 0u; r < MAX_R; r = r + 1u) {
+        if (r < R) {
+            rows[r] = min(first + r, last);
+        }
+    }
+    var qs: array<array<vec4<f32>, MAX_D4>, MAX_R>;
+    var acc: array<array<vec4<f32>, MAX_D4>, MAX_R>;
     for (var c = 0u; c < MAX_D4; c = c + 1u) {
         if (c < d4) {
-        // The scale is folded into q once, instead of into every score.
-        qa[c] = p.scale * q[(bh * p.lq + i0) * d4 + c - p.q_win];
-        qb[c] = p.scale * q[(bh * p.lq + i1) * d4 + c - p.q_win];
-        qc[c] = p.scale * q[(bh * p.lq + i2) * d4 + c - p.q_win];
-        qd[c] = p.scale * q[(bh * p.lq + i3) * d4 + c - p.q_win];
-    }
+            for (var r = 0u; r < MAX_R; r = r + 1u) {
+                if (r < R) {
+                    // The scale is folded into q once, instead of into every score.
+                    qs[r][c] = p.scale * q[(bh * p.lq + rows[r]) * d4 + c - p.q_win];
+                }
+            }
         }
-    var acc_a: array<vec4<f32>, MAX_D4>;
-    var acc_b: array<vec4<f32>, MAX_D4>;
-    var acc_c: array<vec4<f32>, MAX_D4>;
-    var acc_d: array<vec4<f32>, MAX_D4>;
-    for (var c = 0u; c < MAX_D4; c = c + 1u) {
         if (c < dv4) {
-        acc_a[c] = vec4<f32>(0.0);
-        acc_b[c] = vec4<f32>(0.0);
-        acc_c[c] = vec4<f32>(0.0);
-        acc_d[c] = vec4<f32>(0.0);
-    }
+            for (var r = 0u; r < MAX_R; r = r + 1u) {
+                if (r < R) {
+                    acc[r][c] = vec4<f32>(0.0);
+                }
+            }
         }
-    var m = vec4<f32>(NO_SCORE);
-    var l = vec4<f32>(0.0);
+    }
+    var m: array<f32, MAX_R>;
+    var l: array<f32, MAX_R>;
+    for (var r = 0u; r < MAX_R; r = r + 1u) {
+        if (r < R) {
+            m[r] = NO_SCORE;
+            l[r] = 0.0;
+        }
+    }
 
     // Key range of this subgroup: up to the last key its last row may see.
     var key_end = p.lk;
     var diag = p.lk;
     if (CAUSAL != 0u) {
-        let hi = i32(subgroupMax(i3)) + p.causal_offset + 1;
+        let hi = i32(subgroupMax(rows[R - 1u])) + p.causal_offset + 1;
         key_end = u32(clamp(hi, 0, i32(p.lk)));
         // Blocks starting at or after `diag` may hold keys some row here must not see.
-        let lo = i32(subgroupMin(i0)) + p.causal_offset + 1;
+        let lo = i32(subgroupMin(rows[0])) + p.causal_offset + 1;
         diag = u32(clamp(lo, 0, i32(p.lk)));
     }
     let k_row0 = kvh * p.lk;
     for (var j0 = 0u; j0 < key_end; j0 = j0 + 8u) {
         let jl = min(j0 + (lane & 7u), p.lk - 1u);
         let kbase = (k_row0 + jl) * d4 - p.k_win;
-        var sa0 = vec4<f32>(0.0); var sa1 = vec4<f32>(0.0);
-        var sb0 = vec4<f32>(0.0); var sb1 = vec4<f32>(0.0);
-        var sc0 = vec4<f32>(0.0); var sc1 = vec4<f32>(0.0);
-        var sd0 = vec4<f32>(0.0); var sd1 = vec4<f32>(0.0);
-        for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < d4) {
-            let kv = k[kbase + c];
-            let k0 = subgroupBroadcast(kv, 0u);
-            let k1 = subgroupBroadcast(kv, 1u);
-            let k2 = subgroupBroadcast(kv, 2u);
-            let k3 = subgroupBroadcast(kv, 3u);
-            let k4 = subgroupBroadcast(kv, 4u);
-            let k5 = subgroupBroadcast(kv, 5u);
-            let k6 = subgroupBroadcast(kv, 6u);
-            let k7 = subgroupBroadcast(kv, 7u);
-            let xa = qa[c];
-            sa0 = sa0 + vec4<f32>(dot(xa, k0), dot(xa, k1), dot(xa, k2), dot(xa, k3));
-            sa1 = sa1 + vec4<f32>(dot(xa, k4), dot(xa, k5), dot(xa, k6), dot(xa, k7));
-            let xb = qb[c];
-            sb0 = sb0 + vec4<f32>(dot(xb, k0), dot(xb, k1), dot(xb, k2), dot(xb, k3));
-            sb1 = sb1 + vec4<f32>(dot(xb, k4), dot(xb, k5), dot(xb, k6), dot(xb, k7));
-            let xc = qc[c];
-            sc0 = sc0 + vec4<f32>(dot(xc, k0), dot(xc, k1), dot(xc, k2), dot(xc, k3));
-            sc1 = sc1 + vec4<f32>(dot(xc, k4), dot(xc, k5), dot(xc, k6), dot(xc, k7));
-            let xd = qd[c];
-            sd0 = sd0 + vec4<f32>(dot(xd, k0), dot(xd, k1), dot(xd, k2), dot(xd, k3));
-            sd1 = sd1 + vec4<f32>(dot(xd, k4), dot(xd, k5), dot(xd, k6), dot(xd, k7));
+        // Scores of each row against keys j0..j0+3 (s0) and j0+4..j0+7 (s1).
+        var s0: array<vec4<f32>, MAX_R>;
+        var s1: array<vec4<f32>, MAX_R>;
+        for (var r = 0u; r < MAX_R; r = r + 1u) {
+            if (r < R) {
+                s0[r] = vec4<f32>(0.0);
+                s1[r] = vec4<f32>(0.0);
+            }
         }
+        for (var c = 0u; c < MAX_D4; c = c + 1u) {
+            if (c < d4) {
+                let kv = k[kbase + c];
+                let k0 = subgroupBroadcast(kv, 0u);
+                let k1 = subgroupBroadcast(kv, 1u);
+                let k2 = subgroupBroadcast(kv, 2u);
+                let k3 = subgroupBroadcast(kv, 3u);
+                let k4 = subgroupBroadcast(kv, 4u);
+                let k5 = subgroupBroadcast(kv, 5u);
+                let k6 = subgroupBroadcast(kv, 6u);
+                let k7 = subgroupBroadcast(kv, 7u);
+                for (var r = 0u; r < MAX_R; r = r + 1u) {
+                    if (r < R) {
+                        let x = qs[r][c];
+                        s0[r] = s0[r] + vec4<f32>(dot(x, k0), dot(x, k1), dot(x, k2), dot(x, k3));
+                        s1[r] = s1[r] + vec4<f32>(dot(x, k4), dot(x, k5), dot(x, k6), dot(x, k7));
+                    }
+                }
+            }
         }
         // Masking only where needed: the tail block, blocks crossing the diagonal, masks.
         let causal_block = j0 + 8u > diag;
-        if (j0 + 8u > p.lk || causal_block || HAS_ALLOW != 0u || HAS_BIAS != 0u) {
-            sa0 = mask4(sa0, bh, i0, j0, causal_block); sa1 = mask4(sa1, bh, i0, j0 + 4u, causal_block);
-            sb0 = mask4(sb0, bh, i1, j0, causal_block); sb1 = mask4(sb1, bh, i1, j0 + 4u, causal_block);
-            sc0 = mask4(sc0, bh, i2, j0, causal_block); sc1 = mask4(sc1, bh, i2, j0 + 4u, causal_block);
-            sd0 = mask4(sd0, bh, i3, j0, causal_block); sd1 = mask4(sd1, bh, i3, j0 + 4u, causal_block);
+        let masked = j0 + 8u > p.lk || causal_block || HAS_ALLOW != 0u || HAS_BIAS != 0u;
+        var alpha: array<f32, MAX_R>;
+        var p0: array<vec4<f32>, MAX_R>;
+        var p1: array<vec4<f32>, MAX_R>;
+        for (var r = 0u; r < MAX_R; r = r + 1u) {
+            if (r < R) {
+                if (masked) {
+                    s0[r] = mask4(s0[r], bh, rows[r], j0, causal_block);
+                    s1[r] = mask4(s1[r], bh, rows[r], j0 + 4u, causal_block);
+                }
+                let m_new = max(m[r], hmax(s0[r], s1[r]));
+                alpha[r] = exp(m[r] - m_new);
+                m[r] = m_new;
+                p0[r] = weights(s0[r], m_new);
+                p1[r] = weights(s1[r], m_new);
+                l[r] = l[r] * alpha[r] + dot(p0[r] + p1[r], vec4<f32>(1.0));
+            }
         }
-        let m_new = max(m, vec4<f32>(hmax(sa0, sa1), hmax(sb0, sb1), hmax(sc0, sc1), hmax(sd0, sd1)));
-        let alpha = exp(m - m_new);
-        m = m_new;
-        let pa0 = weights(sa0, m.x); let pa1 = weights(sa1, m.x);
-        let pb0 = weights(sb0, m.y); let pb1 = weights(sb1, m.y);
-        let pc0 = weights(sc0, m.z); let pc1 = weights(sc1, m.z);
-        let pd0 = weights(sd0, m.w); let pd1 = weights(sd1, m.w);
-        let one = vec4<f32>(1.0);
-        l = l * alpha + vec4<f32>(dot(pa0 + pa1, one), dot(pb0 + pb1, one), dot(pc0 + pc1, one), dot(pd0 + pd1, one));
 
         let vbase = (k_row0 + jl) * dv4 - p.v_win;
         for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < dv4) {
-            let vv = v[vbase + c];
-            let v0 = subgroupBroadcast(vv, 0u);
-            let v1 = subgroupBroadcast(vv, 1u);
-            let v2 = subgroupBroadcast(vv, 2u);
-            let v3 = subgroupBroadcast(vv, 3u);
-            let v4 = subgroupBroadcast(vv, 4u);
-            let v5 = subgroupBroadcast(vv, 5u);
-            let v6 = subgroupBroadcast(vv, 6u);
-            let v7 = subgroupBroadcast(vv, 7u);
-            acc_a[c] = acc_a[c] * alpha.x + pa0.x * v0 + pa0.y * v1 + pa0.z * v2 + pa0.w * v3
-                + pa1.x * v4 + pa1.y * v5 + pa1.z * v6 + pa1.w * v7;
-            acc_b[c] = acc_b[c] * alpha.y + pb0.x * v0 + pb0.y * v1 + pb0.z * v2 + pb0.w * v3
-                + pb1.x * v4 + pb1.y * v5 + pb1.z * v6 + pb1.w * v7;
-            acc_c[c] = acc_c[c] * alpha.z + pc0.x * v0 + pc0.y * v1 + pc0.z * v2 + pc0.w * v3
-                + pc1.x * v4 + pc1.y * v5 + pc1.z * v6 + pc1.w * v7;
-            acc_d[c] = acc_d[c] * alpha.w + pd0.x * v0 + pd0.y * v1 + pd0.z * v2 + pd0.w * v3
-                + pd1.x * v4 + pd1.y * v5 + pd1.z * v6 + pd1.w * v7;
-        }
+            if (c < dv4) {
+                let vv = v[vbase + c];
+                let v0 = subgroupBroadcast(vv, 0u);
+                let v1 = subgroupBroadcast(vv, 1u);
+                let v2 = subgroupBroadcast(vv, 2u);
+                let v3 = subgroupBroadcast(vv, 3u);
+                let v4 = subgroupBroadcast(vv, 4u);
+                let v5 = subgroupBroadcast(vv, 5u);
+                let v6 = subgroupBroadcast(vv, 6u);
+                let v7 = subgroupBroadcast(vv, 7u);
+                for (var r = 0u; r < MAX_R; r = r + 1u) {
+                    if (r < R) {
+                        let a = p0[r];
+                        let b = p1[r];
+                        acc[r][c] = acc[r][c] * alpha[r] + a.x * v0 + a.y * v1 + a.z * v2 + a.w * v3
+                            + b.x * v4 + b.y * v5 + b.z * v6 + b.w * v7;
+                    }
+                }
+            }
         }
     }
 
-    // Normalise and write; rows past the chunk were clamped duplicates and are skipped.
-    let inv = select(vec4<f32>(0.0), vec4<f32>(1.0) / l, l > vec4<f32>(0.0));
-    for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < dv4) {
-        if (first < p.row0 + p.rows) { o[(bh * p.lq + first) * dv4 + c - p.o_win] = acc_a[c] * inv.x; }
-        if (first + 1u < p.row0 + p.rows) { o[(bh * p.lq + first + 1u) * dv4 + c - p.o_win] = acc_b[c] * inv.y; }
-        if (first + 2u < p.row0 + p.rows) { o[(bh * p.lq + first + 2u) * dv4 + c - p.o_win] = acc_c[c] * inv.z; }
-        if (first + 3u < p.row0 + p.rows) { o[(bh * p.lq + first + 3u) * dv4 + c - p.o_win] = acc_d[c] * inv.w; }
-    }
-        }
-    for (var r = 0u; r < 4u; r = r + 1u) {
-        if (first + r < p.row0 + p.rows) {
-            var bits = NEG_INF_BITS;
-            if (l[r] > 0.0) {
-                bits = bitcast<u32>(m[r] + log(l[r]));
+    // Normalise and write the rows that belong to the chunk.
+    for (var r = 0u; r < MAX_R; r = r + 1u) {
+        if (r < R) {
+            let i = first + r;
+            if (i < p.row0 + p.rows) {
+                var inv = 0.0;
+                var bits = NEG_INF_BITS;
+                if (l[r] > 0.0) {
+                    inv = 1.0 / l[r];
+                    bits = bitcast<u32>(m[r] + log(l[r]));
+                }
+                for (var c = 0u; c < MAX_D4; c = c + 1u) {
+                    if (c < dv4) {
+                        o[(bh * p.lq + i) * dv4 + c - p.o_win] = acc[r][c] * inv;
+                    }
+                }
+                lse[bh * p.lq + i - p.lse_win] = bits;
             }
-            lse[bh * p.lq + first + r - p.lse_win] = bits;
         }
     }
 }

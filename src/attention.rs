@@ -178,7 +178,7 @@ fn plan_call(
     let (path, reason) = choose_path(ctx, &problem, opts)?;
     let chunks = match path {
         Path::Unfused => unfused::plan(ctx, &problem)?,
-        Path::Fused(_) => fused::plan(ctx, &problem)?,
+        Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
         Path::Decode => decode::plan(ctx, &problem)?,
     };
     Ok(Prepared {

@@ -10,8 +10,18 @@ use crate::plan::{mask_binding, mask_params, plan_chunks, whole, Chunk, ChunkCos
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
 
-/// Query rows one fused workgroup covers (64 invocations x 4 rows).
+/// Query rows one portable-tier workgroup covers (64 invocations x 4 rows).
 pub const ROWS_PER_GROUP: usize = 256;
+
+/// Query rows per invocation of the subgroup tier (the shader's `R`): 512 / max(D, Dv),
+/// between 4 and 16. More rows share each key/value load (on lavapipe, B1 H8 L1024 D64:
+/// R = 4 gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but per-invocation state and the
+/// driver's compile time grow with R x D (lavapipe: D = 128 at R = 16 took 82 s to compile,
+/// D = 64 at R = 8 takes 8 s), so R x D stays at 512.
+pub fn subgroup_rows(d: usize, dv: usize) -> usize {
+    (512 / d.max(dv).max(1)).clamp(4, 16)
+}
+
 /// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
 pub const PORTABLE_WORKGROUP_BYTES: u32 = 2 * 256 * 16;
 /// Largest D and Dv the fused kernels hold in registers.
@@ -31,6 +41,14 @@ impl Tier {
         match self {
             Tier::Subgroup => Kernel::FusedSubgroup,
             Tier::Portable => Kernel::FusedPortable,
+        }
+    }
+
+    /// Query rows one workgroup of this tier covers (64 invocations).
+    pub fn rows_per_group(self, p: &Problem) -> usize {
+        match self {
+            Tier::Subgroup => 64 * subgroup_rows(p.dims.d, p.dims.dv),
+            Tier::Portable => ROWS_PER_GROUP,
         }
     }
 
@@ -91,11 +109,11 @@ pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
 
 /// The chunks this path runs in, planned against the device's limits. The fused path needs
 /// no scratch beside its outputs.
-pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
+pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>> {
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let cost = |n: usize, rows: usize| ChunkCost {
         scratch_bytes: 0,
-        max_groups: (n * rows.div_ceil(ROWS_PER_GROUP)) as u64,
+        max_groups: (n * rows.div_ceil(tier.rows_per_group(p))) as u64,
     };
     plan_chunks(p, &budget, &cost)
 }
@@ -126,7 +144,7 @@ pub(crate) fn run(
         });
         for c in chunks {
             let (_, m_win, strides) = mask_params(p, c);
-            let row_groups = c.rows.div_ceil(ROWS_PER_GROUP);
+            let row_groups = c.rows.div_ceil(tier.rows_per_group(p));
             let total = (c.n_heads * row_groups) as u64;
             let params = FusedParams {
                 n_heads: c.n_heads as u32,

@@ -211,16 +211,18 @@ impl PipelineKey {
             .mask
             .as_ref()
             .map_or((false, false), |m| (m.bias.is_some(), m.allow.is_some()));
-        PipelineKey {
-            kernel,
-            constants: vec![
-                ("D", p.dims.d as u32),
-                ("DV", p.dims.dv as u32),
-                ("CAUSAL", u32::from(p.causal_offset.is_some())),
-                ("HAS_BIAS", u32::from(has_bias)),
-                ("HAS_ALLOW", u32::from(has_allow)),
-            ],
+        let mut constants = vec![
+            ("D", p.dims.d as u32),
+            ("DV", p.dims.dv as u32),
+            ("CAUSAL", u32::from(p.causal_offset.is_some())),
+            ("HAS_BIAS", u32::from(has_bias)),
+            ("HAS_ALLOW", u32::from(has_allow)),
+        ];
+        if kernel == Kernel::FusedSubgroup {
+            let rows = crate::fused::subgroup_rows(p.dims.d, p.dims.dv);
+            constants.push(("R", rows as u32));
         }
+        PipelineKey { kernel, constants }
     }
 
     /// A kernel without specialisation constants.

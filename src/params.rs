@@ -121,7 +121,7 @@ pub struct FusedParams {
     pub m_si: u32,
     /// See `m_sb`.
     pub m_sj: u32,
-    /// Workgroups per head along the rows (256 rows each).
+    /// Workgroups per head along the rows (`Tier::rows_per_group` rows each).
     pub row_groups: u32,
     /// Padding to a multiple of 16 bytes.
     pub pad0: u32,
