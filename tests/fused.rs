@@ -46,6 +46,41 @@ fn widths() {
     }
 }
 
+/// The subgroup tier gives each invocation R = 512 / max(D, Dv) rows (4..16): row counts
+/// that leave partial workgroups and partial invocations, for R = 16, a non-power-of-two R
+/// and R = 4, must still cover every row exactly once.
+#[test]
+fn rows_per_invocation_cover_every_row() {
+    use wgpu_attention::fused::subgroup_rows;
+    assert_eq!(subgroup_rows(8, 8), 16);
+    assert_eq!(subgroup_rows(48, 32), 10);
+    assert_eq!(subgroup_rows(64, 64), 8);
+    assert_eq!(subgroup_rows(128, 16), 4);
+    let Some(ctx) = common::ctx() else { return };
+    if !tiers(&ctx).contains(&PathChoice::FusedSubgroup) {
+        return;
+    }
+    let mut rng = Rng::new(43);
+    for (d, dv, lq) in [(8, 8, 1500), (48, 32, 1300), (128, 128, 300)] {
+        let (q, k, v) = inputs(&mut rng, [1, 3, 1, lq, 40, d, dv], 1.0);
+        for causal in [Causal::None, Causal::BottomRight] {
+            let opts = AttentionOptions::default()
+                .causal(causal)
+                .path(PathChoice::FusedSubgroup)
+                .with_lse();
+            assert_parity(
+                &ctx,
+                &format!("D{d} Dv{dv} Lq{lq} {causal:?}"),
+                &q,
+                &k,
+                &v,
+                &opts,
+                Tolerance::F32,
+            );
+        }
+    }
+}
+
 #[test]
 fn lengths_and_causal_alignments() {
     let Some(ctx) = common::ctx() else { return };
