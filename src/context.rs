@@ -26,10 +26,13 @@ pub struct ContextOptions {
     /// default: the kernels are written to stay in bounds, and the checks halve their speed on
     /// some drivers. Turn on when debugging a kernel.
     pub shader_runtime_checks: bool,
-    /// Treat the device as having at most this many bytes of memory. Every call estimates
-    /// its peak device memory first and fails with [`Error::OutOfMemory`] before allocating
-    /// when it would not fit. Vulkan drivers report their total themselves; elsewhere this
-    /// is the only total the check knows.
+    /// The device memory, in bytes, that calls are checked against, instead of the driver's
+    /// figure. Every call estimates its peak device memory first and fails with
+    /// [`Error::OutOfMemory`] before allocating when it would not fit. Vulkan drivers report
+    /// a total themselves (their device-local heaps); on Metal and DX12 this is the only
+    /// total the check knows. Set it lower to leave room for other work on the device, or
+    /// higher where the driver's figure is nominal (lavapipe reports a 2 GiB heap on a
+    /// machine with 23 GiB, and allocates from host memory).
     pub memory_limit: Option<u64>,
 }
 

@@ -2,9 +2,9 @@
 //! peak, so that a call too large for the device fails with [`Error::OutOfMemory`] before
 //! its first allocation rather than part-way through.
 //!
-//! The device's total comes from the driver (Vulkan: the sum of its device-local memory
-//! heaps) or from [`crate::ContextOptions::memory_limit`], whichever is smaller. Where
-//! neither is known (Metal, DX12 without a limit) no estimate is enforced; wgpu's
+//! The device's total comes from [`crate::ContextOptions::memory_limit`] when set, else from
+//! the driver (Vulkan: the sum of its device-local memory heaps). Where neither is known
+//! (Metal, DX12 without a limit) no estimate is enforced; wgpu's
 //! memory-budget check at buffer creation still turns an exhausted device into an
 //! [`Error::Gpu`] (Vulkan and DX12 drivers that report a budget).
 //!
@@ -103,18 +103,18 @@ pub struct DeviceMemory {
 }
 
 impl DeviceMemory {
-    /// What the driver says, capped by the caller's limit.
+    /// The caller's limit when set, else what the driver says.
     pub(crate) fn detect(device: &wgpu::Device, limit: Option<u64>) -> Self {
         let driver = vulkan_device_local_bytes(device);
         match (driver, limit) {
-            (Some(d), Some(l)) if l < d => DeviceMemory {
+            (Some(d), Some(l)) => DeviceMemory {
                 total: Some(l),
                 origin: format!(
                     "ContextOptions::memory_limit; the driver reports {}",
                     human_bytes(d)
                 ),
             },
-            (Some(d), _) => DeviceMemory {
+            (Some(d), None) => DeviceMemory {
                 total: Some(d),
                 origin: "Vulkan device-local memory heaps".to_string(),
             },
