@@ -45,6 +45,8 @@
 //   runtime bounds checks defeat that unrolling (hence trusted modules, see kernel.rs).
 // Tried and no faster: K and V as 64 KiB uniform-buffer windows (uniform loads become
 // inlined gathers instead of lane loops: same speed); tree-shaped sums in the V update;
+// broadcasting the block's 8 keys into an array first and scoring one key at a time so only
+// R accumulators are live (23-25 against 26-27 at R = 8);
 // scores as FMAs over key-transposed components (19.6 at R = 4); every lane loading the
 // same K/V rows (8.9); lanes reading consecutive chunks of one row (4.4).
 
