@@ -111,6 +111,14 @@ fn hmax(a: vec4<f32>, b: vec4<f32>) -> f32 {
     return max(max(m.x, m.y), max(m.z, m.w));
 }
 
+// Lane t's row of the block (t < 8), in every lane: element t of the result.
+fn broadcast8(x: vec4<f32>) -> array<vec4<f32>, 8> {
+    return array<vec4<f32>, 8>(
+        subgroupBroadcast(x, 0u), subgroupBroadcast(x, 1u), subgroupBroadcast(x, 2u),
+        subgroupBroadcast(x, 3u), subgroupBroadcast(x, 4u), subgroupBroadcast(x, 5u),
+        subgroupBroadcast(x, 6u), subgroupBroadcast(x, 7u));
+}
+
 // Weights of a block against the new max; masked scores give exactly 0.
 fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
     return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
@@ -201,20 +209,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         for (var c = 0u; c < MAX_D4; c = c + 1u) {
             if (c < d4) {
-                let kv = k[kbase + c];
-                let k0 = subgroupBroadcast(kv, 0u);
-                let k1 = subgroupBroadcast(kv, 1u);
-                let k2 = subgroupBroadcast(kv, 2u);
-                let k3 = subgroupBroadcast(kv, 3u);
-                let k4 = subgroupBroadcast(kv, 4u);
-                let k5 = subgroupBroadcast(kv, 5u);
-                let k6 = subgroupBroadcast(kv, 6u);
-                let k7 = subgroupBroadcast(kv, 7u);
+                let kb = broadcast8(k[kbase + c]);
                 for (var r = 0u; r < MAX_R; r = r + 1u) {
                     if (r < R) {
                         let x = qs[r][c];
-                        s0[r] = s0[r] + vec4<f32>(dot(x, k0), dot(x, k1), dot(x, k2), dot(x, k3));
-                        s1[r] = s1[r] + vec4<f32>(dot(x, k4), dot(x, k5), dot(x, k6), dot(x, k7));
+                        s0[r] = s0[r] + vec4<f32>(dot(x, kb[0]), dot(x, kb[1]), dot(x, kb[2]), dot(x, kb[3]));
+                        s1[r] = s1[r] + vec4<f32>(dot(x, kb[4]), dot(x, kb[5]), dot(x, kb[6]), dot(x, kb[7]));
                     }
                 }
             }
@@ -243,21 +243,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let vbase = (k_row0 + jl) * dv4 - p.v_win;
         for (var c = 0u; c < MAX_D4; c = c + 1u) {
             if (c < dv4) {
-                let vv = v[vbase + c];
-                let v0 = subgroupBroadcast(vv, 0u);
-                let v1 = subgroupBroadcast(vv, 1u);
-                let v2 = subgroupBroadcast(vv, 2u);
-                let v3 = subgroupBroadcast(vv, 3u);
-                let v4 = subgroupBroadcast(vv, 4u);
-                let v5 = subgroupBroadcast(vv, 5u);
-                let v6 = subgroupBroadcast(vv, 6u);
-                let v7 = subgroupBroadcast(vv, 7u);
+                let vb = broadcast8(v[vbase + c]);
                 for (var r = 0u; r < MAX_R; r = r + 1u) {
                     if (r < R) {
                         let a = p0[r];
                         let b = p1[r];
-                        acc[r][c] = acc[r][c] * alpha[r] + a.x * v0 + a.y * v1 + a.z * v2 + a.w * v3
-                            + b.x * v4 + b.y * v5 + b.z * v6 + b.w * v7;
+                        acc[r][c] = acc[r][c] * alpha[r] + a.x * vb[0] + a.y * vb[1] + a.z * vb[2] + a.w * vb[3]
+                            + b.x * vb[4] + b.y * vb[5] + b.z * vb[6] + b.w * vb[7];
                     }
                 }
             }

@@ -8,7 +8,8 @@ use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{
-    mask_binding, mask_params, plan_chunks_with, whole, Chunk, ChunkCost, DeviceBudget, Window,
+    largest_scratch, mask_binding, mask_params, plan_chunks_with, whole, Chunk, ChunkCost,
+    DeviceBudget, Window,
 };
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
@@ -39,15 +40,44 @@ pub fn split_for(lk: usize) -> Split {
     }
 }
 
+/// How a problem maps onto the decode kernels: shared by planning and dispatch.
+struct Layout {
+    /// Query heads per kv head.
+    group: usize,
+    /// Query rows per kv head (group x Lq).
+    rows: usize,
+    /// Invocations per split of one kv head (4 rows each).
+    quads: usize,
+    split: Split,
+    dv4: usize,
+}
+
+impl Layout {
+    fn of(p: &Problem) -> Self {
+        let d = &p.dims;
+        let group = d.hq / d.hkv;
+        let rows = group * d.lq;
+        Layout {
+            group,
+            rows,
+            quads: rows.div_ceil(4),
+            split: split_for(d.lk),
+            dv4: d.dv / 4,
+        }
+    }
+}
+
 /// The chunks this path runs in (whole GQA groups), planned against the device's limits.
 /// Each chunk's `scratch_bytes` is its partial outputs.
 pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
     let d = &p.dims;
-    let group = d.hq / d.hkv;
-    let rows = group * d.lq;
-    let quads = rows.div_ceil(4);
-    let split = split_for(d.lk);
-    let dv4 = d.dv / 4;
+    let Layout {
+        group,
+        rows,
+        quads,
+        split,
+        dv4,
+    } = Layout::of(p);
     let budget = DeviceBudget::from_limits(&ctx.limits());
     // Scratch: partial outputs of the chunk's groups; dispatch: the larger of the two kernels.
     let cost = |n_heads: usize, _rows: usize| {
@@ -68,12 +98,7 @@ pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
 /// Bytes of the largest chunk's partial outputs and of their LSEs (both buffers are reused
 /// by every chunk).
 fn partial_bytes(p: &Problem, chunks: &[Chunk]) -> (u64, u64) {
-    let outputs = chunks
-        .iter()
-        .map(|c| c.scratch_bytes)
-        .max()
-        .unwrap_or(0)
-        .max(4);
+    let outputs = largest_scratch(chunks);
     (outputs, (outputs / p.dims.dv as u64).max(4))
 }
 
@@ -92,11 +117,13 @@ pub(crate) fn run(
     chunks: &[Chunk],
 ) -> Result<DeviceOutputs> {
     let d = &p.dims;
-    let group = d.hq / d.hkv;
-    let rows = group * d.lq;
-    let quads = rows.div_ceil(4);
-    let split = split_for(d.lk);
-    let dv4 = d.dv / 4;
+    let Layout {
+        group,
+        rows,
+        quads,
+        split,
+        dv4,
+    } = Layout::of(p);
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);

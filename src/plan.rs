@@ -165,6 +165,17 @@ pub struct Chunk {
     pub scratch_bytes: u64,
 }
 
+/// Bytes of the largest chunk's scratch (at least 4): paths allocate one scratch buffer of
+/// this size and reuse it for every chunk.
+pub fn largest_scratch(chunks: &[Chunk]) -> u64 {
+    chunks
+        .iter()
+        .map(|c| c.scratch_bytes)
+        .max()
+        .unwrap_or(0)
+        .max(4)
+}
+
 /// What a path needs for a chunk of `n_heads` heads by `rows` rows.
 #[derive(Clone, Copy, Debug)]
 pub struct ChunkCost {

@@ -9,8 +9,8 @@ use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::params::ChunkParams;
 use crate::plan::{
-    mask_binding, mask_params, plan_chunks, unfused_cost, unfused_groups, whole, Chunk,
-    DeviceBudget, Window, TILE,
+    largest_scratch, mask_binding, mask_params, plan_chunks, unfused_cost, unfused_groups, whole,
+    Chunk, DeviceBudget, Window, TILE,
 };
 use crate::problem::Problem;
 
@@ -93,12 +93,7 @@ pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
 /// Scratch bytes the path allocates beside its outputs: one score buffer, sized for the
 /// largest chunk and reused by every chunk.
 pub(crate) fn scratch_bytes(chunks: &[Chunk]) -> u64 {
-    chunks
-        .iter()
-        .map(|c| c.scratch_bytes)
-        .max()
-        .unwrap_or(0)
-        .max(4)
+    largest_scratch(chunks)
 }
 
 /// Runs the unfused path over chunks from [`plan`] and returns the output buffers (not yet
