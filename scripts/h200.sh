@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Parity tests and the benchmark grid on an NVIDIA H200 (Vulkan), for sessions lent the
-# device machine. The device half has NOT YET RUN (no session has drawn a device); the
-# prepare half was run and its output fits the 64 MiB carry limit. Expect to fix small
-# things on the first device run. The device machine has no Rust toolchain, so binaries are built
-# here and carried.
+# device machine. First run 2026-11-30 (README "Measured" has its table). The device machine
+# has no Rust toolchain, so binaries are built here and carried (12 MB with the loader, under
+# the 64 MiB carry limit).
 #
 #   here:   scripts/h200.sh prepare         # builds into .h200/, fetches the Vulkan loader
 #   there:  device run, carry [".h200", ".gl"], command:
@@ -39,47 +38,84 @@ for line in sys.stdin:
     # shellcheck disable=SC2086
     apt-get $o update -qq
     # shellcheck disable=SC2086
-    (cd .gl && apt-get $o download libvulkan1)
+    # The Vulkan loader, and the GL vendor-neutral dispatch libraries that NVIDIA's Vulkan
+    # driver (libGLX_nvidia) needs: without them the loader finds no driver.
+    # shellcheck disable=SC2086
+    (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
     du -sh .h200 .gl
     ;;
 device)
-    tar -C .h200 -xJf .h200/tests.tar.xz
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-    if ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then
-        export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-    fi
-    export WGPU_BACKEND=vulkan WGPU_ADAPTER_NAME=NVIDIA REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp
+    # H200_PART: bench, tests or all (default). H200_GRID: a different bench grid, one
+    # "B,H,Lq,Lk,D causal kv-heads paths" entry per line (to try the script elsewhere).
+    # Every step has a timeout and a failure does not stop the rest: one device run must
+    # bring back as much as it can.
+    set +e
+    part="${H200_PART:-all}"
     out="${OUT:-/tmp}"
     exec > >(tee "$out/log") 2>&1
-    ./.h200/wgpu-attention devices
-    # Parity: every test binary (the README doctest needs cargo and is skipped here).
-    for t in .h200/tests/*; do
-        echo "== $t"
-        "$t" --test-threads 2 || echo "FAILED: $t"
-    done
-    {
-        echo "| shape | causal | path | ms | GFLOP/s | GB/s | max err |"
-        echo "|---|---|---|---:|---:|---:|---:|"
-        # GPU paths only: the CPU baseline would take minutes per run at these sizes.
-        for spec in "4,32,4096,4096,128 none 32 auto,unfused,fused-subgroup,fused-portable" \
-                    "4,32,4096,4096,128 top-left 32 auto,fused-subgroup,fused-portable" \
-                    "1,8,1024,1024,64 none 8 auto,unfused,fused-subgroup,fused-portable" \
-                    "1,32,1,4096,128 none 8 auto,unfused,fused-subgroup,decode"; do
-            set -- $spec
-            for path in ${4//,/ }; do
-                args=(bench --shape "$1" --kv-heads "$3" --path "$path" --reps 10 --json)
-                [ "$2" != none ] && args+=(--causal "$2")
-                ./.h200/wgpu-attention "${args[@]}" | while read -r line; do
-                    python3 - "$line" "$1" "$2" <<'PY'
+    step() { echo "== [$SECONDS s] $*"; }
+    tar -C .h200 -xJf .h200/tests.tar.xz
+    if [ -z "${H200_LOCAL:-}" ]; then
+        for f in .gl/*.deb; do dpkg -x "$f" /; done
+        ldconfig
+        if ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then
+            export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+        fi
+        nvidia-smi -L
+    fi
+    export WGPU_BACKEND=vulkan REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp
+    export WGPU_ADAPTER_NAME="${WGPU_ADAPTER_NAME:-NVIDIA}"
+    step devices
+    timeout 60 ./.h200/wgpu-attention devices
+    # Each entry is one bench invocation: its paths share one set of inputs, side by side.
+    # The last records what the subgroup tier does on this driver (its error, if any).
+    grid="${H200_GRID:-4,32,4096,4096,128 none 32 auto,unfused,fused-tiled,fused-portable
+4,32,4096,4096,128 top-left 32 auto,fused-tiled,fused-portable
+1,8,1024,1024,64 none 8 auto,unfused,fused-tiled,fused-portable
+1,32,1,4096,128 none 8 auto,unfused,fused-tiled,decode
+1,2,256,256,128 none 2 fused-subgroup}"
+    if [ "$part" != tests ]; then
+        step bench
+        echo "| shape | kv heads | causal | path | ms | GFLOP/s | GB/s | max err |" > "$out/h200.md"
+        echo "|---|---:|---|---|---:|---:|---:|---:|" >> "$out/h200.md"
+        while read -r shape causal kvh paths; do
+            [ -z "$shape" ] && continue
+            {
+                args=(bench --shape "$shape" --kv-heads "$kvh" --path "$paths" --reps 10 --json)
+                [ "$causal" != none ] && args+=(--causal "$causal")
+                step "${args[*]}"
+                timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                echo "exit $?"
+                cat /tmp/bench.json
+                python3 - /tmp/bench.json "$shape" "$kvh" "$causal" >> "$out/h200.md" <<'PY'
 import json, sys
-r = json.loads(sys.argv[1])
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['path']} | {r['ms']:.3f} | {r['gflops']:.1f} | {r['gbps']:.1f} | {r['max_abs_err']:.1e} |")
+for line in open(sys.argv.pop(1)):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    print(f"| {sys.argv[1]} | {sys.argv[2]} | {sys.argv[3]} | {r['path']} | {r['ms']:.3f} "
+          f"| {r['gflops']:.1f} | {r['gbps']:.1f} | {r['max_abs_err']:.1e} |")
 PY
-                done
-            done
+            }
+        done <<< "$grid"
+        cat "$out/h200.md"
+        if [ -z "${H200_LOCAL:-}" ]; then
+            step "torch SDPA on the same GPU (CUDA), for comparison"
+            timeout 120 python3 scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
+        fi
+    fi
+    if [ "$part" != bench ]; then
+        step "self-check (every path against the reference)"
+        timeout 120 ./.h200/wgpu-attention
+        # Parity: every test binary (the README doctest needs cargo and is skipped here).
+        for t in .h200/tests/*; do
+            step "$t"
+            timeout "${H200_TEST_TIMEOUT:-90}" "$t" --test-threads 4
+            rc=$?
+            [ $rc -ne 0 ] && echo "FAILED ($rc): $t"
         done
-    } | tee "$out/h200.md"
+    fi
+    step done
     ;;
 *)
     echo "usage: scripts/h200.sh prepare|device" >&2

@@ -1,6 +1,7 @@
 //! The fused path: one pass over the keys with an online softmax (FlashAttention-2 style).
-//! Memory O(L): no Lq x Lk buffer exists. Two tiers: subgroup broadcast, and a portable one
-//! sharing K/V through workgroup memory.
+//! Memory O(L): no Lq x Lk buffer exists. Three tiers: a tiled one for GPUs (64 x 64 tiles in
+//! workgroup memory, register tiles), subgroup broadcast (fastest on CPU adapters such as
+//! lavapipe), and a portable one sharing 8-key blocks through workgroup memory.
 
 use crate::context::Context;
 use crate::error::Result;
@@ -24,16 +25,28 @@ pub fn subgroup_rows(d: usize, dv: usize) -> usize {
 
 /// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
 pub const PORTABLE_WORKGROUP_BYTES: u32 = 2 * 256 * 16;
+/// Workgroup memory the tiled tier declares: an 8 KiB staging tile, the 64 x 64 weights
+/// (16 KiB) and the row-maximum exchange (2 KiB).
+pub const TILED_WORKGROUP_BYTES: u32 = (512 + 1024 + 128) * 16;
+/// Invocations per workgroup of the tiled tier.
+pub const TILED_INVOCATIONS: u32 = 128;
+/// Query rows one tiled-tier workgroup covers.
+pub const TILED_ROWS_PER_GROUP: usize = 64;
+
 /// Largest D and Dv the fused kernels hold in registers.
 pub const MAX_WIDTH: usize = 128;
 
 /// Capability tier of the fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
-    /// Key/value rows shared by subgroup broadcast (`Features::SUBGROUP`, subgroup size >= 8).
+    /// Key/value rows shared by subgroup broadcast (`Features::SUBGROUP`, subgroup size >= 8,
+    /// CPU adapters only).
     Subgroup,
     /// Key/value blocks shared through workgroup memory; needs nothing optional.
     Portable,
+    /// 64-row query blocks against 64-key blocks staged in workgroup memory, with register
+    /// tiles; needs nothing optional but 26 KiB of workgroup memory. Built for GPUs.
+    Tiled,
 }
 
 impl Tier {
@@ -41,14 +54,16 @@ impl Tier {
         match self {
             Tier::Subgroup => Kernel::FusedSubgroup,
             Tier::Portable => Kernel::FusedPortable,
+            Tier::Tiled => Kernel::FusedTiled,
         }
     }
 
-    /// Query rows one workgroup of this tier covers (64 invocations).
+    /// Query rows one workgroup of this tier covers.
     pub fn rows_per_group(self, p: &Problem) -> usize {
         match self {
             Tier::Subgroup => 64 * subgroup_rows(p.dims.d, p.dims.dv),
             Tier::Portable => ROWS_PER_GROUP,
+            Tier::Tiled => TILED_ROWS_PER_GROUP,
         }
     }
 
@@ -57,6 +72,7 @@ impl Tier {
         match self {
             Tier::Subgroup => "fused-subgroup",
             Tier::Portable => "fused-portable",
+            Tier::Tiled => "fused-tiled",
         }
     }
 }
@@ -94,9 +110,32 @@ pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
                 format!("the portable tier needs {PORTABLE_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}")
             })
         }
+        Tier::Tiled => {
+            let limits = ctx.limits();
+            let have = limits.max_compute_workgroup_storage_size;
+            if have < TILED_WORKGROUP_BYTES {
+                return Some(format!("the tiled tier needs {TILED_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}"));
+            }
+            let threads = limits
+                .max_compute_invocations_per_workgroup
+                .min(limits.max_compute_workgroup_size_x);
+            (threads < TILED_INVOCATIONS).then(|| {
+                format!("the tiled tier needs {TILED_INVOCATIONS} invocations per workgroup; the device allows {threads}")
+            })
+        }
         Tier::Subgroup => {
             if !ctx.features().contains(wgpu::Features::SUBGROUP) {
                 return Some("the adapter lacks Features::SUBGROUP".into());
+            }
+            // Built for CPU adapters: its per-invocation arrays (up to 16 rows of 128 floats,
+            // twice) are what lavapipe's vector registers want, not what a GPU can hold, and
+            // NVIDIA's Vulkan driver (580.159) lost the device creating its pipeline. Only
+            // CPU adapters get it, so no caller can take a GPU down with it.
+            if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
+                return Some(format!(
+                    "the subgroup tier is built for CPU adapters (lavapipe); this adapter is a {:?} (use fused-tiled)",
+                    ctx.adapter_info().device_type
+                ));
             }
             let min = ctx.adapter_info().subgroup_min_size;
             if min < 8 {

@@ -31,6 +31,9 @@ pub enum Kernel {
     FusedSubgroup,
     /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory.
     FusedPortable,
+    /// `shaders/fused_tiled.wgsl`: one-pass online softmax over 64 x 64 tiles staged in
+    /// workgroup memory, register-tiled for GPUs.
+    FusedTiled,
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows.
     DecodePartial,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
@@ -49,12 +52,13 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 12] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
         Kernel::FusedSubgroup,
         Kernel::FusedPortable,
+        Kernel::FusedTiled,
         Kernel::DecodePartial,
         Kernel::Merge,
         Kernel::Copy,
@@ -72,6 +76,7 @@ impl Kernel {
             Kernel::WeightedSum => include_str!("../shaders/weighted_sum.wgsl"),
             Kernel::FusedSubgroup => include_str!("../shaders/fused_subgroup.wgsl"),
             Kernel::FusedPortable => include_str!("../shaders/fused_portable.wgsl"),
+            Kernel::FusedTiled => include_str!("../shaders/fused_tiled.wgsl"),
             Kernel::DecodePartial => include_str!("../shaders/decode_partial.wgsl"),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
@@ -90,6 +95,7 @@ impl Kernel {
             Kernel::WeightedSum => "weighted_sum",
             Kernel::FusedSubgroup => "fused_subgroup",
             Kernel::FusedPortable => "fused_portable",
+            Kernel::FusedTiled => "fused_tiled",
             Kernel::DecodePartial => "decode_partial",
             Kernel::Merge => "merge",
             Kernel::Copy => "copy",
@@ -124,7 +130,10 @@ impl Kernel {
             // params, p, v, o
             Kernel::WeightedSum => &[Uniform, StorageRead, StorageRead, StorageReadWrite],
             // params, q, k, v, bias, allow, o, lse
-            Kernel::FusedSubgroup | Kernel::FusedPortable | Kernel::DecodePartial => &[
+            Kernel::FusedSubgroup
+            | Kernel::FusedPortable
+            | Kernel::FusedTiled
+            | Kernel::DecodePartial => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
@@ -165,7 +174,7 @@ impl Kernel {
             Kernel::Scores | Kernel::Softmax | Kernel::WeightedSum => {
                 std::mem::size_of::<crate::params::ChunkParams>()
             }
-            Kernel::FusedSubgroup | Kernel::FusedPortable => {
+            Kernel::FusedSubgroup | Kernel::FusedPortable | Kernel::FusedTiled => {
                 std::mem::size_of::<crate::params::FusedParams>()
             }
             Kernel::DecodePartial => std::mem::size_of::<crate::params::DecodeParams>(),

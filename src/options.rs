@@ -50,10 +50,14 @@ pub enum PathChoice {
     Unfused,
     /// The fused one-pass kernel, best tier the adapter supports.
     Fused,
-    /// The fused kernel's subgroup tier (needs `Features::SUBGROUP`).
+    /// The fused kernel's subgroup tier (needs `Features::SUBGROUP` and a CPU adapter such
+    /// as lavapipe, where it is the fastest tier).
     FusedSubgroup,
     /// The fused kernel's portable tier (needs nothing optional).
     FusedPortable,
+    /// The fused kernel's tiled tier: 64 x 64 tiles in workgroup memory, register tiles,
+    /// for GPUs (needs 26 KiB of workgroup memory and 128 invocations per workgroup).
+    FusedTiled,
     /// Split-K decode: keys split across invocations, partial results merged. For few query
     /// rows per kv head (Hq/Hkv x Lq up to about 16) over many keys.
     Decode,
@@ -113,7 +117,8 @@ impl<'a> AttentionOptions<'a> {
 /// Which path ran and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanInfo {
-    /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, `"decode"`, or
+    /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, `"fused-tiled"`,
+    /// `"decode"`, or
     /// `"reference"` for the CPU reference.
     pub path: &'static str,
     /// Why the planner chose it.

@@ -25,6 +25,7 @@ fn cases() -> Vec<Case> {
         PathChoice::Auto,
         PathChoice::Unfused,
         PathChoice::FusedPortable,
+        PathChoice::FusedTiled,
         PathChoice::Decode,
     ];
     for (i, [b, hq, hkv, lq, lk, d]) in shapes.into_iter().enumerate() {

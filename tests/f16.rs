@@ -34,6 +34,7 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
             PathChoice::Auto,
             PathChoice::Unfused,
             PathChoice::FusedPortable,
+            PathChoice::FusedTiled,
             PathChoice::Decode,
         ] {
             let opts = AttentionOptions::default()

@@ -12,9 +12,13 @@ use wgpu_attention::{
 
 /// The fused tiers this adapter can run (the subgroup tier only with the feature).
 fn tiers(ctx: &Context) -> Vec<PathChoice> {
+    use wgpu_attention::fused::{tier_obstacle, Tier};
     let mut t = vec![PathChoice::FusedPortable];
-    if wgpu_attention::fused::tier_obstacle(ctx, wgpu_attention::fused::Tier::Subgroup).is_none() {
+    if tier_obstacle(ctx, Tier::Subgroup).is_none() {
         t.push(PathChoice::FusedSubgroup);
+    }
+    if tier_obstacle(ctx, Tier::Tiled).is_none() {
+        t.push(PathChoice::FusedTiled);
     }
     t
 }
@@ -318,6 +322,14 @@ fn planner_chooses_and_explains() {
         "auto should pick fused: {:?}",
         r.plan
     );
+    // The tier follows the adapter kind: subgroup broadcasts on CPU adapters, tiles on GPUs.
+    let expected = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        "fused-subgroup"
+    } else {
+        "fused-tiled"
+    };
+    assert_eq!(r.plan.path, expected, "{}", r.plan.reason);
+    assert!(r.plan.reason.contains(expected), "{}", r.plan.reason);
     let r = wgpu_attention::attention(
         &ctx,
         &q,
@@ -366,6 +378,12 @@ fn small_workgroup_memory() {
     let forced = AttentionOptions::default().path(PathChoice::FusedPortable);
     let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("portable needs 8 KiB");
     assert!(e.to_string().contains("workgroup memory"), "{e}");
+    let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("tiled needs 26 KiB");
+    assert!(
+        e.to_string().contains("tiled tier needs 26624 bytes"),
+        "{e}"
+    );
     let r = assert_parity(
         &ctx,
         "auto on 4 KiB workgroup memory",
@@ -376,4 +394,5 @@ fn small_workgroup_memory() {
         Tolerance::F32,
     );
     assert_ne!(r.plan.path, "fused-portable");
+    assert_ne!(r.plan.path, "fused-tiled");
 }

@@ -143,7 +143,13 @@ fn measured_against_estimate(path: PathChoice, shape: [usize; 7], weights: bool,
     let Some(ctx) = own_context(None) else {
         return;
     };
-    if path == PathChoice::FusedSubgroup && !ctx.features().contains(wgpu::Features::SUBGROUP) {
+    use wgpu_attention::fused::{tier_obstacle, Tier};
+    let tier = match path {
+        PathChoice::FusedSubgroup => Some(Tier::Subgroup),
+        PathChoice::FusedTiled => Some(Tier::Tiled),
+        _ => None,
+    };
+    if tier.is_some_and(|t| tier_obstacle(&ctx, t).is_some()) {
         return;
     }
     let (q, k, v) = inputs(shape);
@@ -189,6 +195,7 @@ fn the_estimate_bounds_what_each_path_holds() {
     let shape = [1, 4, 2, 70, 300, 32, 16];
     measured_against_estimate(PathChoice::Unfused, shape, true, true);
     measured_against_estimate(PathChoice::FusedPortable, shape, false, true);
+    measured_against_estimate(PathChoice::FusedTiled, shape, false, true);
     measured_against_estimate(PathChoice::FusedSubgroup, shape, false, false);
     measured_against_estimate(PathChoice::Decode, [1, 8, 2, 1, 700, 32, 32], false, true);
 }

@@ -145,7 +145,18 @@ fn run_cases(ctx: &wgpu_attention::Context, n: usize, seed: u64, binding: Option
                 Ok(_) => {}
             }
         }
-        for path in [PathChoice::Auto, PathChoice::Unfused] {
+        // Auto (the tier this adapter runs by default), the unfused path, and the tiled tier
+        // where the context's limits allow it (auto picks it on GPUs, not on CPU adapters).
+        let fused_shape = d % 4 == 0 && dv % 4 == 0 && d <= 128 && dv <= 128;
+        let tiled = wgpu_attention::fused::tier_obstacle(ctx, wgpu_attention::fused::Tier::Tiled)
+            .is_none()
+            && fused_shape;
+        let paths = [
+            PathChoice::Auto,
+            PathChoice::Unfused,
+            PathChoice::FusedTiled,
+        ];
+        for path in paths.into_iter().take(if tiled { 3 } else { 2 }) {
             let opts = opts.clone().path(path);
             if c.amplitude > 1.0 || c.scale.is_some_and(|s| s > 1.0) {
                 // Large logits: judged against the problem's measured f32 sensitivity.

@@ -18,7 +18,10 @@ fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
 /// specialisation a kernel has.
 fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
     match kernel {
-        Kernel::FusedSubgroup | Kernel::FusedPortable | Kernel::DecodePartial => vec![
+        Kernel::FusedSubgroup
+        | Kernel::FusedPortable
+        | Kernel::FusedTiled
+        | Kernel::DecodePartial => vec![
             vec![],
             vec![
                 ("D", 4.0),

@@ -86,6 +86,7 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
         ("unfused", Some(PathChoice::Unfused)),
         ("fused-subgroup", Some(PathChoice::FusedSubgroup)),
         ("fused-portable", Some(PathChoice::FusedPortable)),
+        ("fused-tiled", Some(PathChoice::FusedTiled)),
         ("decode", Some(PathChoice::Decode)),
         ("cpu-ndarray", None),
     ];
@@ -93,14 +94,26 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
         None | Some("auto") => vec![("auto", Some(PathChoice::Auto))],
         Some("all") => all,
         Some("fused") => vec![("fused", Some(PathChoice::Fused))],
-        Some(name) => match all.into_iter().find(|(n, _)| *n == name) {
-            Some(p) => vec![p],
-            None => {
-                return Err(Failure::input(format!(
-                    "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, decode or cpu-ndarray; got '{name}'"
-                )))
+        // One name, or several separated by commas (one input set, timed side by side).
+        Some(list) => {
+            let mut chosen = Vec::new();
+            for name in list.split(',').map(str::trim) {
+                let found = match name {
+                    "auto" => Some(("auto", Some(PathChoice::Auto))),
+                    "fused" => Some(("fused", Some(PathChoice::Fused))),
+                    _ => all.iter().copied().find(|(n, _)| *n == name),
+                };
+                match found {
+                    Some(p) => chosen.push(p),
+                    None => {
+                        return Err(Failure::input(format!(
+                            "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, fused-tiled, decode or cpu-ndarray, or a comma-separated list of them; got '{name}'"
+                        )))
+                    }
+                }
             }
-        },
+            chosen
+        }
     })
 }
 
@@ -199,7 +212,7 @@ fn prepare(
 }
 
 /// Checks one path against the reference, then times it. `None` when the path cannot run
-/// this shape (the reason is printed unless `quiet`).
+/// this shape (the reason goes to stdout, or to stderr when `quiet`).
 fn measure(
     ctx: &Context,
     x: &Inputs,
@@ -248,7 +261,11 @@ fn measure(
         let r = match attention_f16(ctx, q16, k16, v16, &opts) {
             Ok(r) => r,
             Err(e) => {
-                if !quiet {
+                // Quiet output (JSON, plots) keeps stdout machine-readable: the reason goes
+                // to stderr, never nowhere.
+                if quiet {
+                    eprintln!("{name}: skipped: {e}");
+                } else {
                     println!("{name:<16} skipped: {e}");
                 }
                 return Ok(None);
@@ -281,7 +298,9 @@ fn measure(
     let r = match wgpu_attention::attention_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts) {
         Ok(r) => r,
         Err(e) => {
-            if !quiet {
+            if quiet {
+                eprintln!("{name}: skipped: {e}");
+            } else {
                 println!("{name:<16} skipped: {e}");
             }
             return Ok(None);

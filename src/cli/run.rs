@@ -40,9 +40,10 @@ pub fn parse_path(s: Option<&str>) -> Result<PathChoice, Failure> {
         Some("fused") => Ok(PathChoice::Fused),
         Some("fused-subgroup") => Ok(PathChoice::FusedSubgroup),
         Some("fused-portable") => Ok(PathChoice::FusedPortable),
+        Some("fused-tiled") => Ok(PathChoice::FusedTiled),
         Some("decode") => Ok(PathChoice::Decode),
         Some(other) => Err(Failure::input(format!(
-            "--path must be auto, unfused, fused, fused-subgroup, fused-portable or decode; got '{other}'"
+            "--path must be auto, unfused, fused, fused-subgroup, fused-portable, fused-tiled or decode; got '{other}'"
         ))),
     }
 }

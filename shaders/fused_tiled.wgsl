@@ -1,0 +1,317 @@
+// fused_tiled.wgsl — FlashAttention-2 style forward for GPUs: one workgroup owns a 64-row
+// block of queries and walks the keys in blocks of 64, staging Q, K and V through workgroup
+// memory and computing register tiles (each invocation 4 rows x 8 keys of the scores, then
+// 4 rows x Dv/8 columns of the output). Needs no optional feature, only 26 KiB of workgroup
+// memory and 128 invocations per workgroup. Same math and bindings as the other fused tiers.
+//
+// Bindings (group 0):
+//   0 params : uniform FusedParams (mirrors src/params.rs)
+//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
+//   2 k      : storage read  vec4<f32>, window of k (B, Hkv, Lk, D)
+//   3 v      : storage read  vec4<f32>, window of v (B, Hkv, Lk, Dv)
+//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
+//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
+//   6 o      : storage read_write vec4<f32>, window of out (B, Hq, Lq, Dv)
+//   7 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp as f32 bits
+//
+// Specialisation (override constants): D and DV (multiples of 4, at most 128), CAUSAL,
+// HAS_BIAS, HAS_ALLOW (0 or 1).
+//
+// Dispatch: 128 invocations per workgroup, one workgroup per 64 query rows of one head,
+// numbered linearly (row block fastest, then head; causal: see below) and spread over x and y. Invocation
+// (ty, tx) = (index / 8, index % 8) owns rows 4ty .. 4ty+3 of the block; for the scores it
+// owns keys 4tx .. 4tx+3 and 32+4tx .. 32+4tx+3 of each key block, for the output the
+// columns (as vec4) tx, tx+8, tx+16, tx+24.
+//
+// Per key block of 64:
+//   1. Scores: D in chunks of 16. Each chunk of Q (64 rows, pre-scaled) and K (64 keys) is
+//      stored transposed ([d][row], [d][key]) so that one vec4 load gives 4 rows or 4 keys:
+//      per d an invocation loads 3 vec4 and does 32 multiply-adds.
+//   2. Masks (only on blocks that need them), the row maxima across the 8 invocations of a
+//      row group through `red`, the running max, and the weights P, written to `pt` as
+//      [key][row].
+//   3. Output: V in chunks of 16 keys ([key][column]); acc += P V, and the row sums of P
+//      accumulate in the same loop.
+// Online softmax as in the other tiers: masked scores become the sentinel NO_SCORE (no real
+// score reaches it: validation bounds |score| <= 2e30) and weigh exactly 0; a row with no
+// visible key ends with l = 0 and writes zeros and an LSE of -inf.
+// Causal: the workgroup stops at the last key its last row may see, and the per-element
+// causal test runs only on blocks that cross its first row's diagonal. Causal workgroups
+// are numbered head fastest and last row block first, so the longest start first. Loop bounds depend
+// only on the workgroup and the parameters, so every barrier is in uniform control flow.
+
+struct FusedParams {
+    n_heads: u32, lq: u32, lk: u32, bh0: u32,
+    hq: u32, hkv: u32, group: u32, causal_offset: i32,
+    scale: f32, row0: u32, rows: u32, total_groups: u32,
+    q_win: u32, k_win: u32, v_win: u32, o_win: u32,
+    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
+    m_si: u32, m_sj: u32, row_groups: u32, pad0: u32,
+}
+
+override D: u32 = 64u;
+override DV: u32 = 64u;
+override CAUSAL: u32 = 0u;
+override HAS_BIAS: u32 = 0u;
+override HAS_ALLOW: u32 = 0u;
+
+const BLOCK_ROWS: u32 = 64u;
+const BLOCK_KEYS: u32 = 64u;
+const D_CHUNK: u32 = 16u;
+const V_CHUNK: u32 = 16u;
+// Output columns per invocation, in vec4: DV/4 spread over 8 invocations, at most 4.
+const MAX_COLS: u32 = 4u;
+const NO_SCORE: f32 = -3.0e38;
+const VALID: f32 = -1.0e38;
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+@group(0) @binding(0) var<uniform> p: FusedParams;
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read> allow: array<u32>;
+@group(0) @binding(6) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
+
+// Staging, 8 KiB, used in turn by the score phase (Q chunk at 0..256 as [d][row/4], K chunk
+// at 256..512 as [d][key/4]) and the output phase (V chunk as [key][column], 32 vec4 a key).
+var<workgroup> stage: array<vec4<f32>, 512>;
+// Weights of the current key block, [key][row/4]: 16 KiB.
+var<workgroup> pt: array<vec4<f32>, 1024>;
+// Per row group, the 8 invocations' block maxima of its 4 rows: [tx][ty].
+var<workgroup> red: array<vec4<f32>, 128>;
+
+// Applies causal rule and masks to the scores of one row i against keys j0 .. j0+3.
+fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool) -> vec4<f32> {
+    var out = s;
+    for (var t = 0u; t < 4u; t = t + 1u) {
+        let j = j0 + t;
+        var ok = j < p.lk;
+        if (CAUSAL != 0u && causal_block) {
+            ok = ok && i32(j) <= i32(i) + p.causal_offset;
+        }
+        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
+            let b = bh / p.hq;
+            let h = bh % p.hq;
+            let at = b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
+            if (HAS_ALLOW != 0u) {
+                ok = allow[at] != 0u;
+            }
+            if (HAS_BIAS != 0u) {
+                out[t] = out[t] + bias[at];
+            }
+        }
+        if (!ok) {
+            out[t] = NO_SCORE;
+        }
+    }
+    return out;
+}
+
+// Weights against the new max; masked scores give exactly 0.
+fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
+}
+
+fn max4(a: vec4<f32>) -> f32 {
+    return max(max(a.x, a.y), max(a.z, a.w));
+}
+
+@compute @workgroup_size(128, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lindex: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    // Workgroup-uniform, so every barrier below runs in uniform control flow.
+    if (wg >= p.total_groups) {
+        return;
+    }
+    // Causal: the row blocks with the most keys start first, over all heads, so that the
+    // short ones fill the tail of the dispatch (FlashAttention-2's ordering).
+    var hl = wg / p.row_groups;
+    var row_block = wg % p.row_groups;
+    if (CAUSAL != 0u) {
+        hl = wg % p.n_heads;
+        row_block = p.row_groups - 1u - wg / p.n_heads;
+    }
+    let bh = p.bh0 + hl;
+    let kvh = (bh / p.hq) * p.hkv + (bh % p.hq) / p.group;
+    let last = p.row0 + p.rows - 1u;
+    let block_first = p.row0 + row_block * BLOCK_ROWS;
+    let ty = lindex / 8u;
+    let tx = lindex % 8u;
+    let d4 = D / 4u;
+    let dv4 = DV / 4u;
+    let k_row0 = kvh * p.lk;
+
+    // This invocation's rows; rows past the chunk are clamped duplicates, never written.
+    var rows: array<u32, 4>;
+    for (var r = 0u; r < 4u; r = r + 1u) {
+        rows[r] = min(block_first + 4u * ty + r, last);
+    }
+    var m = vec4<f32>(NO_SCORE);
+    var l = vec4<f32>(0.0);
+    var acc: array<array<vec4<f32>, MAX_COLS>, 4>;
+    for (var r = 0u; r < 4u; r = r + 1u) {
+        for (var c = 0u; c < MAX_COLS; c = c + 1u) {
+            acc[r][c] = vec4<f32>(0.0);
+        }
+    }
+
+    // Key range of this workgroup: up to the last key its last row may see.
+    var key_end = p.lk;
+    var diag = p.lk;
+    if (CAUSAL != 0u) {
+        let block_last = min(block_first + BLOCK_ROWS - 1u, last);
+        key_end = u32(clamp(i32(block_last) + p.causal_offset + 1, 0, i32(p.lk)));
+        // Blocks ending after `diag` may hold keys some row here must not see.
+        diag = u32(clamp(i32(block_first) + p.causal_offset + 1, 0, i32(p.lk)));
+    }
+
+    for (var j0 = 0u; j0 < key_end; j0 = j0 + BLOCK_KEYS) {
+        // 1. Scores of rows 4ty+r against keys 4tx+t (sa) and 32+4tx+t (sb).
+        var sa: array<vec4<f32>, 4>;
+        var sb: array<vec4<f32>, 4>;
+        for (var r = 0u; r < 4u; r = r + 1u) {
+            sa[r] = vec4<f32>(0.0);
+            sb[r] = vec4<f32>(0.0);
+        }
+        for (var c0 = 0u; c0 < d4; c0 = c0 + D_CHUNK / 4u) {
+            workgroupBarrier();
+            // 64 rows (or keys) x 4 vec4 of this chunk each: 256 loads, 2 per invocation.
+            for (var u = 0u; u < 2u; u = u + 1u) {
+                let idx = lindex + 128u * u;
+                let row = idx / 4u;
+                let dq = idx % 4u;
+                let c = c0 + dq;
+                var qv = vec4<f32>(0.0);
+                var kv = vec4<f32>(0.0);
+                if (c < d4) {
+                    let qi = min(block_first + row, last);
+                    // The scale is folded into q once, instead of into every score.
+                    qv = p.scale * q[(bh * p.lq + qi) * d4 + c - p.q_win];
+                    let kj = min(j0 + row, p.lk - 1u);
+                    kv = k[(k_row0 + kj) * d4 + c - p.k_win];
+                }
+                for (var e = 0u; e < 4u; e = e + 1u) {
+                    let d = dq * 4u + e;
+                    stage[d * 16u + row / 4u][row % 4u] = qv[e];
+                    stage[256u + d * 16u + row / 4u][row % 4u] = kv[e];
+                }
+            }
+            workgroupBarrier();
+            for (var d = 0u; d < D_CHUNK; d = d + 1u) {
+                let qr = stage[d * 16u + ty];
+                let ka = stage[256u + d * 16u + tx];
+                let kb = stage[256u + d * 16u + 8u + tx];
+                for (var r = 0u; r < 4u; r = r + 1u) {
+                    sa[r] = sa[r] + qr[r] * ka;
+                    sb[r] = sb[r] + qr[r] * kb;
+                }
+            }
+        }
+
+        // 2. Masks where needed: the tail block, blocks crossing the diagonal, masks.
+        let causal_block = j0 + BLOCK_KEYS > diag;
+        let masked = j0 + BLOCK_KEYS > p.lk || causal_block || HAS_ALLOW != 0u || HAS_BIAS != 0u;
+        var local_max = vec4<f32>(NO_SCORE);
+        for (var r = 0u; r < 4u; r = r + 1u) {
+            if (masked) {
+                if (HAS_ALLOW != 0u || HAS_BIAS != 0u) {
+                    sa[r] = mask4(sa[r], bh, rows[r], j0 + 4u * tx, causal_block);
+                    sb[r] = mask4(sb[r], bh, rows[r], j0 + 32u + 4u * tx, causal_block);
+                } else {
+                    // Tail and causal rule only: four keys per comparison, no branches.
+                    let ka = vec4<u32>(j0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
+                    let kb = ka + vec4<u32>(32u);
+                    var oka = ka < vec4<u32>(p.lk);
+                    var okb = kb < vec4<u32>(p.lk);
+                    if (CAUSAL != 0u && causal_block) {
+                        let lim = vec4<i32>(i32(rows[r]) + p.causal_offset);
+                        oka = oka & (vec4<i32>(ka) <= lim);
+                        okb = okb & (vec4<i32>(kb) <= lim);
+                    }
+                    sa[r] = select(vec4<f32>(NO_SCORE), sa[r], oka);
+                    sb[r] = select(vec4<f32>(NO_SCORE), sb[r], okb);
+                }
+            }
+            local_max[r] = max(max4(sa[r]), max4(sb[r]));
+        }
+        red[tx * 16u + ty] = local_max;
+        workgroupBarrier();
+        var m_new = m;
+        for (var t = 0u; t < 8u; t = t + 1u) {
+            m_new = max(m_new, red[t * 16u + ty]);
+        }
+        let alpha = exp(m - m_new);
+        m = m_new;
+        var wa: array<vec4<f32>, 4>;
+        var wb: array<vec4<f32>, 4>;
+        for (var r = 0u; r < 4u; r = r + 1u) {
+            wa[r] = weights(sa[r], m_new[r]);
+            wb[r] = weights(sb[r], m_new[r]);
+        }
+        for (var t = 0u; t < 4u; t = t + 1u) {
+            pt[(4u * tx + t) * 16u + ty] = vec4<f32>(wa[0][t], wa[1][t], wa[2][t], wa[3][t]);
+            pt[(32u + 4u * tx + t) * 16u + ty] = vec4<f32>(wb[0][t], wb[1][t], wb[2][t], wb[3][t]);
+        }
+        l = l * alpha;
+        for (var r = 0u; r < 4u; r = r + 1u) {
+            for (var c = 0u; c < MAX_COLS; c = c + 1u) {
+                acc[r][c] = acc[r][c] * alpha[r];
+            }
+        }
+
+        // 3. acc += P V over chunks of 16 keys; l gathers the row sums of P on the way.
+        for (var jc = 0u; jc < BLOCK_KEYS; jc = jc + V_CHUNK) {
+            if (jc > 0u) {
+                workgroupBarrier();
+            }
+            // 16 keys x 32 vec4: 512 slots, 4 per invocation.
+            for (var u = 0u; u < 4u; u = u + 1u) {
+                let idx = lindex + 128u * u;
+                let key = idx / 32u;
+                let c = idx % 32u;
+                if (c < dv4) {
+                    let kj = min(j0 + jc + key, p.lk - 1u);
+                    stage[idx] = v[(k_row0 + kj) * dv4 + c - p.v_win];
+                }
+            }
+            workgroupBarrier();
+            for (var jj = 0u; jj < V_CHUNK; jj = jj + 1u) {
+                let w = pt[(jc + jj) * 16u + ty];
+                l = l + w;
+                for (var c = 0u; c < MAX_COLS; c = c + 1u) {
+                    if (tx + 8u * c < dv4) {
+                        let vr = stage[jj * 32u + tx + 8u * c];
+                        for (var r = 0u; r < 4u; r = r + 1u) {
+                            acc[r][c] = acc[r][c] + w[r] * vr;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // Normalise and write the rows that belong to the chunk.
+    for (var r = 0u; r < 4u; r = r + 1u) {
+        let i = block_first + 4u * ty + r;
+        if (i <= last) {
+            var inv = 0.0;
+            var bits = NEG_INF_BITS;
+            if (l[r] > 0.0) {
+                inv = 1.0 / l[r];
+                bits = bitcast<u32>(m[r] + log(l[r]));
+            }
+            for (var c = 0u; c < MAX_COLS; c = c + 1u) {
+                let col = tx + 8u * c;
+                if (col < dv4) {
+                    o[(bh * p.lq + i) * dv4 + col - p.o_win] = acc[r][c] * inv;
+                }
+            }
+            if (tx == 0u) {
+                lse[bh * p.lq + i - p.lse_win] = bits;
+            }
+        }
+    }
+}
