@@ -1,6 +1,8 @@
 // fused_subgroup.wgsl — FlashAttention-2 style forward in one pass over key blocks, sharing
 // key/value rows between invocations with subgroup broadcasts. Needs Features::SUBGROUP and
-// a subgroup size of at least 8.
+// a subgroup size of at least 8, and runs on CPU adapters only (fused::tier_obstacle): the
+// per-invocation state suits lavapipe, and NVIDIA's Vulkan driver lost the device building
+// this pipeline (H200, driver 580.159).
 //
 // Bindings (group 0):
 //   0 params : uniform FusedParams (mirrors src/params.rs)

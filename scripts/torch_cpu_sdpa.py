@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""`wgpu-attention bench` and PyTorch's CPU scaled_dot_product_attention, side by side.
+
+Developer check (needs torch; CI has none). Runs the tool's benchmark for the given shape
+(every path it names, checked against the reference before timing), then times PyTorch's
+SDPA on the same shape in the same process tree, and prints one table. FLOPs are counted as
+in `bench`: 4*B*Hq*Lq*Lk*D, only the unmasked part for causal.
+
+Usage: python3 scripts/torch_cpu_sdpa.py [--shape B,H,Lq,Lk,D] [--kv-heads N]
+           [--causal top-left] [--path auto,cpu-ndarray] [--reps 10] [--tool PATH]
+"""
+import argparse
+import json
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--shape", default="1,8,1024,1024,64")
+ap.add_argument("--kv-heads", type=int)
+ap.add_argument("--causal", choices=["top-left"])
+ap.add_argument("--path", default="auto,cpu-ndarray")
+ap.add_argument("--reps", type=int, default=10)
+ap.add_argument("--tool", default="target/release/wgpu-attention")
+a = ap.parse_args()
+b, hq, lq, lk, d = (int(x) for x in a.shape.split(","))
+hkv = a.kv_heads or hq
+
+cmd = [a.tool, "bench", "--shape", a.shape, "--kv-heads", str(hkv), "--path", a.path,
+       "--reps", str(a.reps), "--json"]
+if a.causal:
+    cmd += ["--causal", a.causal]
+rows = [json.loads(line) for line in subprocess.run(cmd, check=True, capture_output=True,
+                                                    text=True).stdout.splitlines()
+        if line.startswith("{")]
+
+pairs = sum(min(i + 1, lk) for i in range(lq)) if a.causal else lq * lk
+flops = 4 * b * hq * pairs * d
+g = torch.Generator().manual_seed(0)
+q = torch.randn(b, hq, lq, d, generator=g)
+k = torch.randn(b, hkv, lk, d, generator=g)
+v = torch.randn(b, hkv, lk, d, generator=g)
+kw = dict(is_causal=bool(a.causal), enable_gqa=hkv != hq)
+for _ in range(3):
+    F.scaled_dot_product_attention(q, k, v, **kw)
+times = []
+for _ in range(a.reps):
+    t = time.perf_counter()
+    F.scaled_dot_product_attention(q, k, v, **kw)
+    times.append((time.perf_counter() - t) * 1e3)
+ms = sorted(times)[len(times) // 2]
+rows.append({"path": f"torch-sdpa-cpu ({torch.get_num_threads()} threads)", "ms": ms,
+             "gflops": flops / ms / 1e6, "max_abs_err": float("nan")})
+
+print(f"B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} causal {a.causal or 'none'}; "
+      f"adapter: {rows[0].get('adapter', '?')}")
+print("| path | ms | GFLOP/s | max err |\n|---|---:|---:|---:|")
+for r in rows:
+    print(f"| {r['path']} | {r['ms']:.1f} | {r['gflops']:.2f} | {r['max_abs_err']:.1e} |")
