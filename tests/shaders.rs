@@ -129,3 +129,23 @@ fn uniform_structs_have_the_rust_size() {
         }
     }
 }
+
+/// The workgroup memory the planner checks against the device limit (fused::tier_obstacle)
+/// is what the shaders declare.
+#[test]
+fn workgroup_memory_matches_the_planner() {
+    use wgpu_attention::fused::{PORTABLE_WORKGROUP_BYTES, TILED_WORKGROUP_BYTES};
+    for (kernel, declared) in [
+        (Kernel::FusedPortable, PORTABLE_WORKGROUP_BYTES),
+        (Kernel::FusedTiled, TILED_WORKGROUP_BYTES),
+    ] {
+        let (module, _) = module(kernel);
+        let total: u32 = module
+            .global_variables
+            .iter()
+            .filter(|(_, var)| var.space == naga::AddressSpace::WorkGroup)
+            .map(|(_, var)| module.types[var.ty].inner.size(module.to_ctx()))
+            .sum();
+        assert_eq!(total, declared, "{}", kernel.label());
+    }
+}
