@@ -48,7 +48,10 @@
 // Tried and no faster: K and V as 64 KiB uniform-buffer windows (uniform loads become
 // inlined gathers instead of lane loops: same speed); tree-shaped sums in the V update;
 // broadcasting the block's 8 keys into an array first and scoring one key at a time so only
-// R accumulators are live (23-25 against 26-27 at R = 8);
+// R accumulators are live (23-25 against 26-27 at R = 8); staging the block's keys in a
+// private array and then scoring row by row, so each row's 8 scores stay in registers over
+// the D loop (26.3 against 27.6, runs interleaved, 2026-11-30); 16-lane subgroups through
+// LP_NATIVE_VECTOR_WIDTH=512 (no change against the ndarray baseline in the same runs);
 // scores as FMAs over key-transposed components (19.6 at R = 4); every lane loading the
 // same K/V rows (8.9); lanes reading consecutive chunks of one row (4.4).
 
