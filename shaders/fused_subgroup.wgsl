@@ -52,6 +52,9 @@
 // private array and then scoring row by row, so each row's 8 scores stay in registers over
 // the D loop (26.3 against 27.6, runs interleaved, 2026-11-30); 16-lane subgroups through
 // LP_NATIVE_VECTOR_WIDTH=512 (no change against the ndarray baseline in the same runs);
+// K and V as uniform buffers read at subgroup-uniform offsets, every lane reading all 8
+// keys, no broadcasts (Mesa's source has a scalar-load path for uniform-offset UBO loads;
+// B1 H1 Lq8192 Lk256 D64, where a head's K fits one 64 KiB binding: 14.6 against 27);
 // scores as FMAs over key-transposed components (19.6 at R = 4); every lane loading the
 // same K/V rows (8.9); lanes reading consecutive chunks of one row (4.4).
 
