@@ -80,14 +80,13 @@ device)
         echo "|---|---:|---|---|---:|---:|---:|---:|" >> "$out/h200.md"
         while read -r shape causal kvh paths; do
             [ -z "$shape" ] && continue
-            {
-                args=(bench --shape "$shape" --kv-heads "$kvh" --path "$paths" --reps 10 --json)
-                [ "$causal" != none ] && args+=(--causal "$causal")
-                step "${args[*]}"
-                timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
-                echo "exit $?"
-                cat /tmp/bench.json
-                python3 - /tmp/bench.json "$shape" "$kvh" "$causal" >> "$out/h200.md" <<'PY'
+            args=(bench --shape "$shape" --kv-heads "$kvh" --path "$paths" --reps 10 --json)
+            [ "$causal" != none ] && args+=(--causal "$causal")
+            step "${args[*]}"
+            timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+            echo "exit $?"
+            cat /tmp/bench.json
+            python3 - /tmp/bench.json "$shape" "$kvh" "$causal" >> "$out/h200.md" <<'PY'
 import json, sys
 for line in open(sys.argv.pop(1)):
     if not line.startswith("{"):
@@ -96,7 +95,6 @@ for line in open(sys.argv.pop(1)):
     print(f"| {sys.argv[1]} | {sys.argv[2]} | {sys.argv[3]} | {r['path']} | {r['ms']:.3f} "
           f"| {r['gflops']:.1f} | {r['gbps']:.1f} | {r['max_abs_err']:.1e} |")
 PY
-            }
         done <<< "$grid"
         cat "$out/h200.md"
         if [ -z "${H200_LOCAL:-}" ]; then

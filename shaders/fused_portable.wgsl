@@ -2,14 +2,9 @@
 // key/value blocks through workgroup memory. Needs no optional feature: the tier every
 // adapter can run. Same math as fused_subgroup.wgsl; only the sharing differs.
 //
-// Bindings (group 0): as fused_subgroup.wgsl.
-//   0 params : uniform FusedParams (mirrors src/params.rs)
-//   1 q, 2 k, 3 v : storage read vec4<f32> windows of q, k, v
-//   4 bias   : storage read f32 additive mask or a dummy; 5 allow : storage read u32 or a dummy
-//   6 o      : storage read_write vec4<f32> window of out
-//   7 lse    : storage read_write u32 window of the log-sum-exp as f32 bits
-//
-// Specialisation: D, DV (multiples of 4, at most 128), CAUSAL, HAS_BIAS, HAS_ALLOW.
+// Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
+// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
+//   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 //
 // Dispatch: 64 invocations per workgroup, 4 consecutive query rows each (256 rows of one
 // head per workgroup), numbered linearly and spread over x and y. For each block of 8 keys
@@ -17,79 +12,20 @@
 // barriers), then every invocation reads them from there. Key bounds are uniform over the
 // workgroup, as barriers require.
 
-struct FusedParams {
-    n_heads: u32, lq: u32, lk: u32, bh0: u32,
-    hq: u32, hkv: u32, group: u32, causal_offset: i32,
-    scale: f32, row0: u32, rows: u32, total_groups: u32,
-    q_win: u32, k_win: u32, v_win: u32, o_win: u32,
-    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, row_groups: u32, pad0: u32,
-}
-
-override D: u32 = 64u;
-override DV: u32 = 64u;
-override CAUSAL: u32 = 0u;
-override HAS_BIAS: u32 = 0u;
-override HAS_ALLOW: u32 = 0u;
-
 const MAX_D4: u32 = 32u;
 // Per-invocation arrays are one longer than any trip count on purpose: Mesa force-unrolls a
 // loop whose trip count equals the length of an array it indexes, which for this kernel
 // multiplied compile time (27 s for D = 128 on lavapipe) for little gain. The subgroup tier,
 // which CPU adapters run, keeps the unrolled form.
 const LOCAL_LEN: u32 = 33u;
-const NO_SCORE: f32 = -3.0e38;
-const VALID: f32 = -1.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
-@group(0) @binding(0) var<uniform> p: FusedParams;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read> allow: array<u32>;
-@group(0) @binding(6) var<storage, read_write> o: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
 
 // One block of 8 key rows and 8 value rows; row t starts at t * MAX_D4.
 var<workgroup> k_tile: array<vec4<f32>, 256>;
 var<workgroup> v_tile: array<vec4<f32>, 256>;
 
-// Applies causal rule and masks to the scores of one row i against keys j0 .. j0+3.
-fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool) -> vec4<f32> {
-    var out = s;
-    for (var t = 0u; t < 4u; t = t + 1u) {
-        let j = j0 + t;
-        var ok = j < p.lk;
-        if (CAUSAL != 0u && causal_block) {
-            ok = ok && i32(j) <= i32(i) + p.causal_offset;
-        }
-        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
-            let b = bh / p.hq;
-            let h = bh % p.hq;
-            let at = b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-            if (HAS_ALLOW != 0u) {
-                ok = allow[at] != 0u;
-            }
-            if (HAS_BIAS != 0u) {
-                out[t] = out[t] + bias[at];
-            }
-        }
-        if (!ok) {
-            out[t] = NO_SCORE;
-        }
-    }
-    return out;
-}
-
 fn hmax(a: vec4<f32>, b: vec4<f32>) -> f32 {
     let m = max(a, b);
     return max(max(m.x, m.y), max(m.z, m.w));
-}
-
-// Weights of a block against the new max; masked scores give exactly 0.
-fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
-    return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
 }
 
 @compute @workgroup_size(64, 1, 1)

@@ -4,18 +4,11 @@
 // per-invocation state suits lavapipe, and NVIDIA's Vulkan driver lost the device building
 // this pipeline (H200, driver 580.159).
 //
-// Bindings (group 0):
-//   0 params : uniform FusedParams (mirrors src/params.rs)
-//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
-//   2 k      : storage read  vec4<f32>, window of k (B, Hkv, Lk, D)
-//   3 v      : storage read  vec4<f32>, window of v (B, Hkv, Lk, Dv)
-//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
-//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
-//   6 o      : storage read_write vec4<f32>, window of out (B, Hq, Lq, Dv)
-//   7 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp as f32 bits
-// (*_win fields are in elements of the binding's own type: vec4 for q, k, v, o.)
+// Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
+// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
+//   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 //
-// Specialisation (override constants): D and DV (multiples of 4, at most 128), R (query rows
+// Specialisation: D and DV (multiples of 4, at most 128), R (query rows
 // per invocation, 4..16, chosen by the host: fused::subgroup_rows), CAUSAL, HAS_BIAS,
 // HAS_ALLOW (0 or 1). With constant trip counts the compiler unrolls the loops and the
 // per-invocation arrays get constant indices.
@@ -58,61 +51,7 @@
 // scores as FMAs over key-transposed components (19.6 at R = 4); every lane loading the
 // same K/V rows (8.9); lanes reading consecutive chunks of one row (4.4).
 
-struct FusedParams {
-    n_heads: u32, lq: u32, lk: u32, bh0: u32,
-    hq: u32, hkv: u32, group: u32, causal_offset: i32,
-    scale: f32, row0: u32, rows: u32, total_groups: u32,
-    q_win: u32, k_win: u32, v_win: u32, o_win: u32,
-    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, row_groups: u32, pad0: u32,
-}
-
-override D: u32 = 64u;
-override DV: u32 = 64u;
-override CAUSAL: u32 = 0u;
-override HAS_BIAS: u32 = 0u;
-override HAS_ALLOW: u32 = 0u;
-
 const MAX_D4: u32 = 32u;
-const NO_SCORE: f32 = -3.0e38;
-const VALID: f32 = -1.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
-@group(0) @binding(0) var<uniform> p: FusedParams;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read> allow: array<u32>;
-@group(0) @binding(6) var<storage, read_write> o: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
-
-// Applies causal rule and masks to the scores of one row i against keys j0 .. j0+3.
-fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool) -> vec4<f32> {
-    var out = s;
-    for (var t = 0u; t < 4u; t = t + 1u) {
-        let j = j0 + t;
-        var ok = j < p.lk;
-        if (CAUSAL != 0u && causal_block) {
-            ok = ok && i32(j) <= i32(i) + p.causal_offset;
-        }
-        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
-            let b = bh / p.hq;
-            let h = bh % p.hq;
-            let at = b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-            if (HAS_ALLOW != 0u) {
-                ok = allow[at] != 0u;
-            }
-            if (HAS_BIAS != 0u) {
-                out[t] = out[t] + bias[at];
-            }
-        }
-        if (!ok) {
-            out[t] = NO_SCORE;
-        }
-    }
-    return out;
-}
 
 fn hmax(a: vec4<f32>, b: vec4<f32>) -> f32 {
     let m = max(a, b);
@@ -125,11 +64,6 @@ fn broadcast8(x: vec4<f32>) -> array<vec4<f32>, 8> {
         subgroupBroadcast(x, 0u), subgroupBroadcast(x, 1u), subgroupBroadcast(x, 2u),
         subgroupBroadcast(x, 3u), subgroupBroadcast(x, 4u), subgroupBroadcast(x, 5u),
         subgroupBroadcast(x, 6u), subgroupBroadcast(x, 7u));
-}
-
-// Weights of a block against the new max; masked scores give exactly 0.
-fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
-    return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
 }
 
 // Query rows per invocation (R <= MAX_R, specialised by the host from D and DV: see

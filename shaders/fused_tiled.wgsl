@@ -4,18 +4,9 @@
 // 4 rows x Dv/8 columns of the output). Needs no optional feature, only 26 KiB of workgroup
 // memory and 128 invocations per workgroup. Same math and bindings as the other fused tiers.
 //
-// Bindings (group 0):
-//   0 params : uniform FusedParams (mirrors src/params.rs)
-//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
-//   2 k      : storage read  vec4<f32>, window of k (B, Hkv, Lk, D)
-//   3 v      : storage read  vec4<f32>, window of v (B, Hkv, Lk, Dv)
-//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
-//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
-//   6 o      : storage read_write vec4<f32>, window of out (B, Hq, Lq, Dv)
-//   7 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp as f32 bits
-//
-// Specialisation (override constants): D and DV (multiples of 4, at most 128), CAUSAL,
-// HAS_BIAS, HAS_ALLOW (0 or 1).
+// Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
+// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
+//   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per 64 query rows of one head,
 // numbered linearly (row block fastest, then head; causal: see below) and spread over x and y. Invocation
@@ -45,39 +36,12 @@
 // are numbered head fastest and last row block first, so the longest start first. Loop bounds depend
 // only on the workgroup and the parameters, so every barrier is in uniform control flow.
 
-struct FusedParams {
-    n_heads: u32, lq: u32, lk: u32, bh0: u32,
-    hq: u32, hkv: u32, group: u32, causal_offset: i32,
-    scale: f32, row0: u32, rows: u32, total_groups: u32,
-    q_win: u32, k_win: u32, v_win: u32, o_win: u32,
-    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, row_groups: u32, pad0: u32,
-}
-
-override D: u32 = 64u;
-override DV: u32 = 64u;
-override CAUSAL: u32 = 0u;
-override HAS_BIAS: u32 = 0u;
-override HAS_ALLOW: u32 = 0u;
-
 const BLOCK_ROWS: u32 = 64u;
 const BLOCK_KEYS: u32 = 64u;
 const D_CHUNK: u32 = 16u;
 const V_CHUNK: u32 = 16u;
 // Output columns per invocation, in vec4: DV/4 spread over 8 invocations, at most 4.
 const MAX_COLS: u32 = 4u;
-const NO_SCORE: f32 = -3.0e38;
-const VALID: f32 = -1.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
-@group(0) @binding(0) var<uniform> p: FusedParams;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read> allow: array<u32>;
-@group(0) @binding(6) var<storage, read_write> o: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
 
 // Staging, 8 KiB, used in turn by the score phase (Q chunk at 0..256 as [d][row/4], K chunk
 // at 256..512 as [d][key/4]) and the output phase (V chunk as [key][column], 32 vec4 a key).
@@ -86,38 +50,6 @@ var<workgroup> stage: array<vec4<f32>, 512>;
 var<workgroup> pt: array<vec4<f32>, 1024>;
 // Per row group, the 8 invocations' block maxima of its 4 rows: [tx][ty].
 var<workgroup> red: array<vec4<f32>, 128>;
-
-// Applies causal rule and masks to the scores of one row i against keys j0 .. j0+3.
-fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool) -> vec4<f32> {
-    var out = s;
-    for (var t = 0u; t < 4u; t = t + 1u) {
-        let j = j0 + t;
-        var ok = j < p.lk;
-        if (CAUSAL != 0u && causal_block) {
-            ok = ok && i32(j) <= i32(i) + p.causal_offset;
-        }
-        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
-            let b = bh / p.hq;
-            let h = bh % p.hq;
-            let at = b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-            if (HAS_ALLOW != 0u) {
-                ok = allow[at] != 0u;
-            }
-            if (HAS_BIAS != 0u) {
-                out[t] = out[t] + bias[at];
-            }
-        }
-        if (!ok) {
-            out[t] = NO_SCORE;
-        }
-    }
-    return out;
-}
-
-// Weights against the new max; masked scores give exactly 0.
-fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
-    return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
-}
 
 fn max4(a: vec4<f32>) -> f32 {
     return max(max(a.x, a.y), max(a.z, a.w));

@@ -68,15 +68,27 @@ impl Kernel {
         Kernel::NarrowF16,
     ];
 
-    /// WGSL source, embedded at compile time.
+    /// WGSL source, embedded at compile time (the fused tiers with shaders/fused_common.wgsl
+    /// in front).
     pub fn source(self) -> &'static str {
         match self {
             Kernel::Scores => include_str!("../shaders/scores.wgsl"),
             Kernel::Softmax => include_str!("../shaders/softmax.wgsl"),
             Kernel::WeightedSum => include_str!("../shaders/weighted_sum.wgsl"),
-            Kernel::FusedSubgroup => include_str!("../shaders/fused_subgroup.wgsl"),
-            Kernel::FusedPortable => include_str!("../shaders/fused_portable.wgsl"),
-            Kernel::FusedTiled => include_str!("../shaders/fused_tiled.wgsl"),
+            // The fused tiers share their parameters, bindings and masking rule
+            // (shaders/fused_common.wgsl); WGSL has no include, so it is prepended here.
+            Kernel::FusedSubgroup => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedPortable => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/fused_portable.wgsl")
+            ),
+            Kernel::FusedTiled => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
             Kernel::DecodePartial => include_str!("../shaders/decode_partial.wgsl"),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),

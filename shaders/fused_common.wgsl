@@ -1,0 +1,81 @@
+// fused_common.wgsl — declarations shared by the three fused tiers (fused_tiled.wgsl,
+// fused_subgroup.wgsl, fused_portable.wgsl). Not a kernel: the registry (src/kernel.rs)
+// prepends this file to each tier's source, so the tiers agree on one parameter struct, one
+// binding table and one masking rule. WGSL resolves module-scope names in any order.
+//
+// Bindings (group 0), the same for every tier:
+//   0 params : uniform FusedParams (mirrors src/params.rs)
+//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
+//   2 k      : storage read  vec4<f32>, window of k (B, Hkv, Lk, D)
+//   3 v      : storage read  vec4<f32>, window of v (B, Hkv, Lk, Dv)
+//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
+//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
+//   6 o      : storage read_write vec4<f32>, window of out (B, Hq, Lq, Dv)
+//   7 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp as f32 bits
+// (*_win fields are in elements of the binding's own type: vec4 for q, k, v, o.)
+//
+// Specialisation (override constants): D and DV (multiples of 4, at most 128), CAUSAL,
+// HAS_BIAS, HAS_ALLOW (0 or 1).
+//
+// Masked scores become the sentinel NO_SCORE, which no real score can reach (validation
+// bounds |score| <= 2e30); weights() turns anything at or below VALID into exactly 0.
+
+struct FusedParams {
+    n_heads: u32, lq: u32, lk: u32, bh0: u32,
+    hq: u32, hkv: u32, group: u32, causal_offset: i32,
+    scale: f32, row0: u32, rows: u32, total_groups: u32,
+    q_win: u32, k_win: u32, v_win: u32, o_win: u32,
+    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
+    m_si: u32, m_sj: u32, row_groups: u32, pad0: u32,
+}
+
+override D: u32 = 64u;
+override DV: u32 = 64u;
+override CAUSAL: u32 = 0u;
+override HAS_BIAS: u32 = 0u;
+override HAS_ALLOW: u32 = 0u;
+
+const NO_SCORE: f32 = -3.0e38;
+const VALID: f32 = -1.0e38;
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+@group(0) @binding(0) var<uniform> p: FusedParams;
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read> allow: array<u32>;
+@group(0) @binding(6) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> lse: array<u32>;
+
+// Applies causal rule and masks to the scores of one row i against keys j0 .. j0+3.
+fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool) -> vec4<f32> {
+    var out = s;
+    for (var t = 0u; t < 4u; t = t + 1u) {
+        let j = j0 + t;
+        var ok = j < p.lk;
+        if (CAUSAL != 0u && causal_block) {
+            ok = ok && i32(j) <= i32(i) + p.causal_offset;
+        }
+        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
+            let b = bh / p.hq;
+            let h = bh % p.hq;
+            let at = b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
+            if (HAS_ALLOW != 0u) {
+                ok = allow[at] != 0u;
+            }
+            if (HAS_BIAS != 0u) {
+                out[t] = out[t] + bias[at];
+            }
+        }
+        if (!ok) {
+            out[t] = NO_SCORE;
+        }
+    }
+    return out;
+}
+
+// Weights against the new max; masked scores give exactly 0.
+fn weights(s: vec4<f32>, m: f32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), exp(s - m), s > vec4<f32>(VALID));
+}
