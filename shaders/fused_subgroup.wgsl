@@ -50,6 +50,21 @@
 // B1 H1 Lq8192 Lk256 D64, where a head's K fits one 64 KiB binding: 14.6 against 27);
 // scores as FMAs over key-transposed components (19.6 at R = 4); every lane loading the
 // same K/V rows (8.9); lanes reading consecutive chunks of one row (4.4).
+// Measured 2026-11-30 (instruction counts from the JIT code, timings as paired runs):
+// - perf samples fall evenly over the loop body, about 2% per 4 KiB of its 190 KiB, so no
+//   one part dominates; the body is 30.6K instructions per 8-key block, 57% mul/add;
+// - broadcasting the block's values first and then updating one row at a time, its 8
+//   weights held in registers, cut the body to 28.0K instructions (every multiply takes V
+//   from memory, no reloads) but was no faster (median paired ratio 1.01 at D = 64, 0.96
+//   at D = 128); the same for the scores (row by row, or 16-dimension groups) left LLVM
+//   reloading q for every multiply (28.3K);
+// - code size is not the limit: D = 8 .. 64 at R = 8 (bodies of 25 to 190 KiB) run at the
+//   same GFLOP/s within noise;
+// - the K/V loads are: replacing them by register values (wrong results, experiment only)
+//   gave +20%; but in a probe a lane-dependent vec4 costs about the same from a storage
+//   buffer, a uniform buffer (gathers) or an rgba32float texture (textureLoad), 2-4 ns per
+//   invocation; and uniform-buffer offsets taken from a push-constant table (which NIR
+//   treats as uniform) still became gathers, not Mesa's scalar-load path.
 
 const MAX_D4: u32 = 32u;
 
