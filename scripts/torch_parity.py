@@ -72,6 +72,9 @@ CASES = [
     ("long rows", dict(q=rand(1, 2, 8, 64), k=rand(1, 2, 5000, 64), v=rand(1, 2, 5000, 64))),
     ("decode GQA", dict(q=rand(1, 32, 1, 128), k=rand(1, 8, 4096, 128), v=rand(1, 8, 4096, 128), causal="bottom-right")),
     ("decode Lq 4", dict(q=rand(2, 8, 4, 64), k=rand(2, 2, 700, 64), v=rand(2, 2, 700, 64), causal="bottom-right")),
+    ("D 63 (padded)", dict(q=rand(2, 3, 33, 63), k=rand(2, 3, 45, 63), v=rand(2, 3, 45, 63), causal="bottom-right")),
+    ("D 5 Dv 7 (padded)", dict(q=rand(1, 2, 17, 5), k=rand(1, 2, 23, 5), v=rand(1, 2, 23, 7), causal="top-left")),
+    ("D 160 (unfused only)", dict(q=rand(1, 2, 40, 160), k=rand(1, 2, 50, 160), v=rand(1, 2, 50, 160))),
 ]
 
 

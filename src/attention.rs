@@ -13,6 +13,7 @@ use crate::plan::Chunk;
 use crate::problem::{max_abs_finite, validate_dims, validate_problem, Dims, Problem};
 use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
+use crate::widths;
 
 /// A kernel path the planner can pick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +125,11 @@ enum Inputs {
 
 /// A validated problem with its path, the reason for it, and its chunk plan.
 struct Prepared {
+    /// The problem the kernels run: for the vec4 paths (fused, decode) D and Dv are rounded
+    /// up to multiples of 4 (see [`widths`]).
     problem: Problem,
+    /// The caller's dimensions, which the outputs take.
+    user_dims: Dims,
     path: Path,
     reason: String,
     chunks: Vec<Chunk>,
@@ -173,9 +178,20 @@ fn plan_call(
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
 ) -> Result<Prepared> {
-    let problem = validate_problem(dims, opts, max_abs)?;
+    let mut problem = validate_problem(dims, opts, max_abs)?;
     check_element_counts(&problem, opts.return_weights)?;
-    let (path, reason) = choose_path(ctx, &problem, opts)?;
+    let (path, mut reason) = choose_path(ctx, &problem, opts)?;
+    if path != Path::Unfused {
+        // The scale was fixed from the caller's D by validation; padding leaves it alone.
+        problem.dims = widths::kernel_dims(dims);
+        if problem.dims != dims {
+            reason = format!(
+                "{reason}; D {} and Dv {} padded to {} and {} for vec4 loads",
+                dims.d, dims.dv, problem.dims.d, problem.dims.dv
+            );
+            check_element_counts(&problem, opts.return_weights)?;
+        }
+    }
     let chunks = match path {
         Path::Unfused => unfused::plan(ctx, &problem)?,
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
@@ -183,6 +199,7 @@ fn plan_call(
     };
     Ok(Prepared {
         problem,
+        user_dims: dims,
         path,
         reason,
         chunks,
@@ -191,7 +208,7 @@ fn plan_call(
 
 /// Peak device bytes of a prepared call (see [`MemoryEstimate`] for what each part holds).
 fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
-    let d = &plan.problem.dims;
+    let d = &plan.user_dims;
     let kv_rows = d.b * d.hkv * d.lk;
     let input_bytes =
         buffer_bytes(d.rows() * d.d) + buffer_bytes(kv_rows * d.d) + buffer_bytes(kv_rows * d.dv);
@@ -208,8 +225,8 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let outputs = out + buffer_bytes(d.rows()) + weights_bytes;
     let path_scratch = match plan.path {
         Path::Unfused => unfused::scratch_bytes(&plan.chunks),
-        Path::Fused(_) => 0,
-        Path::Decode => decode::scratch_bytes(&plan.problem, &plan.chunks),
+        Path::Fused(_) => widths::copy_bytes(d),
+        Path::Decode => decode::scratch_bytes(&plan.problem, &plan.chunks) + widths::copy_bytes(d),
     };
     // One uniform buffer per dispatch: at most three per chunk (unfused).
     let uniforms = plan.chunks.len() as u64 * 3 * buffer_bytes(64);
@@ -243,17 +260,27 @@ fn execute(
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuAttentionOutput> {
     let (problem, path) = (&plan.problem, plan.path);
-    let dims = problem.dims;
+    let (dims, kd) = (plan.user_dims, problem.dims);
     let mask_bufs = upload_mask(ctx, problem)?;
+    // Zero-padded copies for the vec4 paths when D or Dv is not a multiple of 4.
+    let kv_rows = dims.b * dims.hkv * dims.lk;
+    let pad = |name: &str, t: &GpuTensor, rows: usize, from: usize, to: usize| {
+        (from != to)
+            .then(|| widths::repack(ctx, name, &t.buffer, rows, from, to))
+            .transpose()
+    };
+    let qp = pad("q padded", q, dims.rows(), dims.d, kd.d)?;
+    let kp = pad("k padded", k, kv_rows, dims.d, kd.d)?;
+    let vp = pad("v padded", v, kv_rows, dims.dv, kd.dv)?;
     let inputs = DeviceInputs {
-        q: &q.buffer,
-        k: &k.buffer,
-        v: &v.buffer,
+        q: qp.as_ref().unwrap_or(&q.buffer),
+        k: kp.as_ref().unwrap_or(&k.buffer),
+        v: vp.as_ref().unwrap_or(&v.buffer),
         bias: mask_bufs.0.as_ref(),
         allow: mask_bufs.1.as_ref(),
     };
     let DeviceOutputs {
-        out,
+        mut out,
         lse,
         weights,
         chunks,
@@ -262,6 +289,10 @@ fn execute(
         Path::Fused(tier) => fused::run(ctx, problem, &inputs, &plan.chunks, tier)?,
         Path::Decode => decode::run(ctx, problem, &inputs, &plan.chunks)?,
     };
+    drop((qp, kp, vp));
+    if kd.dv != dims.dv {
+        out = widths::repack(ctx, "out", &out, dims.rows(), kd.dv, dims.dv)?;
+    }
     let wrap = |buffer, shape| GpuTensor {
         buffer,
         shape,

@@ -55,7 +55,8 @@ struct Inner {
     lost: Arc<Mutex<Option<String>>>,
     /// Errors that escaped every error scope (kept instead of wgpu's default panic).
     uncaptured: Arc<Mutex<Vec<String>>>,
-    /// GPU timestamps around each submission, when enabled with [`Context::enable_gpu_timing`].
+    /// GPU timestamps spanning the submissions between two reads, when enabled with
+    /// [`Context::enable_gpu_timing`].
     timestamps: Mutex<Option<Timestamps>>,
     /// A 4-byte buffer bound where a kernel's optional input (mask, bias) is absent.
     placeholder: std::sync::OnceLock<wgpu::Buffer>,
@@ -67,6 +68,8 @@ struct Inner {
 struct Timestamps {
     set: wgpu::QuerySet,
     resolved: wgpu::Buffer,
+    /// Whether a submission since the last read wrote the start stamp.
+    begun: bool,
 }
 
 impl std::fmt::Debug for Context {

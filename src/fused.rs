@@ -85,13 +85,8 @@ pub fn shape_obstacle(p: &Problem, want_weights: bool) -> Option<String> {
             "the attention weights were requested; only the unfused path materialises them".into(),
         );
     }
-    if !d.d.is_multiple_of(4) || !d.dv.is_multiple_of(4) {
-        return Some(format!(
-            "D = {} and Dv = {} must be multiples of 4 (vec4 loads)",
-            d.d, d.dv
-        ));
-    }
-    if d.d > MAX_WIDTH || d.dv > MAX_WIDTH {
+    // Other widths are padded to multiples of 4 (crate::widths), which must stay in range.
+    if crate::widths::padded(d.d) > MAX_WIDTH || crate::widths::padded(d.dv) > MAX_WIDTH {
         return Some(format!(
             "D = {} and Dv = {} must be at most {MAX_WIDTH}",
             d.d, d.dv

@@ -48,11 +48,14 @@ pub enum Kernel {
     WidenF16,
     /// `shaders/narrow_f16.wgsl`: f32 to packed f16 storage.
     NarrowF16,
+    /// `shaders/pad_columns.wgsl`: a matrix copied to another row width (zero columns added
+    /// or columns dropped).
+    PadColumns,
 }
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 13] = [
+    pub const ALL: [Kernel; 14] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -66,6 +69,7 @@ impl Kernel {
         Kernel::Rope,
         Kernel::WidenF16,
         Kernel::NarrowF16,
+        Kernel::PadColumns,
     ];
 
     /// WGSL source, embedded at compile time (the fused tiers with shaders/fused_common.wgsl
@@ -96,6 +100,7 @@ impl Kernel {
             Kernel::Rope => include_str!("../shaders/rope.wgsl"),
             Kernel::WidenF16 => include_str!("../shaders/widen_f16.wgsl"),
             Kernel::NarrowF16 => include_str!("../shaders/narrow_f16.wgsl"),
+            Kernel::PadColumns => include_str!("../shaders/pad_columns.wgsl"),
         }
     }
 
@@ -115,6 +120,7 @@ impl Kernel {
             Kernel::Rope => "rope",
             Kernel::WidenF16 => "widen_f16",
             Kernel::NarrowF16 => "narrow_f16",
+            Kernel::PadColumns => "pad_columns",
         }
     }
 
@@ -176,7 +182,9 @@ impl Kernel {
             // params, table, x
             Kernel::Rope => &[Uniform, StorageRead, StorageReadWrite],
             // params, src, dst
-            Kernel::WidenF16 | Kernel::NarrowF16 => &[Uniform, StorageRead, StorageReadWrite],
+            Kernel::WidenF16 | Kernel::NarrowF16 | Kernel::PadColumns => {
+                &[Uniform, StorageRead, StorageReadWrite]
+            }
         }
     }
 
@@ -197,6 +205,7 @@ impl Kernel {
             Kernel::WidenF16 | Kernel::NarrowF16 => {
                 std::mem::size_of::<crate::params::ConvertParams>()
             }
+            Kernel::PadColumns => std::mem::size_of::<crate::params::PadParams>(),
         }
     }
 

@@ -73,6 +73,7 @@ pub mod rng;
 pub mod seeds;
 mod tensor;
 mod unfused;
+mod widths;
 
 pub use attention::{attention, attention_gpu, memory_estimate, GpuAttentionOutput};
 pub use check::{compare, Comparison, Tolerance};

@@ -275,3 +275,23 @@ pub struct ConvertParams {
     /// Padding to 16 bytes.
     pub pad: [u32; 3],
 }
+
+/// Mirrors `PadParams` in `shaders/pad_columns.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct PadParams {
+    /// Rows of both matrices.
+    pub rows: u32,
+    /// Row width of the source.
+    pub src_cols: u32,
+    /// Row width of the destination.
+    pub dst_cols: u32,
+    /// First destination element of this dispatch, within the destination window.
+    pub base: u32,
+    /// Element of the source window where its first row starts.
+    pub src_start: u32,
+    /// Element of the destination window where its first row starts.
+    pub dst_start: u32,
+    /// Padding to 32 bytes.
+    pub pad: [u32; 2],
+}

@@ -50,6 +50,40 @@ fn widths() {
     }
 }
 
+/// D and Dv that are not multiples of 4 run on zero-padded copies (the kernels load vec4):
+/// every tier and the decode path, with the caller's shapes in the results.
+#[test]
+fn widths_that_are_not_multiples_of_four_are_padded() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(47);
+    let mut paths = tiers(&ctx);
+    paths.push(PathChoice::Decode);
+    for path in paths {
+        for (d, dv, causal) in [
+            (3, 3, Causal::TopLeft),
+            (5, 7, Causal::BottomRight),
+            (63, 1, Causal::None),
+        ] {
+            let (q, k, v) = inputs(&mut rng, [2, 2, 1, 21, 34, d, dv], 1.0);
+            let opts = AttentionOptions::default()
+                .causal(causal)
+                .path(path)
+                .with_lse();
+            let r = assert_parity(
+                &ctx,
+                &format!("{path:?} D{d} Dv{dv} {causal:?}"),
+                &q,
+                &k,
+                &v,
+                &opts,
+                Tolerance::F32,
+            );
+            assert_eq!(r.out.shape(), &[2, 2, 21, dv][..]);
+            assert!(r.plan.reason.contains("padded"), "{}", r.plan.reason);
+        }
+    }
+}
+
 /// The subgroup tier gives each invocation R = 512 / max(D, Dv) rows (4..16): row counts
 /// that leave partial workgroups and partial invocations, for R = 16, a non-power-of-two R
 /// and R = 4, must still cover every row exactly once.
@@ -344,16 +378,19 @@ fn planner_chooses_and_explains() {
     .expect("weights");
     assert_eq!(r.plan.path, "unfused");
     assert!(r.plan.reason.contains("weights"), "{}", r.plan.reason);
-    // D = 5 is not a multiple of 4: auto falls back and says why; forcing fused is an error.
+    // D = 5 runs fused on padded copies, and the reason says so.
     let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 9, 5, 5], 1.0);
+    let r =
+        wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("padded");
+    assert!(r.plan.path.starts_with("fused"), "{}", r.plan.path);
+    assert!(r.plan.reason.contains("padded to 8"), "{}", r.plan.reason);
+    // D = 130 is wider than the kernels hold: auto falls back and says why; forcing fused
+    // is an error.
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 9, 130, 130], 1.0);
     let r = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default())
         .expect("fallback");
     assert_eq!(r.plan.path, "unfused");
-    assert!(
-        r.plan.reason.contains("multiples of 4"),
-        "{}",
-        r.plan.reason
-    );
+    assert!(r.plan.reason.contains("at most 128"), "{}", r.plan.reason);
     let e = wgpu_attention::attention(
         &ctx,
         &q,

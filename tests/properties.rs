@@ -20,12 +20,16 @@ struct Case {
     amplitude: f32,
 }
 
-/// Widths: mostly the sizes models use, sometimes anything up to 256.
+/// Widths: mostly the sizes models use, sometimes awkward ones: widths that are not
+/// multiples of 4 (the vec4 kernels run them padded to the next one) and widths above the
+/// fused kernels' 128 (unfused only). A fixed list whose padded widths are the model sizes
+/// keeps the number of distinct pipelines, each compiled on first use, small enough for CI
+/// (any width up to 256 took over 20 minutes of cold compiles here).
 fn width(rng: &mut Rng) -> usize {
     match rng.below(10) {
         0..=5 => [4, 8, 16, 32, 64][rng.below(5)],
-        6 | 7 => 1 + rng.below(64),
-        _ => 1 + rng.below(256),
+        6..=8 => [1, 3, 5, 7, 13, 30, 61, 63][rng.below(8)],
+        _ => [129, 200, 256][rng.below(3)],
     }
 }
 
@@ -147,6 +151,8 @@ fn run_cases(ctx: &wgpu_attention::Context, n: usize, seed: u64, binding: Option
         }
         // Auto (the tier this adapter runs by default), the unfused path, and the tiled tier
         // where the context's limits allow it (auto picks it on GPUs, not on CPU adapters).
+        // Padded widths reach the tiled tier through tests/fused.rs; here it is forced only
+        // on widths it runs as given, which bounds the pipelines to compile.
         let fused_shape = d % 4 == 0 && dv % 4 == 0 && d <= 128 && dv <= 128;
         let tiled = wgpu_attention::fused::tier_obstacle(ctx, wgpu_attention::fused::Tier::Tiled)
             .is_none()

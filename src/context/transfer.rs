@@ -93,10 +93,17 @@ impl Context {
     }
 
     /// Submits encoded work, inside error scopes. With GPU timing on, the work is bracketed
-    /// by two empty timestamped passes in the same submission.
+    /// by two empty timestamped passes in the same submission: the first submission since
+    /// the last [`Context::last_gpu_ms`] writes the start, every submission the end, so a
+    /// call made of several submissions (padding, then the kernels) is timed whole.
     pub(crate) fn submit(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
-        let stamps = self.inner.timestamps.lock().ok();
-        let stamps = stamps.as_ref().and_then(|g| g.as_ref());
+        let mut guard = self.inner.timestamps.lock().ok();
+        let stamps = guard.as_mut().and_then(|g| g.as_mut());
+        let first = stamps.as_ref().is_some_and(|t| !t.begun);
+        if let Some(t) = stamps {
+            t.begun = true;
+        }
+        let stamps = guard.as_ref().and_then(|g| g.as_ref());
         self.scoped("dispatch", || {
             let device = &self.inner.device;
             let stamp = |index: u32, resolve: bool| {
@@ -120,9 +127,13 @@ impl Context {
                 e.finish()
             };
             if stamps.is_some() {
-                let begin = stamp(0, false);
                 let end = stamp(1, true);
-                self.inner.queue.submit([begin, encoder.finish(), end]);
+                if first {
+                    let begin = stamp(0, false);
+                    self.inner.queue.submit([begin, encoder.finish(), end]);
+                } else {
+                    self.inner.queue.submit([encoder.finish(), end]);
+                }
             } else {
                 self.inner.queue.submit(Some(encoder.finish()));
             }
@@ -171,6 +182,7 @@ impl Context {
                 usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             }),
+            begun: false,
         })?;
         if let Ok(mut slot) = self.inner.timestamps.lock() {
             *slot = Some(t);
@@ -178,10 +190,14 @@ impl Context {
         Ok(true)
     }
 
-    /// GPU time of the last submission in milliseconds, when GPU timing is on. Waits for it.
+    /// GPU time in milliseconds from the start of the first submission since the previous
+    /// call to the end of the last one, when GPU timing is on. Waits for it.
     pub fn last_gpu_ms(&self) -> Result<Option<f64>> {
         let resolved = match self.inner.timestamps.lock() {
-            Ok(g) => g.as_ref().map(|t| t.resolved.clone()),
+            Ok(mut g) => g.as_mut().map(|t| {
+                t.begun = false;
+                t.resolved.clone()
+            }),
             Err(_) => None,
         };
         let Some(buffer) = resolved else {
