@@ -3,15 +3,16 @@
 // (attention outputs are convex combinations of f16 value rows).
 //
 // Bindings (group 0):
-//   0 params : uniform ConvertParams { n: elements }
+//   0 params : uniform ConvertParams { n: elements, base: first word of this dispatch }
 //   1 src    : storage read  f32, n values
 //   2 dst    : storage read_write u32, ceil(n / 2) words
 //
-// Dispatch: one invocation per word, 64 per workgroup, numbered linearly over x and y;
-// surplus invocations return at once.
+// Dispatch: one invocation per word from word `base` on, 64 per workgroup, numbered linearly
+// over x and y; surplus invocations return at once. The host issues several dispatches when
+// the device's workgroup grid holds fewer words than the tensor.
 
 struct ConvertParams {
-    n: u32, pad0: u32, pad1: u32, pad2: u32,
+    n: u32, base: u32, pad1: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: ConvertParams;
@@ -21,7 +22,7 @@ struct ConvertParams {
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lindex: u32) {
-    let w = (wid.x + wid.y * nwg.x) * 64u + lindex;
+    let w = p.base + (wid.x + wid.y * nwg.x) * 64u + lindex;
     if (2u * w >= p.n) {
         return;
     }

@@ -90,16 +90,29 @@ fn convert(
         )));
     }
     let pipe = ctx.pipeline(&PipelineKey::plain(kernel))?;
-    let params = ctx.uniform(
-        "convert params",
-        &ConvertParams {
-            n: n as u32,
-            pad: [0; 3],
-        },
-    );
-    let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(src), whole(dst)]);
-    let groups = (n as u64).div_ceil(2).div_ceil(64);
-    ctx.run_pass("f16", |pass| budget.dispatch(pass, &pipe, &bg, groups))
+    // One dispatch covers at most the device's workgroup grid; larger tensors take several.
+    let words = (n as u64).div_ceil(2);
+    let per_dispatch = budget.max_groups() * 64;
+    let work: Vec<(wgpu::BindGroup, u64)> = (0..words)
+        .step_by(per_dispatch as usize)
+        .map(|base| {
+            let params = ctx.uniform(
+                "convert params",
+                &ConvertParams {
+                    n: n as u32,
+                    base: base as u32,
+                    pad: [0; 2],
+                },
+            );
+            let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(src), whole(dst)]);
+            (bg, per_dispatch.min(words - base).div_ceil(64))
+        })
+        .collect();
+    ctx.run_pass("f16", |pass| {
+        for (bg, groups) in &work {
+            budget.dispatch(pass, &pipe, bg, *groups);
+        }
+    })
 }
 
 /// Uploads an f16 array and widens it to an f32 device tensor.

@@ -272,8 +272,10 @@ pub struct RopeParams {
 pub struct ConvertParams {
     /// Elements to convert.
     pub n: u32,
+    /// First u32 word (two f16 values) of this dispatch.
+    pub base: u32,
     /// Padding to 16 bytes.
-    pub pad: [u32; 3],
+    pub pad: [u32; 2],
 }
 
 /// Mirrors `PadParams` in `shaders/pad_columns.wgsl`.

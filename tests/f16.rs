@@ -61,6 +61,36 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
     }
 }
 
+/// A device whose workgroup grid (2 x 2 groups of 64) holds fewer words than the tensors:
+/// the conversions split into several dispatches and the result still matches.
+#[test]
+fn conversions_split_over_a_small_workgroup_grid() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_compute_workgroups_per_dimension = 2;
+    let ctx = wgpu_attention::Context::with_options(&wgpu_attention::ContextOptions {
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .expect("small-grid context");
+    let mut rng = Rng::new(83);
+    let q = to_f16_checked("q", &rng.array(&[1, 2, 40, 16], 1.0).view()).expect("q");
+    let k = to_f16_checked("k", &rng.array(&[1, 2, 50, 16], 1.0).view()).expect("k");
+    let v = to_f16_checked("v", &rng.array(&[1, 2, 50, 20], 1.0).view()).expect("v");
+    let opts = AttentionOptions::default().path(PathChoice::Unfused);
+    let got = attention_f16(&ctx, &q, &k, &v, &opts).expect("f16 on a small grid");
+    let widen = |a: &ArrayD<f16>| a.mapv(f16::to_f32);
+    let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
+        .expect("reference")
+        .out;
+    let cpu_f16 = max_err(exact.iter().map(|&x| f16::from_f32(x).to_f32()), &exact);
+    let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
+    assert!(
+        gpu <= 2.0 * cpu_f16 + 1e-7,
+        "GPU f16 error {gpu:e} > 2 x {cpu_f16:e}"
+    );
+}
+
 #[test]
 fn values_beyond_f16_are_errors_not_infinities() {
     let a = ndarray::arr2(&[[1.0f32, 70000.0]]).into_dyn();
