@@ -91,11 +91,10 @@ fn convert(
     }
     let pipe = ctx.pipeline(&PipelineKey::plain(kernel))?;
     // One dispatch covers at most the device's workgroup grid; larger tensors take several.
-    let words = (n as u64).div_ceil(2);
-    let per_dispatch = budget.max_groups() * 64;
-    let work: Vec<(wgpu::BindGroup, u64)> = (0..words)
-        .step_by(per_dispatch as usize)
-        .map(|base| {
+    let work: Vec<(wgpu::BindGroup, u64)> = budget
+        .spans((n as u64).div_ceil(2))
+        .into_iter()
+        .map(|(base, groups)| {
             let params = ctx.uniform(
                 "convert params",
                 &ConvertParams {
@@ -105,7 +104,7 @@ fn convert(
                 },
             );
             let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(src), whole(dst)]);
-            (bg, per_dispatch.min(words - base).div_ceil(64))
+            (bg, groups)
         })
         .collect();
     ctx.run_pass("f16", |pass| {

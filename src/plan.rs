@@ -52,6 +52,17 @@ impl DeviceBudget {
         pass.dispatch_workgroups(x, y, 1);
     }
 
+    /// Splits `n` items, one per invocation and 64 invocations per workgroup, into dispatches
+    /// that each fit the grid: `(first item, workgroups)` per dispatch. For kernels that
+    /// take the first item as a parameter (pad_columns, widen_f16, narrow_f16).
+    pub(crate) fn spans(&self, n: u64) -> Vec<(u64, u64)> {
+        let per = self.max_groups() * 64;
+        (0..n)
+            .step_by(per as usize)
+            .map(|base| (base, per.min(n - base).div_ceil(64)))
+            .collect()
+    }
+
     /// (x, y) grid for `total` linearly numbered workgroups.
     pub fn grid(&self, total: u64) -> (u32, u32) {
         let x = total.clamp(1, self.max_groups_per_dim);

@@ -75,14 +75,12 @@ pub(crate) fn repack(
     }
     let dst = ctx.scratch_buffer(label, (rows * dst_cols) as u64 * 4)?;
     let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::PadColumns))?;
-    let per_dispatch = budget.max_groups() * 64;
     let mut work = Vec::new();
     for r0 in (0..rows).step_by(rows_per_window as usize) {
         let n_rows = (rows - r0).min(rows_per_window as usize);
         let src_win = window(&budget, src, r0, n_rows, src_cols);
         let dst_win = window(&budget, &dst, r0, n_rows, dst_cols);
-        let n = (n_rows * dst_cols) as u64;
-        for base in (0..n).step_by(per_dispatch as usize) {
+        for (base, groups) in budget.spans((n_rows * dst_cols) as u64) {
             let params = ctx.uniform(
                 "pad params",
                 &PadParams {
@@ -99,7 +97,7 @@ pub(crate) fn repack(
                 ctx.device(),
                 &[whole(&params), src_win.0.clone(), dst_win.0.clone()],
             );
-            work.push((bg, per_dispatch.min(n - base).div_ceil(64)));
+            work.push((bg, groups));
         }
     }
     ctx.run_pass("pad columns", |pass| {
