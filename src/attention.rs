@@ -51,8 +51,9 @@ pub struct GpuAttentionOutput {
 
 /// Scaled dot-product attention on the GPU, on host arrays; returns owned arrays.
 ///
-/// Shapes: q `(.., Hq, Lq, D)`, k `(.., Hkv, Lk, D)`, v `(.., Hkv, Lk, Dv)`, all of rank 2, 3
-/// or 4 (rank 2 and 3 mean B = 1 and H = 1). See [`AttentionOptions`] for causal rules,
+/// Shapes: q `(.., Hq, Lq, D)`, k `(.., Hkv, Lk, D)`, v `(.., Hkv, Lk, Dv)`, all of the same
+/// rank, 2 to [`crate::problem::MAX_RANK`] (rank 2 and 3 mean B = 1 and H = 1; above rank 4
+/// the batch dimensions before `(H, L, D)` fold into one batch). See [`AttentionOptions`] for causal rules,
 /// masks and optional outputs.
 pub fn attention<Sq, Sk, Sv, D>(
     ctx: &Context,

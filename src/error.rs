@@ -28,7 +28,7 @@ pub enum Error {
         reason: String,
     },
     /// An input tensor has the wrong number of dimensions.
-    #[error("{name} must have rank 2 (L, D), 3 (H, L, D) or 4 (B, H, L, D) like q; got rank {got} with shape {shape:?}")]
+    #[error("{name} must have rank 2 (L, D), 3 (H, L, D), or 4 to 8 (batch dimensions, H, L, D), like q; got rank {got} with shape {shape:?}")]
     Rank {
         /// Which input.
         name: &'static str,
@@ -61,13 +61,13 @@ pub enum Error {
         /// Key/value heads.
         hkv: usize,
     },
-    /// A mask does not broadcast to (B, Hq, Lq, Lk).
-    #[error("mask of shape {mask:?} does not broadcast to (B, Hq, Lq, Lk) = {target:?} (numpy rules: each trailing dimension must equal the target or be 1)")]
+    /// A mask does not broadcast to the scores: the batch dimensions, then (Hq, Lq, Lk).
+    #[error("mask of shape {mask:?} does not broadcast to the scores, {target:?} (numpy rules: each trailing dimension must equal the target or be 1)")]
     MaskShape {
         /// Mask shape.
         mask: Vec<usize>,
         /// Target shape.
-        target: [usize; 4],
+        target: Vec<usize>,
     },
     /// A value that must be finite is not.
     #[error(

@@ -1,7 +1,7 @@
 //! Host-side validation shared by the GPU paths and the CPU reference: shapes, options and
 //! masks become one [`Problem`], or a typed error that says what was wrong.
 
-use ndarray::{ArrayViewD, Dimension};
+use ndarray::{ArrayD, ArrayViewD, Dimension, IxDyn};
 
 use crate::error::{Error, Result};
 use crate::options::{AttentionOptions, Mask};
@@ -10,10 +10,14 @@ use crate::options::{AttentionOptions, Mask};
 /// below it, so that every difference the kernels form (score - row max) is finite in f32.
 pub const BIAS_CLAMP: f32 = 1e30;
 
+/// Highest input rank: up to five batch dimensions before `(H, L, D)`, which the kernels
+/// fold into one batch of their product (PyTorch takes any leading dimensions too).
+pub const MAX_RANK: usize = 8;
+
 /// Canonical dimensions of a problem, in the `(B, H, L, D)` layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
-    /// Batch.
+    /// Batch: the product of the batch dimensions (1 for ranks 2 and 3).
     pub b: usize,
     /// Query heads.
     pub hq: usize,
@@ -27,8 +31,11 @@ pub struct Dims {
     pub d: usize,
     /// Value width.
     pub dv: usize,
-    /// Rank of the user's inputs (2, 3 or 4); outputs get the same rank.
+    /// Rank of the user's inputs (2 to [`MAX_RANK`]); outputs get the same rank.
     pub rank: usize,
+    /// The user's batch dimensions (those before `(H, L, D)`, `rank - 3` of them for rank 4
+    /// and above), left-aligned; unused entries are 1. See [`Dims::batch_dims`].
+    pub batch_shape: [usize; MAX_RANK - 3],
 }
 
 impl Dims {
@@ -46,11 +53,30 @@ impl Dims {
         s.pop();
         s
     }
-    // `rank` is 2, 3 or 4 (validate_dims), so 4 - rank indexes the fixed array.
-    #[allow(clippy::indexing_slicing)]
+    /// The user's batch dimensions: empty for ranks 2 and 3, `[B]` for rank 4, and the
+    /// leading `rank - 3` dimensions above that.
+    pub fn batch_dims(&self) -> &[usize] {
+        self.batch_shape
+            .get(..self.rank.saturating_sub(3))
+            .unwrap_or(&[])
+    }
     fn user_shape(&self, last: usize) -> Vec<usize> {
-        let full = [self.b, self.hq, self.lq, last];
-        full[4 - self.rank..].to_vec()
+        let mut shape = self.batch_dims().to_vec();
+        if self.rank >= 3 {
+            shape.push(self.hq);
+        }
+        shape.extend([self.lq, last]);
+        shape
+    }
+    /// The shape the scores broadcast to, against which masks are checked: the batch
+    /// dimensions then `(Hq, Lq, Lk)`, or `(B, Hq, Lq, Lk)` with B = 1 for ranks 2 and 3.
+    pub fn scores_shape(&self) -> Vec<usize> {
+        if self.rank <= 4 {
+            return vec![self.b, self.hq, self.lq, self.lk];
+        }
+        let mut shape = self.batch_dims().to_vec();
+        shape.extend([self.hq, self.lq, self.lk]);
+        shape
     }
     /// Query rows over all batch-heads: `B * Hq * Lq`.
     pub fn rows(&self) -> usize {
@@ -101,44 +127,63 @@ impl Problem {
     }
 }
 
-// Indices below are into fixed [usize; 4] arrays, by axes 0..4 or by 4 - rank with rank
-// checked to be at most 4 first.
-#[allow(clippy::indexing_slicing)]
-fn to4(name: &'static str, shape: &[usize]) -> Result<[usize; 4]> {
-    if !(2..=4).contains(&shape.len()) {
-        return Err(Error::Rank {
-            name,
-            got: shape.len(),
-            shape: shape.to_vec(),
-        });
+/// One input's shape, split into its batch dimensions and `(H, L, width)` (H = 1 at rank 2).
+struct Split<'a> {
+    batch: &'a [usize],
+    heads: usize,
+    len: usize,
+    width: usize,
+}
+
+fn split<'a>(name: &'static str, shape: &'a [usize]) -> Result<Split<'a>> {
+    let rank_error = || Error::Rank {
+        name,
+        got: shape.len(),
+        shape: shape.to_vec(),
+    };
+    if shape.len() > MAX_RANK {
+        return Err(rank_error());
     }
-    if shape.contains(&0) {
+    if shape.len() >= 2 && shape.contains(&0) {
         return Err(Error::ZeroSize {
             name,
             shape: shape.to_vec(),
         });
     }
-    let mut s = [1usize; 4];
-    s[4 - shape.len()..].copy_from_slice(shape);
-    Ok(s)
+    match *shape {
+        [len, width] => Ok(Split {
+            batch: &[],
+            heads: 1,
+            len,
+            width,
+        }),
+        [ref batch @ .., heads, len, width] => Ok(Split {
+            batch,
+            heads,
+            len,
+            width,
+        }),
+        _ => Err(rank_error()),
+    }
 }
 
 /// Checks q, k and v shapes against each other.
 pub fn validate_dims(q: &[usize], k: &[usize], v: &[usize]) -> Result<Dims> {
-    let q4 = to4("q", q)?;
-    let k4 = to4("k", k)?;
-    let v4 = to4("v", v)?;
+    let qs = split("q", q)?;
+    let ks = split("k", k)?;
+    let vs = split("v", v)?;
     if k.len() != q.len() || v.len() != q.len() {
         return Err(Error::mismatch(format_args!(
             "q, k and v must have the same rank; got q {q:?}, k {k:?}, v {v:?}"
         )));
     }
-    let [b, hq, lq, d] = q4;
-    let [kb, hkv, lk, kd] = k4;
-    let [vb, vh, vl, dv] = v4;
-    if kb != b || vb != b {
+    let (hq, lq, d) = (qs.heads, qs.len, qs.width);
+    let (hkv, lk, kd) = (ks.heads, ks.len, ks.width);
+    let (vh, vl, dv) = (vs.heads, vs.len, vs.width);
+    if ks.batch != qs.batch || vs.batch != qs.batch {
         return Err(Error::mismatch(format_args!(
-            "batch differs: q has {b}, k has {kb}, v has {vb}"
+            "batch dimensions differ: q has {:?}, k has {:?}, v has {:?}",
+            qs.batch, ks.batch, vs.batch
         )));
     }
     if vh != hkv {
@@ -165,8 +210,12 @@ pub fn validate_dims(q: &[usize], k: &[usize], v: &[usize]) -> Result<Dims> {
             "sequence lengths must be below 2^31; got Lq {lq}, Lk {lk}"
         )));
     }
+    let mut batch_shape = [1usize; MAX_RANK - 3];
+    for (slot, &n) in batch_shape.iter_mut().zip(qs.batch) {
+        *slot = n;
+    }
     Ok(Dims {
-        b,
+        b: qs.batch.iter().product(),
         hq,
         hkv,
         lq,
@@ -174,6 +223,7 @@ pub fn validate_dims(q: &[usize], k: &[usize], v: &[usize]) -> Result<Dims> {
         d,
         dv,
         rank: q.len(),
+        batch_shape,
     })
 }
 
@@ -246,68 +296,119 @@ pub fn validate_problem(
     })
 }
 
-// See `to4`: fixed [usize; 4] arrays, axes 0..4, rank checked to be at most 4 first.
+/// How a mask's elements map onto the kernels' `(b, h, i, j)` indexing.
+struct MaskLayout {
+    /// Element strides over `(b, h, i, j)`, 0 on broadcast dimensions.
+    strides: [usize; 4],
+    /// `Some(shape)`: the mask must first be broadcast to this shape on the host, because
+    /// it broadcasts over some batch dimensions but not others, which one stride over the
+    /// folded batch cannot express (e.g. a `(2, 1, H, Lq, Lk)` mask for `(2, 3, H, Lq, D)`
+    /// inputs).
+    expand: Option<Vec<usize>>,
+}
+
+// Indices below are by axes 0..4 of fixed [usize; 4] arrays, or into `padded`, whose length
+// `target.len()` is at least 4 (scores_shape) and which is checked against `mask_shape`.
 #[allow(clippy::indexing_slicing)]
-fn broadcast_strides(mask_shape: &[usize], dims: &Dims) -> Result<[usize; 4]> {
-    let target = [dims.b, dims.hq, dims.lq, dims.lk];
+fn mask_layout(mask_shape: &[usize], dims: &Dims) -> Result<MaskLayout> {
+    let target = dims.scores_shape();
     let err = || Error::MaskShape {
         mask: mask_shape.to_vec(),
-        target,
+        target: target.clone(),
     };
-    if mask_shape.len() > 4 || mask_shape.contains(&0) {
+    if mask_shape.len() > target.len() || mask_shape.contains(&0) {
         return Err(err());
     }
-    let mut m4 = [1usize; 4];
-    m4[4 - mask_shape.len()..].copy_from_slice(mask_shape);
+    let mut padded = vec![1usize; target.len() - mask_shape.len()];
+    padded.extend_from_slice(mask_shape);
+    if padded.iter().zip(&target).any(|(&m, &t)| m != t && m != 1) {
+        return Err(err());
+    }
+    // The batch axes fold into one stride when the mask spans all of them or none of them
+    // (axes of size 1 in the target do not matter).
+    let n_batch = target.len() - 3;
+    let (mask_batch, target_batch) = (&padded[..n_batch], &target[..n_batch]);
+    let spans = |full: bool| {
+        mask_batch
+            .iter()
+            .zip(target_batch)
+            .all(|(&m, &t)| t == 1 || (m == t) == full)
+    };
+    let expand = (!spans(true) && !spans(false)).then(|| {
+        let mut shape = target_batch.to_vec();
+        shape.extend_from_slice(&padded[n_batch..]);
+        shape
+    });
+    let folded_batch = if spans(false) { 1 } else { dims.b };
+    let m4 = [
+        folded_batch,
+        padded[n_batch],
+        padded[n_batch + 1],
+        padded[n_batch + 2],
+    ];
     let mut strides = [0usize; 4];
     let mut running = 1usize;
     for axis in (0..4).rev() {
-        if m4[axis] != target[axis] && m4[axis] != 1 {
-            return Err(err());
-        }
         strides[axis] = if m4[axis] == 1 { 0 } else { running };
         running *= m4[axis];
     }
-    Ok(strides)
+    Ok(MaskLayout { strides, expand })
+}
+
+/// A mask's values in the row-major order of `layout` (broadcast first if it must be).
+fn laid_out<T: Copy>(values: ArrayD<T>, layout: &MaskLayout) -> Result<Vec<T>> {
+    match &layout.expand {
+        None => Ok(values.iter().copied().collect()),
+        Some(shape) => values
+            .broadcast(IxDyn(shape))
+            .map(|b| b.iter().copied().collect())
+            .ok_or_else(|| {
+                Error::mismatch(format_args!(
+                    "mask of shape {:?} could not be broadcast to {shape:?}",
+                    values.shape()
+                ))
+            }),
+    }
 }
 
 fn prepare_mask(mask: &Mask<'_>, dims: &Dims) -> Result<MaskData> {
     match mask {
         Mask::Bool(m) => {
-            let strides = broadcast_strides(m.shape(), dims)?;
-            // iter() walks in logical (row-major) order whatever the memory layout.
-            let allow = m.iter().map(|&a| u32::from(a)).collect();
+            let layout = mask_layout(m.shape(), dims)?;
+            let allow = laid_out(m.mapv(u32::from), &layout)?;
             Ok(MaskData {
                 bias: None,
                 allow: Some(allow),
-                strides,
+                strides: layout.strides,
             })
         }
         Mask::Additive(m) => {
-            let strides = broadcast_strides(m.shape(), dims)?;
-            let mut bias = Vec::with_capacity(m.len());
-            let mut allow = Vec::with_capacity(m.len());
-            let mut any_masked = false;
-            for (idx, &x) in m.indexed_iter() {
-                if x == f32::NEG_INFINITY {
-                    any_masked = true;
-                    bias.push(0.0);
-                    allow.push(0);
-                } else if x.is_finite() {
-                    bias.push(x.clamp(-BIAS_CLAMP, BIAS_CLAMP));
-                    allow.push(1);
-                } else {
-                    return Err(Error::NonFinite {
-                        name: "mask",
-                        value: x.to_string(),
-                        index: idx.slice().to_vec(),
-                    });
-                }
+            let layout = mask_layout(m.shape(), dims)?;
+            if let Some((idx, x)) = m
+                .indexed_iter()
+                .find(|(_, x)| !x.is_finite() && **x != f32::NEG_INFINITY)
+            {
+                return Err(Error::NonFinite {
+                    name: "mask",
+                    value: x.to_string(),
+                    index: idx.slice().to_vec(),
+                });
             }
+            let any_masked = m.iter().any(|&x| x == f32::NEG_INFINITY);
+            let bias = m.mapv(|x| {
+                if x == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    x.clamp(-BIAS_CLAMP, BIAS_CLAMP)
+                }
+            });
+            let allow = any_masked
+                .then(|| laid_out(m.mapv(|x| u32::from(x != f32::NEG_INFINITY)), &layout))
+                .transpose()?;
             Ok(MaskData {
-                bias: Some(bias),
-                allow: any_masked.then_some(allow),
-                strides,
+                bias: Some(laid_out(bias, &layout)?),
+                allow,
+                strides: layout.strides,
             })
         }
     }

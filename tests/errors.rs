@@ -17,8 +17,11 @@ fn shape_errors_name_the_problem() {
     let o = AttentionOptions::default();
     let e = err(&[4], &[4], &[4], &o);
     assert!(matches!(e, Error::Rank { got: 1, .. }), "{e}");
-    let e = err(&[1, 1, 1, 2, 4], &[1, 1, 1, 2, 4], &[1, 1, 1, 2, 4], &o);
-    assert!(matches!(e, Error::Rank { got: 5, .. }), "{e}");
+    let nine = [1, 1, 1, 1, 1, 1, 1, 2, 4];
+    let e = err(&nine, &nine, &nine, &o);
+    assert!(matches!(e, Error::Rank { got: 9, .. }), "{e}");
+    let e = err(&[2, 3, 1, 5, 4], &[2, 1, 1, 5, 4], &[2, 1, 1, 5, 4], &o);
+    assert!(e.to_string().contains("batch dimensions differ"), "{e}");
     let e = err(&[2, 5, 4], &[5, 4], &[5, 4], &o);
     assert!(e.to_string().contains("same rank"), "{e}");
     let e = err(&[2, 1, 5, 4], &[3, 1, 5, 4], &[3, 1, 5, 4], &o);
@@ -94,6 +97,12 @@ fn mask_errors() {
         err(&[5, 4], &[6, 4], &[6, 4], &o),
         Error::MaskShape { .. }
     ));
+    // Above rank 4 a mask's batch dimensions broadcast one by one, like numpy's.
+    let m = ndarray::ArrayD::from_elem(IxDyn(&[3, 1, 1, 5, 6]), true);
+    let o = AttentionOptions::default().mask(Mask::Bool(m.view()));
+    let e = err(&[2, 3, 1, 5, 4], &[2, 3, 1, 6, 4], &[2, 3, 1, 6, 4], &o);
+    assert!(matches!(e, Error::MaskShape { .. }), "{e}");
+    assert!(e.to_string().contains("[2, 3, 1, 5, 6]"), "{e}");
     let mut f = ndarray::ArrayD::zeros(IxDyn(&[5, 6]));
     f[[1, 1]] = f32::INFINITY;
     let o = AttentionOptions::default().mask(Mask::Additive(f.view()));

@@ -3,7 +3,7 @@
 //!
 //! GPU vs the CPU reference over a seeded grid: lengths and widths that are not tile
 //! multiples, Lq != Lk both ways, B*H > 1, GQA, both causal alignments, masks, large logits,
-//! custom scale, Dv != D, ranks 2 to 4. Outputs are NaN-filled before every dispatch (the
+//! custom scale, Dv != D, ranks 2 to 6. Outputs are NaN-filled before every dispatch (the
 //! library does this), so a kernel that skips a write fails here.
 
 mod common;
@@ -325,6 +325,56 @@ fn ranks_two_and_three() {
         .with_lse();
     let r = assert_parity(&ctx, "rank 3 GQA", &q, &k, &v, &opts, Tolerance::F32);
     assert_eq!(r.out.shape(), &[4, 10, 3]);
+}
+
+#[test]
+fn ranks_above_four() {
+    // Batch dimensions before (H, L, D) fold into one batch on the device; masks broadcast
+    // over them one by one ((2, 1, ..) spans only the first, which is expanded on the host).
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(19);
+    let (q, k, v) = (
+        rng.array(&[2, 3, 4, 13, 16], 1.0),
+        rng.array(&[2, 3, 2, 21, 16], 1.0),
+        rng.array(&[2, 3, 2, 21, 12], 1.0),
+    );
+    let allow = rng.bool_array(&[2, 1, 4, 13, 21], 0.7);
+    let bias = rng.array(&[3, 1, 1, 21], 1.0);
+    let masks = [
+        None,
+        Some(Mask::Bool(allow.view())),
+        Some(Mask::Additive(bias.view())),
+    ];
+    for mask in masks {
+        for causal in CAUSALS {
+            let mut opts = AttentionOptions::default().causal(causal).with_lse();
+            if let Some(m) = &mask {
+                opts = opts.mask(m.clone());
+            }
+            let what = format!("rank 5, mask {:?}, {causal:?}", mask.is_some());
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            assert_eq!(r.out.shape(), &[2, 3, 4, 13, 12]);
+        }
+    }
+    // Rank 6 with few query rows (the decode path's shape).
+    let (q, k, v) = (
+        rng.array(&[2, 1, 2, 4, 2, 32], 1.0),
+        rng.array(&[2, 1, 2, 1, 300, 32], 1.0),
+        rng.array(&[2, 1, 2, 1, 300, 32], 1.0),
+    );
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .with_lse();
+    for path in [
+        PathChoice::Auto,
+        PathChoice::Decode,
+        PathChoice::FusedPortable,
+    ] {
+        let opts = opts.clone().path(path);
+        let what = format!("rank 6, {path:?}");
+        let r = common::assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert_eq!(r.out.shape(), &[2, 1, 2, 4, 2, 32]);
+    }
 }
 
 #[test]

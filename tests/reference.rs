@@ -1,6 +1,7 @@
 //! The reference itself, on cases with known answers.
 
-use ndarray::{array, ArrayD, IxDyn};
+use ndarray::{array, s, ArrayD, IxDyn};
+use wgpu_attention::rng::Rng;
 use wgpu_attention::{reference, AttentionOptions, Causal, Mask};
 
 fn close(a: f32, b: f32) -> bool {
@@ -104,4 +105,75 @@ fn grouped_query_heads_read_their_kv_head() {
     let r = reference::attention(&q, &k, &v, &AttentionOptions::default()).unwrap();
     let got: Vec<f32> = r.out.iter().copied().collect();
     assert_eq!(got, vec![10.0, 10.0, 20.0, 20.0]);
+}
+
+#[test]
+fn batch_dimensions_above_rank_four_match_the_slices() {
+    // Rank-5 inputs fold their two batch dimensions into one; each (i, j) slice computed on
+    // its own (rank 3, with the mask broadcast by ndarray and sliced) must give the same rows.
+    // The masks span both batch dimensions, neither, or only one (which the library has to
+    // broadcast on the host, since one stride over the folded batch cannot express it).
+    let mut rng = Rng::new(31);
+    let (q, k, v) = (
+        rng.array(&[2, 3, 4, 6, 8], 1.0),
+        rng.array(&[2, 3, 2, 9, 8], 1.0),
+        rng.array(&[2, 3, 2, 9, 5], 1.0),
+    );
+    let full = [2, 3, 4, 6, 9];
+    let shapes: [&[usize]; 5] = [
+        &full,
+        &[6, 9],
+        &[2, 1, 4, 6, 9],
+        &[3, 1, 1, 9],
+        &[1, 3, 4, 1, 9],
+    ];
+    for shape in shapes {
+        let bias = rng
+            .array(shape, 1.0)
+            .mapv(|x| if x < -1.0 { f32::NEG_INFINITY } else { x });
+        let allow = rng.bool_array(shape, 0.7);
+        let bias_full = bias.broadcast(IxDyn(&full)).unwrap();
+        let allow_full = allow.broadcast(IxDyn(&full)).unwrap();
+        for additive in [true, false] {
+            let mask = if additive {
+                Mask::Additive(bias.view())
+            } else {
+                Mask::Bool(allow.view())
+            };
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .mask(mask)
+                .with_lse();
+            let whole = reference::attention(&q, &k, &v, &opts).unwrap();
+            assert_eq!(whole.out.shape(), &[2, 3, 4, 6, 5]);
+            let lse = whole.lse.as_ref().unwrap();
+            assert_eq!(lse.shape(), &[2, 3, 4, 6]);
+            for i in 0..2 {
+                for j in 0..3 {
+                    let part = |x: &ArrayD<f32>| x.slice(s![i, j, .., .., ..]).to_owned();
+                    let bias_ij = bias_full.slice(s![i, j, .., .., ..]).to_owned();
+                    let allow_ij = allow_full.slice(s![i, j, .., .., ..]).to_owned();
+                    let mask_ij = if additive {
+                        Mask::Additive(bias_ij.view().into_dyn())
+                    } else {
+                        Mask::Bool(allow_ij.view().into_dyn())
+                    };
+                    let opts_ij = AttentionOptions::default()
+                        .causal(Causal::BottomRight)
+                        .mask(mask_ij)
+                        .with_lse();
+                    let one =
+                        reference::attention(&part(&q), &part(&k), &part(&v), &opts_ij).unwrap();
+                    let what = format!("mask {shape:?} additive {additive} slice ({i}, {j})");
+                    assert_eq!(
+                        whole.out.slice(s![i, j, .., .., ..]).into_dyn(),
+                        one.out,
+                        "{what}"
+                    );
+                    let lse_ij = lse.slice(s![i, j, .., ..]).into_dyn();
+                    assert_eq!(lse_ij, one.lse.unwrap(), "{what}");
+                }
+            }
+        }
+    }
 }
