@@ -23,7 +23,7 @@ RUN:
         [--weights W.npy] [--path auto|unfused|fused|fused-subgroup|fused-portable|fused-tiled|decode]
         [--check [--atol A] [--rtol R]] [--dtype f32|f16]
 
-    Inputs: float32 or float64 .npy (C order, little-endian), rank 2 (L, D), 3 (H, L, D),
+    Inputs: float32, float64 or float16 .npy (little-endian, C or Fortran order), rank 2 (L, D), 3 (H, L, D),
     4 (B, H, L, D) or up to 8 (several batch dimensions before H, L, D); k and v may have fewer heads than q (grouped-query attention). The mask is
     bool (true = may attend) or float (added to the scores; -inf masks out), broadcast to
     (batch dims.., H, Lq, Lk). --check compares with the CPU reference (default atol 1e-4, rtol 1e-3).

@@ -1,7 +1,7 @@
 //! Reading and writing `.npy` files as numpy and PyTorch (`np.save(t.numpy())`) write them.
 //!
 //! Read: little-endian float32 (`<f4`), float16 (`<f2`, exact in f32), float64 (`<f8`,
-//! converted to f32; values beyond the f32 range are an error), and bool (`|b1`), C order,
+//! converted to f32; values beyond the f32 range are an error), and bool (`|b1`), C or Fortran order,
 //! format versions 1, 2 and 3. Everything
 //! else is refused with a message that names the problem and what was expected; the size the
 //! header claims is checked against the file before anything is allocated.
@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
 
 use crate::error::{Error, Result};
 
@@ -104,7 +104,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
         .ok_or_else(|| fail(name, "truncated header"))?;
     let header = std::str::from_utf8(bytes.get(header_start..data_start).ok_or_else(truncated)?)
         .map_err(|_| fail(name, "header is not valid text"))?;
-    let (dtype, shape) = parse_header(name, header)?;
+    let (dtype, shape, fortran) = parse_header(name, header)?;
     let count = shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
@@ -130,7 +130,9 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
             ),
         ));
     }
-    let dim = IxDyn(&shape);
+    // Fortran-order files (numpy writes them for F-contiguous arrays, e.g. a transposed 2-D
+    // tensor) are read in that order and copied to row-major, which the rest assumes.
+    let dim = IxDyn(&shape).set_f(fortran);
     match dtype {
         Dtype::F16 => {
             // Every f16 value is exactly an f32.
@@ -139,8 +141,10 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                 .filter_map(|c| <[u8; 2]>::try_from(c).ok())
                 .map(|c| half::f16::from_le_bytes(c).to_f32())
                 .collect();
-            let a =
-                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            let a = ArrayD::from_shape_vec(dim.clone(), v)
+                .map_err(|e| fail(name, e.to_string()))?
+                .as_standard_layout()
+                .into_owned();
             Ok(NpyArray::F32(a))
         }
         Dtype::F32 => {
@@ -148,8 +152,10 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                 .chunks_exact(4)
                 .filter_map(|c| <[u8; 4]>::try_from(c).ok().map(f32::from_le_bytes))
                 .collect();
-            let a =
-                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            let a = ArrayD::from_shape_vec(dim.clone(), v)
+                .map_err(|e| fail(name, e.to_string()))?
+                .as_standard_layout()
+                .into_owned();
             Ok(NpyArray::F32(a))
         }
         Dtype::F64 => {
@@ -168,8 +174,10 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                 }
                 v.push(y);
             }
-            let a =
-                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            let a = ArrayD::from_shape_vec(dim.clone(), v)
+                .map_err(|e| fail(name, e.to_string()))?
+                .as_standard_layout()
+                .into_owned();
             Ok(NpyArray::F32(a))
         }
         Dtype::Bool => {
@@ -186,8 +194,10 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                     }
                 }
             }
-            let a =
-                ArrayD::from_shape_vec(dim.clone(), v).map_err(|e| fail(name, e.to_string()))?;
+            let a = ArrayD::from_shape_vec(dim.clone(), v)
+                .map_err(|e| fail(name, e.to_string()))?
+                .as_standard_layout()
+                .into_owned();
             Ok(NpyArray::Bool(a))
         }
     }
@@ -219,7 +229,8 @@ fn dict_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     None
 }
 
-fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
+/// The header's dtype, shape, and whether the data is in Fortran (column-major) order.
+fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>, bool)> {
     let h = header.trim();
     if !h.starts_with('{') {
         return Err(fail(name, "corrupt header: expected a Python dict literal"));
@@ -259,19 +270,16 @@ fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
     };
     let fortran = dict_value(h, "fortran_order")
         .ok_or_else(|| fail(name, "corrupt header: no 'fortran_order'"))?;
-    match fortran {
-        "False" => {}
-        "True" => return Err(fail(
-            name,
-            "Fortran-order arrays are not supported; save a C-order array (np.ascontiguousarray)",
-        )),
+    let fortran = match fortran {
+        "False" => false,
+        "True" => true,
         other => {
             return Err(fail(
                 name,
                 format!("corrupt header: fortran_order is '{other}'"),
             ))
         }
-    }
+    };
     let shape_text =
         dict_value(h, "shape").ok_or_else(|| fail(name, "corrupt header: no 'shape'"))?;
     let inner = shape_text
@@ -293,7 +301,7 @@ fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>)> {
         })?;
         shape.push(n);
     }
-    Ok((dtype, shape))
+    Ok((dtype, shape, fortran))
 }
 
 fn encode(

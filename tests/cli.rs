@@ -153,7 +153,6 @@ fn bad_inputs_exit_2_and_write_nothing() {
     let ints = raw_npy(&dir, "ints.npy", "<i8", "False", "(5, 4)", &[0; 160]);
     let complex = raw_npy(&dir, "complex.npy", "<c8", "False", "(5, 4)", &[0; 160]);
     let big_endian = raw_npy(&dir, "bigendian.npy", ">f4", "False", "(5, 4)", &[0; 80]);
-    let fortran = raw_npy(&dir, "fortran.npy", "<f4", "True", "(5, 4)", &[0; 80]);
     let scalar = raw_npy(&dir, "scalar.npy", "<f4", "False", "()", &[0; 4]);
     let absurd = raw_npy(
         &dir,
@@ -199,10 +198,6 @@ fn bad_inputs_exit_2_and_write_nothing() {
         (
             vec!["--q", &good, "--k", &good, "--v", &big_endian],
             "bigendian.npy",
-        ),
-        (
-            vec!["--q", &fortran, "--k", &good, "--v", &good],
-            "fortran.npy",
         ),
         (
             vec!["--q", &scalar, "--k", &good, "--v", &good],
