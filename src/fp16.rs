@@ -73,7 +73,10 @@ fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
         .collect()
 }
 
-/// Runs one conversion kernel over whole buffers.
+/// Runs one conversion kernel over `n` values: `src` and `dst` are the packed words and the
+/// f32 values (widening) or the other way round (narrowing). The tensor is converted in
+/// windows that fit the device's storage binding, each split into dispatches that fit its
+/// workgroup grid, so any tensor the device can allocate converts.
 fn convert(
     ctx: &Context,
     kernel: Kernel,
@@ -82,36 +85,64 @@ fn convert(
     n: usize,
 ) -> Result<()> {
     let budget = DeviceBudget::from_limits(&ctx.limits());
-    if n as u64 * 4 > budget.max_binding {
+    // A window of w words binds 4w bytes of words and up to 8w bytes of f32 values; starting
+    // on a multiple of align/4 words puts both offsets on the alignment.
+    let align_words = (budget.align / 4).max(1);
+    let window_words = budget.max_binding / 8 / align_words * align_words;
+    if window_words == 0 {
         return Err(Error::too_large(format_args!(
-            "f16 conversion of {n} values needs a {} byte binding; max is {}",
-            n * 4,
-            budget.max_binding
+            "f16 conversion: a {} byte storage binding holds no aligned window of values \
+             (alignment {} bytes)",
+            budget.max_binding, budget.align
         )));
     }
+    let (words_buffer, values_buffer) = match kernel {
+        Kernel::WidenF16 => (src, dst),
+        _ => (dst, src),
+    };
+    let n = n as u64;
+    let n_words = n.div_ceil(2);
     let pipe = ctx.pipeline(&PipelineKey::plain(kernel))?;
-    // One dispatch covers at most the device's workgroup grid; larger tensors take several.
-    let work: Vec<(wgpu::BindGroup, u64)> = budget
-        .spans((n as u64).div_ceil(2))
-        .into_iter()
-        .map(|(base, groups)| {
+    let mut work = Vec::new();
+    for w0 in (0..n_words).step_by(window_words as usize) {
+        let words = (n_words - w0).min(window_words);
+        let values = (n - 2 * w0).min(2 * words);
+        let words_part = part(words_buffer, 4 * w0, 4 * words);
+        let values_part = part(values_buffer, 8 * w0, 4 * values);
+        let (src_part, dst_part) = match kernel {
+            Kernel::WidenF16 => (words_part, values_part),
+            _ => (values_part, words_part),
+        };
+        for (base, groups) in budget.spans(words) {
             let params = ctx.uniform(
                 "convert params",
                 &ConvertParams {
-                    n: n as u32,
+                    n: values as u32,
                     base: base as u32,
                     pad: [0; 2],
                 },
             );
-            let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(src), whole(dst)]);
-            (bg, groups)
-        })
-        .collect();
+            let bg = pipe.bind_group(
+                ctx.device(),
+                &[whole(&params), src_part.clone(), dst_part.clone()],
+            );
+            work.push((bg, groups));
+        }
+    }
     ctx.run_pass("f16", |pass| {
         for (bg, groups) in &work {
             budget.dispatch(pass, &pipe, bg, *groups);
         }
     })
+}
+
+/// Bytes `offset .. offset + size` of `buffer` as a binding.
+fn part(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer,
+        offset,
+        size: std::num::NonZeroU64::new(size),
+    }
 }
 
 /// Uploads an f16 array and widens it to an f32 device tensor.

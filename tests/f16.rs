@@ -61,22 +61,26 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
     }
 }
 
-/// A device whose workgroup grid (2 x 2 groups of 64) holds fewer words than the tensors:
-/// the conversions split into several dispatches and the result still matches.
+/// A device whose workgroup grid (2 x 2 groups of 64) holds fewer words than the tensors, and
+/// whose 4 KiB storage bindings hold less than q, k or v in f32: the conversions split into
+/// windows and dispatches, and the result still matches.
 #[test]
-fn conversions_split_over_a_small_workgroup_grid() {
+fn conversions_split_over_a_small_workgroup_grid_and_small_bindings() {
     let Some(base) = common::ctx() else { return };
     let mut limits = base.limits();
     limits.max_compute_workgroups_per_dimension = 2;
+    limits.max_storage_buffer_binding_size = 4096;
     let ctx = wgpu_attention::Context::with_options(&wgpu_attention::ContextOptions {
         limits: Some(limits),
         ..Default::default()
     })
     .expect("small-grid context");
     let mut rng = Rng::new(83);
-    let q = to_f16_checked("q", &rng.array(&[1, 2, 40, 16], 1.0).view()).expect("q");
+    let q = to_f16_checked("q", &rng.array(&[1, 2, 60, 16], 1.0).view()).expect("q");
     let k = to_f16_checked("k", &rng.array(&[1, 2, 50, 16], 1.0).view()).expect("k");
-    let v = to_f16_checked("v", &rng.array(&[1, 2, 50, 20], 1.0).view()).expect("v");
+    let v = to_f16_checked("v", &rng.array(&[1, 2, 50, 12], 1.0).view()).expect("v");
+    // q, k, v and the output take 7.5, 6.25, 4.7 and 5.6 KiB in f32; one kv head fits a
+    // binding.
     let opts = AttentionOptions::default().path(PathChoice::Unfused);
     let got = attention_f16(&ctx, &q, &k, &v, &opts).expect("f16 on a small grid");
     let widen = |a: &ArrayD<f16>| a.mapv(f16::to_f32);
