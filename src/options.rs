@@ -69,7 +69,8 @@ pub enum PathChoice {
 pub struct AttentionOptions<'a> {
     /// Causal rule.
     pub causal: Causal,
-    /// Multiplier of Q Kᵀ; `None` means `1/sqrt(D)`. Must be finite and positive.
+    /// Multiplier of Q Kᵀ; `None` means `1/sqrt(D)`. Any finite value (0 gives uniform
+    /// weights over the visible keys; negative values are allowed, as in PyTorch).
     pub scale: Option<f32>,
     /// Optional mask; combines with `causal` (both apply).
     pub mask: Option<Mask<'a>>,

@@ -266,16 +266,18 @@ pub fn validate_problem(
 ) -> Result<Problem> {
     let scale = match opts.scale {
         None => 1.0 / (dims.d as f32).sqrt(),
-        Some(s) if s.is_finite() && s > 0.0 => s,
+        // Any finite value, as in PyTorch: 0 gives uniform weights, a negative scale flips
+        // the scores' order.
+        Some(s) if s.is_finite() => s,
         Some(s) => {
             return Err(Error::InvalidOption {
                 name: "scale",
-                reason: format!("must be finite and positive; got {s}"),
+                reason: format!("must be finite; got {s}"),
             })
         }
     };
     if let Some((mq, mk)) = max_abs {
-        let bound = f64::from(scale) * dims.d as f64 * f64::from(mq) * f64::from(mk);
+        let bound = f64::from(scale.abs()) * dims.d as f64 * f64::from(mq) * f64::from(mk);
         if bound > f64::from(BIAS_CLAMP) {
             return Err(Error::too_large(format_args!(
                 "scores could reach {bound:.3e} (scale {scale} x D {} x max|q| {mq} x max|k| {mk}); \

@@ -209,7 +209,7 @@ fn bad_inputs_exit_2_and_write_nothing() {
         ),
         (vec!["--q", &good, "--k", &good, "--v", &inf], "inf.npy"),
         (
-            vec!["--q", &good, "--k", &good, "--v", &good, "--scale", "-1"],
+            vec!["--q", &good, "--k", &good, "--v", &good, "--scale", "inf"],
             "scale",
         ),
         (

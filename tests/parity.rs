@@ -275,8 +275,9 @@ fn large_logits_and_custom_scale() {
         );
     }
     let (q, k, v) = case.inputs(&mut rng, 1.0);
-    // A scale of 3 at D = 64 makes logits 24x the default: judged like large logits.
-    for scale in [0.01f32, 0.5, 3.0] {
+    // A scale of 3 at D = 64 makes logits 24x the default: judged like large logits. 0 gives
+    // uniform weights; a negative scale (PyTorch allows it) flips the scores.
+    for scale in [0.0f32, -0.7, 0.01, 0.5, 3.0] {
         let opts = AttentionOptions::default().scale(scale);
         common::assert_parity_conditioned(&ctx, &format!("scale {scale}"), &q, &k, &v, &opts);
         let unfused = opts.clone().path(PathChoice::Unfused);

@@ -177,3 +177,43 @@ fn batch_dimensions_above_rank_four_match_the_slices() {
         }
     }
 }
+
+#[test]
+fn zero_and_negative_scales() {
+    // Scale 0: every visible key weighs the same, so each row is the mean of its visible V
+    // rows. A negative scale equals the positive one with K negated.
+    let mut rng = Rng::new(32);
+    let (q, k, v) = (
+        rng.array(&[2, 5, 8], 1.0),
+        rng.array(&[2, 7, 8], 1.0),
+        rng.array(&[2, 7, 3], 1.0),
+    );
+    let opts = AttentionOptions::default()
+        .scale(0.0)
+        .causal(Causal::BottomRight);
+    let r = reference::attention(&q, &k, &v, &opts).unwrap();
+    for h in 0..2 {
+        for i in 0..5 {
+            let visible = i + 3; // keys j <= i + (7 - 5)
+            for c in 0..3 {
+                let mean = (0..visible).map(|j| v[[h, j, c]]).sum::<f32>() / visible as f32;
+                assert!(
+                    close(r.out[[h, i, c]], mean),
+                    "row {i}: {} vs {mean}",
+                    r.out[[h, i, c]]
+                );
+            }
+        }
+    }
+    let neg = reference::attention(&q, &k, &v, &AttentionOptions::default().scale(-0.7)).unwrap();
+    let flipped = reference::attention(
+        &q,
+        &k.mapv(|x| -x),
+        &v,
+        &AttentionOptions::default().scale(0.7),
+    )
+    .unwrap();
+    for (a, b) in neg.out.iter().zip(flipped.out.iter()) {
+        assert!(close(*a, *b), "{a} vs {b}");
+    }
+}
