@@ -33,25 +33,18 @@ where
     D: Dimension,
 {
     let problem = validate(q, k, v, opts)?;
-    let dims = problem.dims;
+    // Row-major copies: in the canonical (B, H, L, D) layout whatever the rank, since the
+    // batch dimensions come first and fold into B.
     let (q, k, v) = (
-        q.view().into_dyn(),
-        k.view().into_dyn(),
-        v.view().into_dyn(),
+        q.iter().copied().collect::<Vec<f32>>(),
+        k.iter().copied().collect::<Vec<f32>>(),
+        v.iter().copied().collect::<Vec<f32>>(),
     );
-    // Canonical 4-D views; into_shape on a view needs standard layout, so copy when needed.
-    let to4 = |x: &ndarray::ArrayViewD<'_, f32>, last: usize, heads: usize, len: usize| {
-        let owned = x.as_standard_layout().into_owned();
-        owned.into_shape_with_order(IxDyn(&[dims.b, heads, len, last]))
-    };
-    let q4 = to4(&q, dims.d, dims.hq, dims.lq).map_err(shape_bug)?;
-    let k4 = to4(&k, dims.d, dims.hkv, dims.lk).map_err(shape_bug)?;
-    let v4 = to4(&v, dims.dv, dims.hkv, dims.lk).map_err(shape_bug)?;
     Ok(compute(
         &problem,
-        &q4,
-        &k4,
-        &v4,
+        &q,
+        &k,
+        &v,
         opts.return_lse,
         opts.return_weights,
     ))
@@ -82,19 +75,15 @@ where
     validate_problem(dims, opts, Some((mq, mk)))
 }
 
-fn shape_bug(e: ndarray::ShapeError) -> crate::Error {
-    crate::Error::mismatch(format_args!("internal reshape failed: {e}"))
-}
-
 // Every index is bounded by the loop that produces it over the validated dimensions, and
 // mask indices by the broadcast strides of a mask that validation shaped. An out-of-range
 // index here would be a bug in validation, and the reference is test infrastructure first.
 #[allow(clippy::indexing_slicing)]
 fn compute(
     p: &Problem,
-    q: &ArrayD<f32>,
-    k: &ArrayD<f32>,
-    v: &ArrayD<f32>,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
     want_lse: bool,
     want_weights: bool,
 ) -> AttentionOutput {
@@ -115,6 +104,7 @@ fn compute(
             let kvh = h / group;
             for i in 0..d.lq {
                 let row = (b * d.hq + h) * d.lq + i;
+                let q_row = &q[row * d.d..][..d.d];
                 let mut max = f64::NEG_INFINITY;
                 for j in 0..d.lk {
                     let mut allowed = p.causal_allows(i, j);
@@ -130,9 +120,10 @@ fn compute(
                     }
                     valid[j] = allowed;
                     if allowed {
+                        let k_row = &k[((b * d.hkv + kvh) * d.lk + j) * d.d..][..d.d];
                         let mut dot = 0f64;
-                        for c in 0..d.d {
-                            dot += f64::from(q[[b, h, i, c]]) * f64::from(k[[b, kvh, j, c]]);
+                        for (&x, &y) in q_row.iter().zip(k_row) {
+                            dot += f64::from(x) * f64::from(y);
                         }
                         scores[j] = f64::from(p.scale) * dot + bias;
                         max = max.max(scores[j]);
@@ -159,8 +150,9 @@ fn compute(
                     if want_weights {
                         weights[row * d.lk + j] = w as f32;
                     }
-                    for c in 0..d.dv {
-                        acc[c] += w * f64::from(v[[b, kvh, j, c]]);
+                    let v_row = &v[((b * d.hkv + kvh) * d.lk + j) * d.dv..][..d.dv];
+                    for (a, &x) in acc.iter_mut().zip(v_row) {
+                        *a += w * f64::from(x);
                     }
                 }
                 for c in 0..d.dv {
