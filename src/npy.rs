@@ -130,8 +130,6 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
             ),
         ));
     }
-    // Fortran-order files (numpy writes them for F-contiguous arrays, e.g. a transposed 2-D
-    // tensor) are read in that order and copied to row-major, which the rest assumes.
     let dim = IxDyn(&shape).set_f(fortran);
     match dtype {
         Dtype::F16 => {
@@ -141,10 +139,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                 .filter_map(|c| <[u8; 2]>::try_from(c).ok())
                 .map(|c| half::f16::from_le_bytes(c).to_f32())
                 .collect();
-            let a = ArrayD::from_shape_vec(dim.clone(), v)
-                .map_err(|e| fail(name, e.to_string()))?
-                .as_standard_layout()
-                .into_owned();
+            let a = row_major(name, &dim, v)?;
             Ok(NpyArray::F32(a))
         }
         Dtype::F32 => {
@@ -152,10 +147,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                 .chunks_exact(4)
                 .filter_map(|c| <[u8; 4]>::try_from(c).ok().map(f32::from_le_bytes))
                 .collect();
-            let a = ArrayD::from_shape_vec(dim.clone(), v)
-                .map_err(|e| fail(name, e.to_string()))?
-                .as_standard_layout()
-                .into_owned();
+            let a = row_major(name, &dim, v)?;
             Ok(NpyArray::F32(a))
         }
         Dtype::F64 => {
@@ -174,10 +166,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                 }
                 v.push(y);
             }
-            let a = ArrayD::from_shape_vec(dim.clone(), v)
-                .map_err(|e| fail(name, e.to_string()))?
-                .as_standard_layout()
-                .into_owned();
+            let a = row_major(name, &dim, v)?;
             Ok(NpyArray::F32(a))
         }
         Dtype::Bool => {
@@ -194,13 +183,20 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<NpyArray> {
                     }
                 }
             }
-            let a = ArrayD::from_shape_vec(dim.clone(), v)
-                .map_err(|e| fail(name, e.to_string()))?
-                .as_standard_layout()
-                .into_owned();
+            let a = row_major(name, &dim, v)?;
             Ok(NpyArray::Bool(a))
         }
     }
+}
+
+/// The file's values as a row-major array. Fortran-order files (numpy writes them for
+/// F-contiguous arrays, e.g. a transposed 2-D tensor) are read in that order and copied to
+/// row-major, which the rest of the crate assumes.
+fn row_major<T: Clone>(name: &str, dim: &ndarray::Shape<IxDyn>, v: Vec<T>) -> Result<ArrayD<T>> {
+    Ok(ArrayD::from_shape_vec(dim.clone(), v)
+        .map_err(|e| fail(name, e.to_string()))?
+        .as_standard_layout()
+        .into_owned())
 }
 
 /// Pulls `'key': value` out of the header dict; value ends at the next top-level comma.
