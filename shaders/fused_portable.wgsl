@@ -6,22 +6,19 @@
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 //
+// Specialisation: D and DV (multiples of 4, at most 4 x MAX_D4), CAUSAL, HAS_BIAS, HAS_ALLOW.
+//
 // Dispatch: 64 invocations per workgroup, 4 consecutive query rows each (256 rows of one
 // head per workgroup), numbered linearly and spread over x and y. For each block of 8 keys
 // the workgroup copies the 8 key rows and 8 value rows into workgroup memory (between two
 // barriers), then every invocation reads them from there. Key bounds are uniform over the
 // workgroup, as barriers require.
 
-const MAX_D4: u32 = 32u;
-// Per-invocation arrays are one longer than any trip count on purpose: Mesa force-unrolls a
-// loop whose trip count equals the length of an array it indexes, which for this kernel
-// multiplied compile time (27 s for D = 128 on lavapipe) for little gain. The subgroup tier,
-// which CPU adapters run, keeps the unrolled form.
-const LOCAL_LEN: u32 = 33u;
-
-// One block of 8 key rows and 8 value rows; row t starts at t * MAX_D4.
-var<workgroup> k_tile: array<vec4<f32>, 256>;
-var<workgroup> v_tile: array<vec4<f32>, 256>;
+// Widths: MAX_D4 (vec4s in the widest row), LOCAL_LEN (length of the per-invocation
+// arrays) and the tiles k_tile and v_tile (8 rows of MAX_D4 vec4s: one block of 8 key rows
+// and 8 value rows, row t starting at t * MAX_D4) come from portable_width_128.wgsl (D, Dv
+// <= 128, Kernel::FusedPortable) or portable_width_256.wgsl (D, Dv <= 256,
+// Kernel::FusedPortableWide), which the registry puts between fused_common.wgsl and this file.
 
 fn hmax(a: vec4<f32>, b: vec4<f32>) -> f32 {
     let m = max(a, b);

@@ -313,44 +313,70 @@ fn execute(
 
 /// Picks a path from the shapes, the options and the adapter, and says why.
 fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Result<(Path, String)> {
-    let shape = fused::shape_obstacle(p, opts.return_weights);
+    let weights = fused::weights_obstacle(opts.return_weights);
+    let unavailable = |path: &'static str, reason: String| Error::PathUnavailable { path, reason };
+    let forced = || "forced by the caller".to_string();
     let forced_tier = |tier: Tier| -> Result<(Path, String)> {
-        if let Some(why) = shape.clone().or_else(|| fused::tier_obstacle(ctx, tier)) {
-            return Err(Error::PathUnavailable {
-                path: tier.name(),
-                reason: why,
-            });
+        match weights
+            .clone()
+            .or_else(|| fused::problem_obstacle(ctx, p, tier))
+        {
+            Some(why) => Err(unavailable(tier.name(), why)),
+            None => Ok((Path::Fused(tier), forced())),
         }
-        Ok((Path::Fused(tier), "forced by the caller".to_string()))
     };
     match opts.path {
-        PathChoice::Unfused => Ok((Path::Unfused, "forced by the caller".to_string())),
+        PathChoice::Unfused => Ok((Path::Unfused, forced())),
         PathChoice::FusedSubgroup => forced_tier(Tier::Subgroup),
         PathChoice::FusedPortable => forced_tier(Tier::Portable),
         PathChoice::FusedTiled => forced_tier(Tier::Tiled),
-        PathChoice::Decode => match shape {
-            Some(why) => Err(Error::PathUnavailable {
-                path: "decode",
-                reason: why,
-            }),
-            None => Ok((Path::Decode, "forced by the caller".to_string())),
+        PathChoice::Decode => match weights
+            .clone()
+            .or_else(|| fused::width_obstacle(p, fused::MAX_WIDTH))
+        {
+            Some(why) => Err(unavailable("decode", why)),
+            None => Ok((Path::Decode, forced())),
         },
         PathChoice::Fused | PathChoice::Auto => {
-            if let Some(why) = shape {
-                if opts.path == PathChoice::Fused {
-                    return Err(Error::PathUnavailable {
-                        path: "fused",
-                        reason: why,
-                    });
+            let explicit = opts.path == PathChoice::Fused;
+            let fall_back = |why: String| -> Result<(Path, String)> {
+                if explicit {
+                    return Err(unavailable("fused", why));
                 }
-                return Ok((Path::Unfused, format!("fused unavailable: {why}")));
+                Ok((Path::Unfused, format!("fused unavailable: {why}")))
+            };
+            if let Some(why) = weights {
+                return fall_back(why);
             }
             let d = &p.dims;
+            let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+            if fused::wide(p) {
+                // Of the fused kernels only the portable tier's wide variant takes D or Dv
+                // above 128.
+                if let Some(why) = fused::problem_obstacle(ctx, p, Tier::Portable) {
+                    return fall_back(why);
+                }
+                let why_wide = format!(
+                    "D = {} and Dv = {} are above {}, which of the fused tiers only fused-portable takes",
+                    d.d,
+                    d.dv,
+                    fused::MAX_WIDTH
+                );
+                if !explicit && !on_cpu {
+                    // README "Measured": on an H200 at D = 128 the unfused path took 162 ms
+                    // where the portable tier took 190 (lavapipe: portable 6x unfused).
+                    return Ok((
+                        Path::Unfused,
+                        format!("{why_wide}, and on GPUs the unfused path measured faster than it"),
+                    ));
+                }
+                return Ok((
+                    Path::Fused(Tier::Portable),
+                    format!("one pass, O(L) memory; {why_wide}"),
+                ));
+            }
             let rows = d.hq / d.hkv * d.lq;
-            if opts.path == PathChoice::Auto
-                && rows <= decode::MAX_AUTO_ROWS
-                && d.lk >= decode::MIN_AUTO_KEYS
-            {
+            if !explicit && rows <= decode::MAX_AUTO_ROWS && d.lk >= decode::MIN_AUTO_KEYS {
                 return Ok((
                     Path::Decode,
                     format!(
@@ -363,7 +389,6 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
             // on CPU adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x; on
             // GPUs the tiled tier is 2.5x the portable one on an H200, and the subgroup tier
             // is for CPU adapters only (see fused::tier_obstacle).
-            let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
             let order: &[Tier] = if on_cpu {
                 &[Tier::Subgroup, Tier::Portable, Tier::Tiled]
             } else {
@@ -371,7 +396,7 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
             };
             let mut passed_over = Vec::new();
             for &tier in order {
-                match fused::tier_obstacle(ctx, tier) {
+                match fused::problem_obstacle(ctx, p, tier) {
                     None => {
                         let mut reason = format!(
                             "one pass, O(L) memory; {} tier, the fastest measured on {} adapters",
@@ -387,10 +412,7 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
                     Some(why) => passed_over.push(why),
                 }
             }
-            Ok((
-                Path::Unfused,
-                format!("fused unavailable: {}", passed_over.join("; ")),
-            ))
+            fall_back(passed_over.join("; "))
         }
     }
 }

@@ -109,7 +109,7 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
 }
 
 /// Runs the decode path over chunks from [`plan`]. The caller has checked the shape with
-/// `fused::shape_obstacle` (D and Dv at most 128, padded to multiples of 4 by the caller,
+/// `fused::width_obstacle` (D and Dv at most 128, padded to multiples of 4 by the caller,
 /// no weights).
 pub(crate) fn run(
     ctx: &Context,

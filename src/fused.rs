@@ -25,6 +25,9 @@ pub fn subgroup_rows(d: usize, dv: usize) -> usize {
 
 /// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
 pub const PORTABLE_WORKGROUP_BYTES: u32 = 2 * 256 * 16;
+/// Workgroup memory of the portable tier's wide variant (rows of up to 256 floats), which
+/// runs D or Dv above [`MAX_WIDTH`]: 16 KiB, WebGPU's default limit.
+pub const PORTABLE_WIDE_WORKGROUP_BYTES: u32 = 2 * 512 * 16;
 /// Workgroup memory the tiled tier declares: an 8 KiB staging tile, the 64 x 64 weights
 /// (16 KiB) and the row-maximum exchange (2 KiB).
 pub const TILED_WORKGROUP_BYTES: u32 = (512 + 1024 + 128) * 16;
@@ -33,8 +36,10 @@ pub const TILED_INVOCATIONS: u32 = 128;
 /// Query rows one tiled-tier workgroup covers.
 pub const TILED_ROWS_PER_GROUP: usize = 64;
 
-/// Largest D and Dv the fused kernels hold in registers.
+/// Largest D and Dv the fused kernels hold in registers (and the decode path).
 pub const MAX_WIDTH: usize = 128;
+/// Largest D and Dv of the portable tier, through its wide variant.
+pub const PORTABLE_MAX_WIDTH: usize = 256;
 
 /// Capability tier of the fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,11 +55,20 @@ pub enum Tier {
 }
 
 impl Tier {
-    fn kernel(self) -> Kernel {
+    fn kernel(self, p: &Problem) -> Kernel {
         match self {
             Tier::Subgroup => Kernel::FusedSubgroup,
+            Tier::Portable if wide(p) => Kernel::FusedPortableWide,
             Tier::Portable => Kernel::FusedPortable,
             Tier::Tiled => Kernel::FusedTiled,
+        }
+    }
+
+    /// Largest D and Dv (after padding to multiples of 4) this tier takes.
+    pub fn max_width(self) -> usize {
+        match self {
+            Tier::Portable => PORTABLE_MAX_WIDTH,
+            Tier::Subgroup | Tier::Tiled => MAX_WIDTH,
         }
     }
 
@@ -77,22 +91,45 @@ impl Tier {
     }
 }
 
-/// Why the fused kernels cannot run a problem, or `None` when they can.
-pub fn shape_obstacle(p: &Problem, want_weights: bool) -> Option<String> {
+/// Whether D or Dv (padded to multiples of 4, see crate::widths) is above [`MAX_WIDTH`], so
+/// only the portable tier's wide variant can run the problem.
+pub fn wide(p: &Problem) -> bool {
+    crate::widths::padded(p.dims.d) > MAX_WIDTH || crate::widths::padded(p.dims.dv) > MAX_WIDTH
+}
+
+/// Why no fused kernel (nor decode) can return what was asked: only the unfused path
+/// materialises the attention weights.
+pub fn weights_obstacle(want_weights: bool) -> Option<String> {
+    want_weights.then(|| {
+        "the attention weights were requested; only the unfused path materialises them".into()
+    })
+}
+
+/// Why a path whose kernels take widths up to `max` cannot run the problem's D and Dv, or
+/// `None` when it can. Widths that are not multiples of 4 run padded (crate::widths), which
+/// must stay in range.
+pub fn width_obstacle(p: &Problem, max: usize) -> Option<String> {
     let d = &p.dims;
-    if want_weights {
-        return Some(
-            "the attention weights were requested; only the unfused path materialises them".into(),
-        );
+    (crate::widths::padded(d.d) > max || crate::widths::padded(d.dv) > max)
+        .then(|| format!("D = {} and Dv = {} must be at most {max}", d.d, d.dv))
+}
+
+/// Why this tier cannot run this problem on this adapter, or `None` when it can: the
+/// tier's widths, then what the adapter lacks ([`tier_obstacle`], and the wide portable
+/// variant's 16 KiB of workgroup memory).
+pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
+    if let Some(why) = width_obstacle(p, tier.max_width()) {
+        return Some(why);
     }
-    // Other widths are padded to multiples of 4 (crate::widths), which must stay in range.
-    if crate::widths::padded(d.d) > MAX_WIDTH || crate::widths::padded(d.dv) > MAX_WIDTH {
-        return Some(format!(
-            "D = {} and Dv = {} must be at most {MAX_WIDTH}",
-            d.d, d.dv
-        ));
+    if tier == Tier::Portable && wide(p) {
+        let have = ctx.limits().max_compute_workgroup_storage_size;
+        if have < PORTABLE_WIDE_WORKGROUP_BYTES {
+            return Some(format!(
+                "the portable tier needs {PORTABLE_WIDE_WORKGROUP_BYTES} bytes of workgroup memory for D or Dv above {MAX_WIDTH}; the device allows {have}"
+            ));
+        }
     }
-    None
+    tier_obstacle(ctx, tier)
 }
 
 /// Why the adapter cannot run a tier, or `None` when it can.
@@ -153,7 +190,7 @@ pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>>
 }
 
 /// Runs the fused path over chunks from [`plan`], on a tier the caller has checked with
-/// [`tier_obstacle`] and [`shape_obstacle`].
+/// [`problem_obstacle`].
 pub(crate) fn run(
     ctx: &Context,
     p: &Problem,
@@ -166,7 +203,7 @@ pub(crate) fn run(
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
-    let pipe = ctx.pipeline(&PipelineKey::for_problem(tier.kernel(), p))?;
+    let pipe = ctx.pipeline(&PipelineKey::for_problem(tier.kernel(p), p))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the fused path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {

@@ -29,8 +29,11 @@ pub enum Kernel {
     WeightedSum,
     /// `shaders/fused_subgroup.wgsl`: one-pass online softmax, K/V shared by subgroup broadcast.
     FusedSubgroup,
-    /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory.
+    /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory
+    /// (D and Dv up to 128: `shaders/portable_width_128.wgsl`).
     FusedPortable,
+    /// The same kernel for D and Dv up to 256 (`shaders/portable_width_256.wgsl`).
+    FusedPortableWide,
     /// `shaders/fused_tiled.wgsl`: one-pass online softmax over 64 x 64 tiles staged in
     /// workgroup memory, register-tiled for GPUs.
     FusedTiled,
@@ -55,12 +58,13 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 15] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
         Kernel::FusedSubgroup,
         Kernel::FusedPortable,
+        Kernel::FusedPortableWide,
         Kernel::FusedTiled,
         Kernel::DecodePartial,
         Kernel::Merge,
@@ -87,6 +91,12 @@ impl Kernel {
             ),
             Kernel::FusedPortable => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/portable_width_128.wgsl"),
+                include_str!("../shaders/fused_portable.wgsl")
+            ),
+            Kernel::FusedPortableWide => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/portable_width_256.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedTiled => concat!(
@@ -112,6 +122,7 @@ impl Kernel {
             Kernel::WeightedSum => "weighted_sum",
             Kernel::FusedSubgroup => "fused_subgroup",
             Kernel::FusedPortable => "fused_portable",
+            Kernel::FusedPortableWide => "fused_portable_wide",
             Kernel::FusedTiled => "fused_tiled",
             Kernel::DecodePartial => "decode_partial",
             Kernel::Merge => "merge",
@@ -150,6 +161,7 @@ impl Kernel {
             // params, q, k, v, bias, allow, o, lse
             Kernel::FusedSubgroup
             | Kernel::FusedPortable
+            | Kernel::FusedPortableWide
             | Kernel::FusedTiled
             | Kernel::DecodePartial => &[
                 Uniform,
@@ -194,9 +206,10 @@ impl Kernel {
             Kernel::Scores | Kernel::Softmax | Kernel::WeightedSum => {
                 std::mem::size_of::<crate::params::ChunkParams>()
             }
-            Kernel::FusedSubgroup | Kernel::FusedPortable | Kernel::FusedTiled => {
-                std::mem::size_of::<crate::params::FusedParams>()
-            }
+            Kernel::FusedSubgroup
+            | Kernel::FusedPortable
+            | Kernel::FusedPortableWide
+            | Kernel::FusedTiled => std::mem::size_of::<crate::params::FusedParams>(),
             Kernel::DecodePartial => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),

@@ -384,22 +384,72 @@ fn planner_chooses_and_explains() {
         wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("padded");
     assert!(r.plan.path.starts_with("fused"), "{}", r.plan.path);
     assert!(r.plan.reason.contains("padded to 8"), "{}", r.plan.reason);
-    // D = 130 is wider than the kernels hold: auto falls back and says why; forcing fused
-    // is an error.
+    // D = 130 is wider than the other tiers and decode hold: only fused-portable (its wide
+    // variant) takes it. Auto picks it on CPU adapters and the unfused path on GPUs, and
+    // says why either way; forcing another tier is an error that names the limit.
     let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 9, 130, 130], 1.0);
+    let r =
+        wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("auto");
+    let want = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        "fused-portable"
+    } else {
+        "unfused"
+    };
+    assert_eq!(r.plan.path, want, "{}", r.plan.reason);
+    assert!(r.plan.reason.contains("above 128"), "{}", r.plan.reason);
+    let fused = AttentionOptions::default().path(PathChoice::Fused);
+    let r = wgpu_attention::attention(&ctx, &q, &k, &v, &fused).expect("forced fused");
+    assert_eq!(r.plan.path, "fused-portable");
+    for path in [
+        PathChoice::FusedSubgroup,
+        PathChoice::FusedTiled,
+        PathChoice::Decode,
+    ] {
+        let forced = AttentionOptions::default().path(path);
+        let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("too wide");
+        assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+        assert!(e.to_string().contains("at most 128"), "{e}");
+    }
+    // D = 260 is wider than every fused kernel: auto falls back, forcing fused is an error.
+    let (q, k, v) = inputs(&mut rng, [1, 1, 1, 5, 6, 260, 8], 1.0);
     let r = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default())
         .expect("fallback");
     assert_eq!(r.plan.path, "unfused");
-    assert!(r.plan.reason.contains("at most 128"), "{}", r.plan.reason);
-    let e = wgpu_attention::attention(
-        &ctx,
-        &q,
-        &k,
-        &v,
-        &AttentionOptions::default().path(PathChoice::Fused),
-    )
-    .expect_err("forced");
+    assert!(r.plan.reason.contains("at most 256"), "{}", r.plan.reason);
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &fused).expect_err("forced");
     assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+}
+
+/// D or Dv above 128 (up to 256) on the portable tier's wide variant: padded and unpadded
+/// widths, both causal alignments, GQA, a mask, rows that are fully masked, the LSE.
+#[test]
+fn widths_above_128_on_the_portable_tier() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(53);
+    for (d, dv) in [(256, 256), (200, 8), (16, 129), (130, 250)] {
+        let (q, k, v) = inputs(&mut rng, [1, 4, 2, 40, 75, d, dv], 1.0);
+        let allow = rng.bool_array(&[40, 75], 0.7);
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            let opts = AttentionOptions::default()
+                .causal(causal)
+                .path(PathChoice::FusedPortable)
+                .with_lse();
+            let what = format!("portable D{d} Dv{dv} {causal:?}");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            assert_eq!(r.out.shape(), &[1, 4, 40, dv]);
+        }
+        // A mask with an empty row (3): zeros and an LSE of -inf there.
+        let mut masked = allow.clone();
+        masked.index_axis_mut(ndarray::Axis(0), 3).fill(false);
+        let opts = AttentionOptions::default()
+            .mask(Mask::Bool(masked.view()))
+            .path(PathChoice::FusedPortable)
+            .with_lse();
+        let what = format!("portable D{d} Dv{dv} masked");
+        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        let lse = r.lse.expect("lse");
+        assert!(lse[[0, 0, 3]] == f32::NEG_INFINITY, "{}", lse[[0, 0, 3]]);
+    }
 }
 
 /// Too little workgroup memory for the portable tier: forcing it is an error that says so,

@@ -32,6 +32,17 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
             ],
             vec![("D", 128.0), ("DV", 4.0)],
         ],
+        Kernel::FusedPortableWide => vec![
+            vec![],
+            vec![
+                ("D", 4.0),
+                ("DV", 256.0),
+                ("CAUSAL", 1.0),
+                ("HAS_BIAS", 1.0),
+                ("HAS_ALLOW", 1.0),
+            ],
+            vec![("D", 256.0), ("DV", 132.0)],
+        ],
         _ => vec![vec![]],
     }
 }
@@ -134,9 +145,12 @@ fn uniform_structs_have_the_rust_size() {
 /// is what the shaders declare.
 #[test]
 fn workgroup_memory_matches_the_planner() {
-    use wgpu_attention::fused::{PORTABLE_WORKGROUP_BYTES, TILED_WORKGROUP_BYTES};
+    use wgpu_attention::fused::{
+        PORTABLE_WIDE_WORKGROUP_BYTES, PORTABLE_WORKGROUP_BYTES, TILED_WORKGROUP_BYTES,
+    };
     for (kernel, declared) in [
         (Kernel::FusedPortable, PORTABLE_WORKGROUP_BYTES),
+        (Kernel::FusedPortableWide, PORTABLE_WIDE_WORKGROUP_BYTES),
         (Kernel::FusedTiled, TILED_WORKGROUP_BYTES),
     ] {
         let (module, _) = module(kernel);
