@@ -85,7 +85,7 @@ CASES = [
     ("6-D float mask (Lq, Lk)", dict(q=rand(2, 1, 2, 3, 10, 8), k=rand(2, 1, 2, 3, 17, 8), v=rand(2, 1, 2, 3, 17, 8),
                                      mask=rand(10, 17))),
     ("2-D transposed k, v (Fortran-order .npy)", dict(q=rand(20, 16), k=rand(16, 30).T, v=rand(8, 30).T)),
-    ("D 160 (unfused only)", dict(q=rand(1, 2, 40, 160), k=rand(1, 2, 50, 160), v=rand(1, 2, 50, 160))),
+    ("D 160 (above 128)", dict(q=rand(1, 2, 40, 160), k=rand(1, 2, 50, 160), v=rand(1, 2, 50, 160))),
 ]
 
 
