@@ -364,7 +364,7 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
                 );
                 if !explicit && !on_cpu {
                     // README "Measured": on an H200 at D = 128 the unfused path took 162 ms
-                    // where the portable tier took 190 (lavapipe: portable 6x unfused).
+                    // where the portable tier took 190 (lavapipe, D = 256: portable 3.2x unfused).
                     return Ok((
                         Path::Unfused,
                         format!("{why_wide}, and on GPUs the unfused path measured faster than it"),
