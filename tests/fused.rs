@@ -469,6 +469,9 @@ fn small_workgroup_memory() {
     let forced = AttentionOptions::default().path(PathChoice::FusedPortable);
     let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("portable needs 8 KiB");
     assert!(e.to_string().contains("workgroup memory"), "{e}");
+    let (qw, kw, vw) = inputs(&mut rng, [1, 1, 1, 3, 4, 200, 8], 1.0);
+    let e = wgpu_attention::attention(&ctx, &qw, &kw, &vw, &forced).expect_err("wide: 16 KiB");
+    assert!(e.to_string().contains("needs 16384 bytes"), "{e}");
     let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
     let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("tiled needs 26 KiB");
     assert!(
