@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, PipelineKey};
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::params::ConvertParams;
-use crate::plan::{whole, DeviceBudget};
+use crate::plan::{whole, DeviceBudget, Window};
 use crate::problem::validate_dims;
 use crate::tensor::GpuTensor;
 
@@ -107,8 +107,20 @@ fn convert(
     for w0 in (0..n_words).step_by(window_words as usize) {
         let words = (n_words - w0).min(window_words);
         let values = (n - 2 * w0).min(2 * words);
-        let words_part = part(words_buffer, 4 * w0, 4 * words);
-        let values_part = part(values_buffer, 8 * w0, 4 * values);
+        // Both start on the alignment (see window_words), so each window begins at w0.
+        let too_large = |bytes| {
+            Error::too_large(format_args!(
+                "f16 conversion: a window of {bytes} bytes exceeds the {} byte binding",
+                budget.max_binding
+            ))
+        };
+        let (first, len_words, len_values) = (w0 as usize, words as usize, values as usize);
+        let words_part = Window::new(first, first + len_words, &budget)
+            .map_err(too_large)?
+            .bind(words_buffer);
+        let values_part = Window::new(2 * first, 2 * first + len_values, &budget)
+            .map_err(too_large)?
+            .bind(values_buffer);
         let (src_part, dst_part) = match kernel {
             Kernel::WidenF16 => (words_part, values_part),
             _ => (values_part, words_part),
@@ -134,15 +146,6 @@ fn convert(
             budget.dispatch(pass, &pipe, bg, *groups);
         }
     })
-}
-
-/// Bytes `offset .. offset + size` of `buffer` as a binding.
-fn part(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BufferBinding<'_> {
-    wgpu::BufferBinding {
-        buffer,
-        offset,
-        size: std::num::NonZeroU64::new(size),
-    }
 }
 
 /// Uploads an f16 array and widens it to an f32 device tensor.

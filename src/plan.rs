@@ -83,7 +83,13 @@ pub struct Window {
 }
 
 impl Window {
-    fn new(lo: usize, hi: usize, budget: &DeviceBudget) -> std::result::Result<Window, u64> {
+    /// The window over elements `lo .. hi` (4-byte f32/u32), starting at the aligned offset
+    /// at or before `lo`; `Err(bytes)` when that is more than one binding holds.
+    pub(crate) fn new(
+        lo: usize,
+        hi: usize,
+        budget: &DeviceBudget,
+    ) -> std::result::Result<Window, u64> {
         let offset = (lo as u64 * 4) / budget.align * budget.align;
         let size = (hi.max(lo + 1) as u64 * 4) - offset;
         if size > budget.max_binding {

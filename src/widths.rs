@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, PipelineKey};
 use crate::memory::buffer_bytes;
 use crate::params::PadParams;
-use crate::plan::{whole, DeviceBudget};
+use crate::plan::{whole, DeviceBudget, Window};
 use crate::problem::Dims;
 
 /// `n` rounded up to a multiple of 4.
@@ -78,8 +78,20 @@ pub(crate) fn repack(
     let mut work = Vec::new();
     for r0 in (0..rows).step_by(rows_per_window as usize) {
         let n_rows = (rows - r0).min(rows_per_window as usize);
-        let src_win = window(&budget, src, r0, n_rows, src_cols);
-        let dst_win = window(&budget, &dst, r0, n_rows, dst_cols);
+        let rows_window = |cols: usize| {
+            Window::new(r0 * cols, (r0 + n_rows) * cols, &budget).map_err(|bytes| {
+                Error::too_large(format_args!(
+                    "{label}: a window of {bytes} bytes exceeds the {} byte binding",
+                    budget.max_binding
+                ))
+            })
+        };
+        let (src_win, dst_win) = (rows_window(src_cols)?, rows_window(dst_cols)?);
+        // Where row r0 starts inside each window, in elements.
+        let (src_start, dst_start) = (
+            (r0 * src_cols) as u32 - src_win.start,
+            (r0 * dst_cols) as u32 - dst_win.start,
+        );
         for (base, groups) in budget.spans((n_rows * dst_cols) as u64) {
             let params = ctx.uniform(
                 "pad params",
@@ -88,14 +100,14 @@ pub(crate) fn repack(
                     src_cols: src_cols as u32,
                     dst_cols: dst_cols as u32,
                     base: base as u32,
-                    src_start: src_win.1,
-                    dst_start: dst_win.1,
+                    src_start,
+                    dst_start,
                     pad: [0; 2],
                 },
             );
             let bg = pipe.bind_group(
                 ctx.device(),
-                &[whole(&params), src_win.0.clone(), dst_win.0.clone()],
+                &[whole(&params), src_win.bind(src), dst_win.bind(&dst)],
             );
             work.push((bg, groups));
         }
@@ -106,24 +118,4 @@ pub(crate) fn repack(
         }
     })?;
     Ok(dst)
-}
-
-/// The binding of rows `r0 .. r0 + n_rows` of a `cols`-wide f32 matrix, starting at the
-/// aligned offset at or before the first row, and the element where that row starts in it.
-fn window<'a>(
-    budget: &DeviceBudget,
-    buffer: &'a wgpu::Buffer,
-    r0: usize,
-    n_rows: usize,
-    cols: usize,
-) -> (wgpu::BufferBinding<'a>, u32) {
-    let first = (r0 * cols) as u64 * 4;
-    let offset = first / budget.align * budget.align;
-    let end = ((r0 + n_rows) * cols) as u64 * 4;
-    let binding = wgpu::BufferBinding {
-        buffer,
-        offset,
-        size: std::num::NonZeroU64::new((end - offset).max(4)),
-    };
-    (binding, ((first - offset) / 4) as u32)
 }

@@ -16,6 +16,30 @@ fn max_err(a: impl Iterator<Item = f32>, e: &ArrayD<f32>) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// The rule: the GPU's f16 output is within twice the error of rounding the exact
+/// result (the reference on the widened f16 inputs) to f16 on the CPU.
+fn assert_within_twice_cpu_f16(
+    what: &str,
+    q: &ArrayD<f16>,
+    k: &ArrayD<f16>,
+    v: &ArrayD<f16>,
+    opts: &AttentionOptions<'_>,
+    got: &ArrayD<f16>,
+) {
+    let widen = |a: &ArrayD<f16>| a.mapv(f16::to_f32);
+    let exact = reference::attention(&widen(q), &widen(k), &widen(v), opts)
+        .expect("reference")
+        .out;
+    assert_eq!(got.shape(), exact.shape(), "{what}");
+    let cpu_f16 = max_err(exact.iter().map(|&x| f16::from_f32(x).to_f32()), &exact);
+    let gpu = max_err(got.iter().map(|x| x.to_f32()), &exact);
+    assert!(
+        gpu <= 2.0 * cpu_f16 + 1e-7,
+        "{what} {:?}: GPU f16 error {gpu:e} > 2 x CPU f16 error {cpu_f16:e}",
+        got.shape()
+    );
+}
+
 #[test]
 fn f16_on_every_path_within_twice_the_cpu_f16_error() {
     let Some(ctx) = common::ctx() else { return };
@@ -29,7 +53,6 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
         let q = to_f16_checked("q", &rng.array(&[b, hq, lq, d], 1.0).view()).expect("q");
         let k = to_f16_checked("k", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("k");
         let v = to_f16_checked("v", &rng.array(&[b, hkv, lk, dv], 1.0).view()).expect("v");
-        let widen = |a: &ArrayD<f16>| a.mapv(f16::to_f32);
         for path in [
             PathChoice::Auto,
             PathChoice::Unfused,
@@ -46,17 +69,7 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
                 Err(Error::PathUnavailable { .. }) => continue,
                 Err(e) => panic!("{path:?}: {e}"),
             };
-            let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
-                .expect("reference")
-                .out;
-            let cpu_f16 = max_err(exact.iter().map(|&x| f16::from_f32(x).to_f32()), &exact);
-            let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
-            assert!(
-                gpu <= 2.0 * cpu_f16 + 1e-7,
-                "{path:?} {:?}: GPU f16 error {gpu:e} > 2 x CPU f16 error {cpu_f16:e}",
-                got.out.shape()
-            );
-            assert_eq!(got.out.shape(), exact.shape());
+            assert_within_twice_cpu_f16(&format!("{path:?}"), &q, &k, &v, &opts, &got.out);
         }
     }
 }
@@ -83,16 +96,7 @@ fn conversions_split_over_a_small_workgroup_grid_and_small_bindings() {
     // binding.
     let opts = AttentionOptions::default().path(PathChoice::Unfused);
     let got = attention_f16(&ctx, &q, &k, &v, &opts).expect("f16 on a small grid");
-    let widen = |a: &ArrayD<f16>| a.mapv(f16::to_f32);
-    let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
-        .expect("reference")
-        .out;
-    let cpu_f16 = max_err(exact.iter().map(|&x| f16::from_f32(x).to_f32()), &exact);
-    let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
-    assert!(
-        gpu <= 2.0 * cpu_f16 + 1e-7,
-        "GPU f16 error {gpu:e} > 2 x {cpu_f16:e}"
-    );
+    assert_within_twice_cpu_f16("small grid", &q, &k, &v, &opts, &got.out);
 }
 
 #[test]

@@ -5,9 +5,10 @@
 mod common;
 
 use ndarray::{Array4, ArrayD};
+use wgpu_attention::memory::MemoryEstimate;
 use wgpu_attention::{
     attention, attention_gpu, memory_estimate, AttentionOptions, Causal, Context, ContextOptions,
-    Error, GpuTensor, Mask, PathChoice,
+    Error, GpuAttentionOutput, GpuTensor, Mask, PathChoice, PlanInfo,
 };
 
 /// A fresh context on the test adapter, with an optional memory limit.
@@ -136,9 +137,38 @@ fn the_limit_is_exact_at_the_estimate() {
     assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
 }
 
+/// What a call on tensors already on the device holds right after submission (outputs,
+/// scratch, staging; before any of it can be freed), the estimate for it (compare with
+/// [`device_part`]), the plan the estimate predicted, and the call's result.
+fn held_and_estimated(
+    ctx: &Context,
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    opts: &AttentionOptions<'_>,
+) -> (u64, MemoryEstimate, PlanInfo, GpuAttentionOutput) {
+    let (est, plan) = memory_estimate(ctx, q.shape(), k.shape(), v.shape(), opts).expect("plan");
+    let (qt, kt, vt) = (
+        GpuTensor::from_array(ctx, "q", q).expect("q"),
+        GpuTensor::from_array(ctx, "k", k).expect("k"),
+        GpuTensor::from_array(ctx, "v", v).expect("v"),
+    );
+    ctx.wait().expect("uploads done");
+    let before = ctx.memory_in_use();
+    let r = attention_gpu(ctx, &qt, &kt, &vt, opts).expect("attention");
+    let held = ctx.memory_in_use().saturating_sub(before);
+    ctx.wait().expect("done");
+    (held, est, plan, r)
+}
+
+/// The part of an estimate a call on device-resident inputs holds: everything but the
+/// inputs, their staging copies and the readback.
+fn device_part(est: &MemoryEstimate) -> u64 {
+    est.total() - 2 * est.inputs - est.readback
+}
+
 /// Runs a call on tensors already on the device and compares the device memory it holds
-/// right after submission (outputs, scratch, staging; before any of it can be freed) with
-/// the estimate's device-side part.
+/// right after submission with the estimate (see [`held_and_estimated`]).
 fn measured_against_estimate(path: PathChoice, shape: [usize; 7], weights: bool, masked: bool) {
     let Some(ctx) = own_context(None) else {
         return;
@@ -162,20 +192,8 @@ fn measured_against_estimate(path: PathChoice, shape: [usize; 7], weights: bool,
     if masked {
         opts = opts.mask(Mask::Additive(bias.view()));
     }
-    let (est, plan) = memory_estimate(&ctx, q.shape(), k.shape(), v.shape(), &opts).expect("plan");
-    let (qt, kt, vt) = (
-        GpuTensor::from_array(&ctx, "q", &q).expect("q"),
-        GpuTensor::from_array(&ctx, "k", &k).expect("k"),
-        GpuTensor::from_array(&ctx, "v", &v).expect("v"),
-    );
-    ctx.wait().expect("uploads done");
-    let before = ctx.memory_in_use();
-    let r = attention_gpu(&ctx, &qt, &kt, &vt, &opts).expect("attention");
-    let held = ctx.memory_in_use().saturating_sub(before);
-    ctx.wait().expect("done");
-    // What a call on device-resident inputs holds: everything but the inputs, their staging
-    // copies and the readback.
-    let bound = est.total() - 2 * est.inputs - est.readback;
+    let (held, est, plan, r) = held_and_estimated(&ctx, &q, &k, &v, &opts);
+    let bound = device_part(&est);
     assert!(
         held <= bound,
         "{}: held {held} bytes, estimate {bound} ({est})",
@@ -210,19 +228,9 @@ fn the_estimate_covers_padded_widths() {
         };
         let (q, k, v) = inputs([1, 4, 2, 9, 300, 30, 18]);
         let opts = AttentionOptions::default().path(path).with_lse();
-        let (est, plan) =
-            memory_estimate(&ctx, q.shape(), k.shape(), v.shape(), &opts).expect("plan");
+        let (held, est, plan, r) = held_and_estimated(&ctx, &q, &k, &v, &opts);
         assert!(plan.reason.contains("padded"), "{}", plan.reason);
-        let (qt, kt, vt) = (
-            GpuTensor::from_array(&ctx, "q", &q).expect("q"),
-            GpuTensor::from_array(&ctx, "k", &k).expect("k"),
-            GpuTensor::from_array(&ctx, "v", &v).expect("v"),
-        );
-        ctx.wait().expect("uploads done");
-        let before = ctx.memory_in_use();
-        let r = attention_gpu(&ctx, &qt, &kt, &vt, &opts).expect("attention");
-        let held = ctx.memory_in_use().saturating_sub(before);
-        let bound = est.total() - 2 * est.inputs - est.readback;
+        let bound = device_part(&est);
         assert!(
             held <= bound,
             "{}: held {held}, estimate {bound}",
