@@ -8,8 +8,12 @@
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 //
-// Specialisation: D and DV (multiples of 4, at most 128), R (query rows
-// per invocation, 4..16, chosen by the host: fused::subgroup_rows), CAUSAL, HAS_BIAS,
+// Array sizes MAX_D4 (D/4 and DV/4 at most) and MAX_R (R at most): in
+// subgroup_width_128.wgsl (Kernel::FusedSubgroup) or subgroup_width_256.wgsl
+// (Kernel::FusedSubgroupWide), which the registry puts between the two files.
+//
+// Specialisation: D and DV (multiples of 4, at most 4 x MAX_D4), R (query rows
+// per invocation, 2..MAX_R, chosen by the host: fused::subgroup_rows), CAUSAL, HAS_BIAS,
 // HAS_ALLOW (0 or 1). With constant trip counts the compiler unrolls the loops and the
 // per-invocation arrays get constant indices.
 //
@@ -66,8 +70,6 @@
 //   invocation; and uniform-buffer offsets taken from a push-constant table (which NIR
 //   treats as uniform) still became gathers, not Mesa's scalar-load path.
 
-const MAX_D4: u32 = 32u;
-
 fn hmax(a: vec4<f32>, b: vec4<f32>) -> f32 {
     let m = max(a, b);
     return max(max(m.x, m.y), max(m.z, m.w));
@@ -86,7 +88,6 @@ fn broadcast8(x: vec4<f32>) -> array<vec4<f32>, 8> {
 // so a larger R spreads that cost over more arithmetic; the price is per-invocation state
 // (R x (D + DV) floats) and driver compile time, both growing with R x D. Loops run MAX_R
 // times with a guard that folds once R is specialised (like the MAX_D4 loops).
-const MAX_R: u32 = 16u;
 override R: u32 = 4u;
 
 @compute @workgroup_size(64, 1, 1)

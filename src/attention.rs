@@ -350,33 +350,24 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
             }
             let d = &p.dims;
             let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
-            if fused::wide(p) {
-                // Of the fused kernels only the portable tier's wide variant takes D or Dv
-                // above 128.
-                if let Some(why) = fused::problem_obstacle(ctx, p, Tier::Portable) {
-                    return fall_back(why);
-                }
-                let why_wide = format!(
-                    "D = {} and Dv = {} are above {}, which of the fused tiers only fused-portable takes",
-                    d.d,
-                    d.dv,
-                    fused::MAX_WIDTH
-                );
-                if !explicit && !on_cpu {
-                    // README "Measured": on an H200 at D = 128 the unfused path took 162 ms
-                    // where the portable tier took 190 (lavapipe, D = 256: portable 3.2x unfused).
-                    return Ok((
-                        Path::Unfused,
-                        format!("{why_wide}, and on GPUs the unfused path measured faster than it"),
-                    ));
-                }
+            let wide = fused::wide(p);
+            let why_wide = format!(
+                "D = {} and Dv = {} are above {}, which of the fused tiers only the wide variants of fused-subgroup and fused-portable take",
+                d.d,
+                d.dv,
+                fused::MAX_WIDTH
+            );
+            if wide && !explicit && !on_cpu {
+                // README "Measured": on an H200 at D = 128 the unfused path took 162 ms where
+                // the portable tier took 190; the subgroup tier is for CPU adapters.
                 return Ok((
-                    Path::Fused(Tier::Portable),
-                    format!("one pass, O(L) memory; {why_wide}"),
+                    Path::Unfused,
+                    format!("{why_wide}, and on GPUs the unfused path measured faster than fused-portable"),
                 ));
             }
             let rows = d.hq / d.hkv * d.lq;
-            if !explicit && rows <= decode::MAX_AUTO_ROWS && d.lk >= decode::MIN_AUTO_KEYS {
+            if !wide && !explicit && rows <= decode::MAX_AUTO_ROWS && d.lk >= decode::MIN_AUTO_KEYS
+            {
                 return Ok((
                     Path::Decode,
                     format!(
@@ -386,9 +377,9 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
                 ));
             }
             // Tiers in order of measured speed on this kind of adapter (README "Measured"):
-            // on CPU adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x; on
-            // GPUs the tiled tier is 2.5x the portable one on an H200, and the subgroup tier
-            // is for CPU adapters only (see fused::tier_obstacle).
+            // on CPU adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x (2-3x
+            // at D = 256); on GPUs the tiled tier is 2.5x the portable one on an H200, and
+            // the subgroup tier is for CPU adapters only (see fused::tier_obstacle).
             let order: &[Tier] = if on_cpu {
                 &[Tier::Subgroup, Tier::Portable, Tier::Tiled]
             } else {
@@ -398,11 +389,15 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
             for &tier in order {
                 match fused::problem_obstacle(ctx, p, tier) {
                     None => {
-                        let mut reason = format!(
-                            "one pass, O(L) memory; {} tier, the fastest measured on {} adapters",
-                            tier.name(),
-                            if on_cpu { "CPU" } else { "GPU" }
-                        );
+                        let mut reason = if wide {
+                            format!("one pass, O(L) memory; {why_wide}")
+                        } else {
+                            format!(
+                                "one pass, O(L) memory; {} tier, the fastest measured on {} adapters",
+                                tier.name(),
+                                if on_cpu { "CPU" } else { "GPU" }
+                            )
+                        };
                         if !passed_over.is_empty() {
                             reason =
                                 format!("{reason} that can run here ({})", passed_over.join("; "));

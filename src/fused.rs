@@ -15,12 +15,13 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 pub const ROWS_PER_GROUP: usize = 256;
 
 /// Query rows per invocation of the subgroup tier (the shader's `R`): 512 / max(D, Dv),
-/// between 4 and 16. More rows share each key/value load (on lavapipe, B1 H8 L1024 D64:
-/// R = 4 gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but per-invocation state and the
-/// driver's compile time grow with R x D (lavapipe: D = 128 at R = 16 took 82 s to compile,
-/// D = 64 at R = 8 takes 8 s), so R x D stays at 512.
+/// between 2 and 16 (4 to 16 up to D = 128; 2 or 3 on the wide variant). More rows share
+/// each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27,
+/// R = 16 about 28), but per-invocation state and the driver's compile time grow with R x D
+/// (lavapipe: D = 128 at R = 16 took 82 s to compile, D = 64 at R = 8 takes 8 s), so R x D
+/// stays at 512.
 pub fn subgroup_rows(d: usize, dv: usize) -> usize {
-    (512 / d.max(dv).max(1)).clamp(4, 16)
+    (512 / d.max(dv).max(1)).clamp(2, 16)
 }
 
 /// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
@@ -36,10 +37,10 @@ pub const TILED_INVOCATIONS: u32 = 128;
 /// Query rows one tiled-tier workgroup covers.
 pub const TILED_ROWS_PER_GROUP: usize = 64;
 
-/// Largest D and Dv the fused kernels hold in registers (and the decode path).
+/// Largest D and Dv of the fused kernels' standard variants (and the decode path).
 pub const MAX_WIDTH: usize = 128;
-/// Largest D and Dv of the portable tier, through its wide variant.
-pub const PORTABLE_MAX_WIDTH: usize = 256;
+/// Largest D and Dv of the portable and subgroup tiers, through their wide variants.
+pub const WIDE_MAX_WIDTH: usize = 256;
 
 /// Capability tier of the fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +58,7 @@ pub enum Tier {
 impl Tier {
     fn kernel(self, p: &Problem) -> Kernel {
         match self {
+            Tier::Subgroup if wide(p) => Kernel::FusedSubgroupWide,
             Tier::Subgroup => Kernel::FusedSubgroup,
             Tier::Portable if wide(p) => Kernel::FusedPortableWide,
             Tier::Portable => Kernel::FusedPortable,
@@ -67,8 +69,8 @@ impl Tier {
     /// Largest D and Dv (after padding to multiples of 4) this tier takes.
     pub fn max_width(self) -> usize {
         match self {
-            Tier::Portable => PORTABLE_MAX_WIDTH,
-            Tier::Subgroup | Tier::Tiled => MAX_WIDTH,
+            Tier::Portable | Tier::Subgroup => WIDE_MAX_WIDTH,
+            Tier::Tiled => MAX_WIDTH,
         }
     }
 
@@ -92,7 +94,7 @@ impl Tier {
 }
 
 /// Whether D or Dv (padded to multiples of 4, see crate::widths) is above [`MAX_WIDTH`], so
-/// only the portable tier's wide variant can run the problem.
+/// only the wide variants (portable and subgroup tiers) can run the problem.
 pub fn wide(p: &Problem) -> bool {
     crate::widths::padded(p.dims.d) > MAX_WIDTH || crate::widths::padded(p.dims.dv) > MAX_WIDTH
 }

@@ -27,8 +27,12 @@ pub enum Kernel {
     Softmax,
     /// `shaders/weighted_sum.wgsl`: O = P V.
     WeightedSum,
-    /// `shaders/fused_subgroup.wgsl`: one-pass online softmax, K/V shared by subgroup broadcast.
+    /// `shaders/fused_subgroup.wgsl`: one-pass online softmax, K/V shared by subgroup broadcast
+    /// (D and Dv up to 128: `shaders/subgroup_width_128.wgsl`).
     FusedSubgroup,
+    /// The same kernel for D and Dv up to 256, with fewer query rows per invocation
+    /// (`shaders/subgroup_width_256.wgsl`).
+    FusedSubgroupWide,
     /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory
     /// (D and Dv up to 128: `shaders/portable_width_128.wgsl`).
     FusedPortable,
@@ -58,11 +62,12 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 15] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
         Kernel::FusedSubgroup,
+        Kernel::FusedSubgroupWide,
         Kernel::FusedPortable,
         Kernel::FusedPortableWide,
         Kernel::FusedTiled,
@@ -87,6 +92,12 @@ impl Kernel {
             // (shaders/fused_common.wgsl); WGSL has no include, so it is prepended here.
             Kernel::FusedSubgroup => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupWide => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/subgroup_width_256.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedPortable => concat!(
@@ -121,6 +132,7 @@ impl Kernel {
             Kernel::Softmax => "softmax",
             Kernel::WeightedSum => "weighted_sum",
             Kernel::FusedSubgroup => "fused_subgroup",
+            Kernel::FusedSubgroupWide => "fused_subgroup_wide",
             Kernel::FusedPortable => "fused_portable",
             Kernel::FusedPortableWide => "fused_portable_wide",
             Kernel::FusedTiled => "fused_tiled",
@@ -160,6 +172,7 @@ impl Kernel {
             Kernel::WeightedSum => &[Uniform, StorageRead, StorageRead, StorageReadWrite],
             // params, q, k, v, bias, allow, o, lse
             Kernel::FusedSubgroup
+            | Kernel::FusedSubgroupWide
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
@@ -207,6 +220,7 @@ impl Kernel {
                 std::mem::size_of::<crate::params::ChunkParams>()
             }
             Kernel::FusedSubgroup
+            | Kernel::FusedSubgroupWide
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled => std::mem::size_of::<crate::params::FusedParams>(),
@@ -225,7 +239,7 @@ impl Kernel {
     /// Optional device features the kernel needs.
     pub fn required_features(self) -> wgpu::Features {
         match self {
-            Kernel::FusedSubgroup => wgpu::Features::SUBGROUP,
+            Kernel::FusedSubgroup | Kernel::FusedSubgroupWide => wgpu::Features::SUBGROUP,
             _ => wgpu::Features::empty(),
         }
     }
@@ -261,7 +275,7 @@ impl PipelineKey {
             ("HAS_BIAS", u32::from(has_bias)),
             ("HAS_ALLOW", u32::from(has_allow)),
         ];
-        if kernel == Kernel::FusedSubgroup {
+        if matches!(kernel, Kernel::FusedSubgroup | Kernel::FusedSubgroupWide) {
             let rows = crate::fused::subgroup_rows(p.dims.d, p.dims.dv);
             constants.push(("R", rows as u32));
         }

@@ -384,14 +384,20 @@ fn planner_chooses_and_explains() {
         wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("padded");
     assert!(r.plan.path.starts_with("fused"), "{}", r.plan.path);
     assert!(r.plan.reason.contains("padded to 8"), "{}", r.plan.reason);
-    // D = 130 is wider than the other tiers and decode hold: only fused-portable (its wide
-    // variant) takes it. Auto picks it on CPU adapters and the unfused path on GPUs, and
-    // says why either way; forcing another tier is an error that names the limit.
+    // D = 130 is wider than the tiled tier and decode hold: only the wide variants of the
+    // subgroup and portable tiers take it. Auto picks one of them on CPU adapters (subgroup
+    // where the adapter runs it) and the unfused path on GPUs, and says why either way;
+    // forcing the tiled tier or decode is an error that names the limit.
     let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 9, 130, 130], 1.0);
     let r =
         wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("auto");
-    let want = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+    let wide_tier = if tier_obstacle(&ctx, Tier::Subgroup).is_none() {
+        "fused-subgroup"
+    } else {
         "fused-portable"
+    };
+    let want = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        wide_tier
     } else {
         "unfused"
     };
@@ -399,12 +405,8 @@ fn planner_chooses_and_explains() {
     assert!(r.plan.reason.contains("above 128"), "{}", r.plan.reason);
     let fused = AttentionOptions::default().path(PathChoice::Fused);
     let r = wgpu_attention::attention(&ctx, &q, &k, &v, &fused).expect("forced fused");
-    assert_eq!(r.plan.path, "fused-portable");
-    for path in [
-        PathChoice::FusedSubgroup,
-        PathChoice::FusedTiled,
-        PathChoice::Decode,
-    ] {
+    assert_eq!(r.plan.path, wide_tier, "{}", r.plan.reason);
+    for path in [PathChoice::FusedTiled, PathChoice::Decode] {
         let forced = AttentionOptions::default().path(path);
         let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("too wide");
         assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
@@ -420,33 +422,77 @@ fn planner_chooses_and_explains() {
     assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
 }
 
-/// D or Dv above 128 (up to 256) on the portable tier's wide variant: padded and unpadded
-/// widths, both causal alignments, GQA, a mask, rows that are fully masked, the LSE.
+/// D or Dv above 128 (up to 256) on the wide variants of the portable and subgroup tiers:
+/// padded and unpadded widths, both causal alignments, GQA, a mask, rows that are fully
+/// masked, the LSE. The subgroup tier gets one rule per width pair: its wide pipelines take
+/// lavapipe 20-30 s each to compile from a cold cache.
 #[test]
-fn widths_above_128_on_the_portable_tier() {
+fn widths_above_128_on_the_wide_variants() {
     let Some(ctx) = common::ctx() else { return };
+    use wgpu_attention::fused::{tier_obstacle, Tier};
     let mut rng = Rng::new(53);
-    for (d, dv) in [(256, 256), (200, 8), (16, 129), (130, 250)] {
-        let (q, k, v) = inputs(&mut rng, [1, 4, 2, 40, 75, d, dv], 1.0);
-        let allow = rng.bool_array(&[40, 75], 0.7);
-        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
-            let opts = AttentionOptions::default()
-                .causal(causal)
-                .path(PathChoice::FusedPortable)
-                .with_lse();
-            let what = format!("portable D{d} Dv{dv} {causal:?}");
-            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-            assert_eq!(r.out.shape(), &[1, 4, 40, dv]);
+    let all = [Causal::None, Causal::TopLeft, Causal::BottomRight];
+    let pairs = [(256, 256), (200, 8), (16, 129), (130, 250)];
+    for (d, dv) in pairs {
+        wide_case(
+            &ctx,
+            &mut rng,
+            PathChoice::FusedPortable,
+            (d, dv),
+            &all,
+            true,
+        );
+    }
+    if tier_obstacle(&ctx, Tier::Subgroup).is_none() {
+        let rules = [
+            (&all[0..1], false),
+            (&all[1..2], true),
+            (&all[2..3], false),
+            (&all[0..0], true),
+        ];
+        for ((d, dv), (causals, masked)) in pairs.into_iter().zip(rules) {
+            wide_case(
+                &ctx,
+                &mut rng,
+                PathChoice::FusedSubgroup,
+                (d, dv),
+                causals,
+                masked,
+            );
         }
-        // A mask with an empty row (3): zeros and an LSE of -inf there.
+    }
+}
+
+/// One width pair on a forced tier: each causal rule, then (`masked`) a mask with an empty
+/// row (3), which must give zeros and an LSE of -inf there.
+fn wide_case(
+    ctx: &Context,
+    rng: &mut Rng,
+    path: PathChoice,
+    (d, dv): (usize, usize),
+    causals: &[Causal],
+    masked: bool,
+) {
+    let (q, k, v) = inputs(rng, [1, 4, 2, 40, 75, d, dv], 1.0);
+    let allow = rng.bool_array(&[40, 75], 0.7);
+    for &causal in causals {
+        let opts = AttentionOptions::default()
+            .causal(causal)
+            .path(path)
+            .with_lse();
+        let what = format!("{path:?} D{d} Dv{dv} {causal:?}");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert_eq!(r.out.shape(), &[1, 4, 40, dv]);
+    }
+    if masked {
         let mut masked = allow.clone();
         masked.index_axis_mut(ndarray::Axis(0), 3).fill(false);
         let opts = AttentionOptions::default()
             .mask(Mask::Bool(masked.view()))
-            .path(PathChoice::FusedPortable)
+            .path(path)
             .with_lse();
-        let what = format!("portable D{d} Dv{dv} masked");
-        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        let what = format!("{path:?} D{d} Dv{dv} masked");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
         let lse = r.lse.expect("lse");
         assert!(lse[[0, 0, 3]] == f32::NEG_INFINITY, "{}", lse[[0, 0, 3]]);
     }

@@ -32,8 +32,9 @@ fn width(rng: &mut Rng) -> usize {
     }
 }
 
-/// (D, Dv): one case in ten above 128, from fixed pairs (the portable tier's wide variant
-/// takes them; each pair and mask kind is a pipeline that lavapipe compiles in about 10 s).
+/// (D, Dv): one case in ten above 128, from fixed pairs (the wide variants of the subgroup
+/// and portable tiers take them; each pair and mask kind is a pipeline that lavapipe compiles
+/// in 10-30 s).
 fn widths(rng: &mut Rng) -> (usize, usize) {
     if rng.below(10) == 0 {
         return [(129, 129), (200, 64), (8, 256)][rng.below(3)];

@@ -1,0 +1,11 @@
+// subgroup_width_128.wgsl — the array sizes of fused_subgroup.wgsl's standard variant
+// (Kernel::FusedSubgroup): D and Dv up to 128, R up to 16 query rows per invocation. Not a
+// kernel on its own; the registry puts it between fused_common.wgsl and fused_subgroup.wgsl.
+//
+// The loops run exactly these trip counts (Mesa then unrolls them; see fused_subgroup.wgsl),
+// so the sizes set lavapipe's compile time: raising MAX_D4 to 64 here made the D = 64
+// pipeline take 480 s to compile from a cold cache (8 s with these sizes). Widths above 128
+// therefore have their own variant with fewer rows.
+
+const MAX_D4: u32 = 32u;
+const MAX_R: u32 = 16u;
