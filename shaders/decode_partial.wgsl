@@ -17,7 +17,10 @@
 // r = (head within group) * Lq + i. All of them share every K/V load: grouped-query decode
 // reads K and V once, not once per query head.
 //
-// Specialisation: D, DV (multiples of 4, at most 128), CAUSAL, HAS_BIAS, HAS_ALLOW.
+// Array size MAX_D4 (D/4 and DV/4 at most): decode_width_128.wgsl (Kernel::DecodePartial)
+// or decode_width_256.wgsl (Kernel::DecodePartialWide), which the registry puts in front.
+//
+// Specialisation: D, DV (multiples of 4, at most 4 x MAX_D4), CAUSAL, HAS_BIAS, HAS_ALLOW.
 //
 // Dispatch: one invocation per (group, row quad, split), numbered linearly (split fastest),
 // 64 per workgroup, spread over x and y; surplus invocations return at once (this kernel has
@@ -39,7 +42,6 @@ override CAUSAL: u32 = 0u;
 override HAS_BIAS: u32 = 0u;
 override HAS_ALLOW: u32 = 0u;
 
-const MAX_D4: u32 = 32u;
 const NO_SCORE: f32 = -3.0e38;
 const VALID: f32 = -1.0e38;
 const NEG_INF_BITS: u32 = 0xff800000u;

@@ -325,27 +325,49 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
             None => Ok((Path::Fused(tier), forced())),
         }
     };
+    let info = ctx.adapter_info();
+    let unfused_obstacle = || crate::loops::obstacle(info, "unfused", crate::loops::unfused(p));
+    let decode_obstacle = || {
+        weights
+            .clone()
+            .or_else(|| fused::width_obstacle(p, decode::MAX_WIDTH))
+            .or_else(|| decode::loop_obstacle(info, p))
+    };
     match opts.path {
-        PathChoice::Unfused => Ok((Path::Unfused, forced())),
+        PathChoice::Unfused => match unfused_obstacle() {
+            Some(why) => Err(unavailable("unfused", why)),
+            None => Ok((Path::Unfused, forced())),
+        },
         PathChoice::FusedSubgroup => forced_tier(Tier::Subgroup),
         PathChoice::FusedPortable => forced_tier(Tier::Portable),
         PathChoice::FusedTiled => forced_tier(Tier::Tiled),
-        PathChoice::Decode => match weights
-            .clone()
-            .or_else(|| fused::width_obstacle(p, fused::MAX_WIDTH))
-        {
+        PathChoice::Decode => match decode_obstacle() {
             Some(why) => Err(unavailable("decode", why)),
             None => Ok((Path::Decode, forced())),
         },
         PathChoice::Fused | PathChoice::Auto => {
             let explicit = opts.path == PathChoice::Fused;
+            // No fused tier: the unfused path, or where llvmpipe's loop limit stops it (long
+            // rows), decode, which splits the keys.
             let fall_back = |why: String| -> Result<(Path, String)> {
                 if explicit {
                     return Err(unavailable("fused", why));
                 }
-                Ok((Path::Unfused, format!("fused unavailable: {why}")))
+                let Some(unfused_why) = unfused_obstacle() else {
+                    return Ok((Path::Unfused, format!("fused unavailable: {why}")));
+                };
+                match decode_obstacle() {
+                    None => Ok((
+                        Path::Decode,
+                        format!("fused unavailable: {why}; {unfused_why}; decode splits the keys"),
+                    )),
+                    Some(decode_why) => Err(unavailable(
+                        "auto",
+                        format!("fused: {why}; {unfused_why}; decode: {decode_why}"),
+                    )),
+                }
             };
-            if let Some(why) = weights {
+            if let Some(why) = weights.clone() {
                 return fall_back(why);
             }
             let d = &p.dims;
@@ -359,14 +381,18 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
             );
             if wide && !explicit && !on_cpu {
                 // README "Measured": on an H200 at D = 128 the unfused path took 162 ms where
-                // the portable tier took 190; the subgroup tier is for CPU adapters.
+                // the portable tier took 190; the subgroup tier is for CPU adapters. Decode's
+                // wide variant has not been measured on a GPU.
                 return Ok((
                     Path::Unfused,
                     format!("{why_wide}, and on GPUs the unfused path measured faster than fused-portable"),
                 ));
             }
             let rows = d.hq / d.hkv * d.lq;
-            if !wide && !explicit && rows <= decode::MAX_AUTO_ROWS && d.lk >= decode::MIN_AUTO_KEYS
+            if !explicit
+                && rows <= decode::MAX_AUTO_ROWS
+                && d.lk >= decode::MIN_AUTO_KEYS
+                && decode_obstacle().is_none()
             {
                 return Ok((
                     Path::Decode,

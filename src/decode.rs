@@ -6,6 +6,7 @@
 use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
+use crate::loops;
 use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{
     largest_scratch, mask_binding, mask_params, plan_chunks_with, whole, Chunk, ChunkCost,
@@ -20,6 +21,8 @@ const WG: u64 = 64;
 pub const MAX_AUTO_ROWS: usize = 16;
 /// Keys below which splitting is not worth a second kernel.
 pub const MIN_AUTO_KEYS: usize = 256;
+/// Largest D and Dv of the decode path (through the wide variant above 128).
+pub const MAX_WIDTH: usize = crate::fused::WIDE_MAX_WIDTH;
 
 /// How the keys of a group are split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,9 +34,15 @@ pub struct Split {
 }
 
 /// Splits of about Lk/128 keys (at least 16): enough invocations to fill a device, few
-/// enough partials that writing and merging them stays small next to reading K and V.
-pub fn split_for(lk: usize) -> Split {
-    let keys_per_split = lk.div_ceil(128).max(16).next_multiple_of(4);
+/// enough partials that writing and merging them stays small next to reading K and V. At
+/// most `max_keys_per_split` keys a split (a multiple of 4), so that on llvmpipe no
+/// invocation crosses the driver's loop limit (see crate::loops).
+pub fn split_for(lk: usize, max_keys_per_split: usize) -> Split {
+    let keys_per_split = lk
+        .div_ceil(128)
+        .max(16)
+        .next_multiple_of(4)
+        .min(max_keys_per_split);
     Split {
         keys_per_split,
         splits: lk.div_ceil(keys_per_split),
@@ -53,7 +62,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn of(p: &Problem) -> Self {
+    fn of(info: &wgpu::AdapterInfo, p: &Problem) -> Self {
         let d = &p.dims;
         let group = d.hq / d.hkv;
         let rows = group * d.lq;
@@ -61,10 +70,28 @@ impl Layout {
             group,
             rows,
             quads: rows.div_ceil(4),
-            split: split_for(d.lk),
+            split: split_for(d.lk, max_keys_per_split(info, p)),
             dv4: d.dv / 4,
         }
     }
+}
+
+/// The most keys one split may take: unbounded, but on llvmpipe as many 4-key blocks as fit
+/// the loop limit (crate::loops).
+fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem) -> usize {
+    if !loops::limited(info) {
+        return usize::MAX;
+    }
+    let per_block = loops::decode_block(crate::fused::wide(p));
+    let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::keyed(0, per_block)) / per_block;
+    blocks as usize * 4
+}
+
+/// Why the decode path cannot run the problem on this adapter: the merge kernel loops over
+/// the splits, which on llvmpipe must stay within the loop limit.
+pub(crate) fn loop_obstacle(info: &wgpu::AdapterInfo, p: &Problem) -> Option<String> {
+    let split = Layout::of(info, p).split;
+    loops::obstacle(info, "decode's merge", loops::keyed(split.splits as u64, 2))
 }
 
 /// The chunks this path runs in (whole GQA groups), planned against the device's limits.
@@ -77,7 +104,7 @@ pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
         quads,
         split,
         dv4,
-    } = Layout::of(p);
+    } = Layout::of(ctx.adapter_info(), p);
     let budget = DeviceBudget::from_limits(&ctx.limits());
     // Scratch: partial outputs of the chunk's groups; dispatch: the larger of the two kernels.
     let cost = |n_heads: usize, _rows: usize| {
@@ -109,8 +136,8 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
 }
 
 /// Runs the decode path over chunks from [`plan`]. The caller has checked the shape with
-/// `fused::width_obstacle` (D and Dv at most 128, padded to multiples of 4 by the caller,
-/// no weights).
+/// `fused::width_obstacle` (D and Dv at most [`MAX_WIDTH`], padded to multiples of 4 by the
+/// caller, no weights). Widths above 128 run on the wide variant of the partial kernel.
 pub(crate) fn run(
     ctx: &Context,
     p: &Problem,
@@ -124,7 +151,7 @@ pub(crate) fn run(
         quads,
         split,
         dv4,
-    } = Layout::of(p);
+    } = Layout::of(ctx.adapter_info(), p);
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
@@ -132,7 +159,12 @@ pub(crate) fn run(
     let (partial_o, partial_l) = partial_bytes(p, chunks);
     let part_o = ctx.scratch_buffer("decode partial outputs", partial_o)?;
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
-    let partial_pipe = ctx.pipeline(&PipelineKey::for_problem(Kernel::DecodePartial, p))?;
+    let partial_kernel = if crate::fused::wide(p) {
+        Kernel::DecodePartialWide
+    } else {
+        Kernel::DecodePartial
+    };
+    let partial_pipe = ctx.pipeline(&PipelineKey::for_problem(partial_kernel, p))?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {

@@ -6,6 +6,7 @@
 use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
+use crate::loops;
 use crate::params::FusedParams;
 use crate::plan::{mask_binding, mask_params, plan_chunks, whole, Chunk, ChunkCost, DeviceBudget};
 use crate::problem::Problem;
@@ -123,6 +124,9 @@ pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String
     if let Some(why) = width_obstacle(p, tier.max_width()) {
         return Some(why);
     }
+    if let Some(why) = loop_obstacle(ctx, p, tier) {
+        return Some(why);
+    }
     if tier == Tier::Portable && wide(p) {
         let have = ctx.limits().max_compute_workgroup_storage_size;
         if have < PORTABLE_WIDE_WORKGROUP_BYTES {
@@ -132,6 +136,20 @@ pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String
         }
     }
     tier_obstacle(ctx, tier)
+}
+
+/// Why the tier's key loop would cross llvmpipe's loop limit on this problem (see
+/// crate::loops), or `None`. Causal rows visit fewer keys; the bound counts all Lk.
+fn loop_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
+    let lk = p.dims.lk as u64;
+    let d4 = crate::widths::padded(p.dims.d) as u64 / 4;
+    let dv4 = crate::widths::padded(p.dims.dv) as u64 / 4;
+    let iterations = match tier {
+        Tier::Subgroup => loops::keyed(lk.div_ceil(8), loops::subgroup_block(wide(p))),
+        Tier::Portable => loops::keyed(lk.div_ceil(8), loops::portable_block(d4, dv4)),
+        Tier::Tiled => loops::keyed(lk.div_ceil(64), loops::tiled_block(d4, dv4)),
+    };
+    loops::obstacle(ctx.adapter_info(), tier.name(), iterations)
 }
 
 /// Why the adapter cannot run a tier, or `None` when it can.

@@ -41,8 +41,11 @@ pub enum Kernel {
     /// `shaders/fused_tiled.wgsl`: one-pass online softmax over 64 x 64 tiles staged in
     /// workgroup memory, register-tiled for GPUs.
     FusedTiled,
-    /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows.
+    /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
+    /// up to 128: `shaders/decode_width_128.wgsl`).
     DecodePartial,
+    /// The same kernel for D and Dv up to 256 (`shaders/decode_width_256.wgsl`).
+    DecodePartialWide,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
@@ -62,7 +65,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 16] = [
+    pub const ALL: [Kernel; 17] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -72,6 +75,7 @@ impl Kernel {
         Kernel::FusedPortableWide,
         Kernel::FusedTiled,
         Kernel::DecodePartial,
+        Kernel::DecodePartialWide,
         Kernel::Merge,
         Kernel::Copy,
         Kernel::Matmul,
@@ -114,7 +118,14 @@ impl Kernel {
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
-            Kernel::DecodePartial => include_str!("../shaders/decode_partial.wgsl"),
+            Kernel::DecodePartial => concat!(
+                include_str!("../shaders/decode_width_128.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
+            Kernel::DecodePartialWide => concat!(
+                include_str!("../shaders/decode_width_256.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
             Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
@@ -137,6 +148,7 @@ impl Kernel {
             Kernel::FusedPortableWide => "fused_portable_wide",
             Kernel::FusedTiled => "fused_tiled",
             Kernel::DecodePartial => "decode_partial",
+            Kernel::DecodePartialWide => "decode_partial_wide",
             Kernel::Merge => "merge",
             Kernel::Copy => "copy",
             Kernel::Matmul => "matmul",
@@ -176,7 +188,8 @@ impl Kernel {
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
-            | Kernel::DecodePartial => &[
+            | Kernel::DecodePartial
+            | Kernel::DecodePartialWide => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
@@ -224,7 +237,9 @@ impl Kernel {
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled => std::mem::size_of::<crate::params::FusedParams>(),
-            Kernel::DecodePartial => std::mem::size_of::<crate::params::DecodeParams>(),
+            Kernel::DecodePartial | Kernel::DecodePartialWide => {
+                std::mem::size_of::<crate::params::DecodeParams>()
+            }
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
             Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),

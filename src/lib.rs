@@ -52,12 +52,13 @@
 mod attention;
 pub mod check;
 mod context;
-mod decode;
+pub mod decode;
 mod error;
 pub mod fp16;
 pub mod fused;
 pub mod heatmap;
 pub mod kernel;
+pub mod loops;
 pub mod memory;
 pub mod merge;
 pub mod mha;

@@ -138,6 +138,53 @@ fn planner_picks_decode_for_few_rows() {
     assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
 }
 
+/// D or Dv above 128 (up to 256) on the decode kernel's wide variant: a Gemma-like GQA
+/// shape (head dimension 256), padded widths, both causal alignments, a mask with an empty
+/// row. One rule per shape: each is a pipeline that lavapipe compiles in 10-30 s.
+#[test]
+fn decode_widths_above_128() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(55);
+    let (q, k, v) = inputs(&mut rng, [1, 16, 8, 1, 1000, 256, 256], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .with_lse();
+    let r = assert_parity(&ctx, "decode D256 auto", &q, &k, &v, &opts, Tolerance::F32);
+    // Auto takes decode for these widths on CPU adapters only (not measured on a GPU).
+    if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
+    }
+    let opts = opts.path(PathChoice::Decode);
+    let r = assert_parity(&ctx, "decode D256", &q, &k, &v, &opts, Tolerance::F32);
+    assert_eq!(r.plan.path, "decode");
+
+    let (q, k, v) = inputs(&mut rng, [1, 4, 1, 5, 77, 130, 250], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::TopLeft)
+        .path(PathChoice::Decode)
+        .with_lse();
+    let r = assert_parity(&ctx, "decode D130 Dv250", &q, &k, &v, &opts, Tolerance::F32);
+    assert_eq!(r.out.shape(), &[1, 4, 5, 250]);
+
+    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 3, 301, 200, 8], 1.0);
+    let mut allow = rng.bool_array(&[2, 4, 3, 301], 0.6);
+    allow.slice_mut(s![1, 2, 1, ..]).fill(false);
+    let opts = AttentionOptions::default()
+        .mask(Mask::Bool(allow.view()))
+        .path(PathChoice::Decode)
+        .with_lse();
+    let r = assert_parity(
+        &ctx,
+        "decode D200 Dv8 masked",
+        &q,
+        &k,
+        &v,
+        &opts,
+        Tolerance::F32,
+    );
+    assert_eq!(r.lse.expect("lse")[[1, 2, 1]], f32::NEG_INFINITY);
+}
+
 /// Attention over the union of two key shards equals the merge of attention over each.
 #[test]
 fn merging_shards_equals_attention_over_all_keys() {

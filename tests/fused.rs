@@ -384,10 +384,10 @@ fn planner_chooses_and_explains() {
         wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("padded");
     assert!(r.plan.path.starts_with("fused"), "{}", r.plan.path);
     assert!(r.plan.reason.contains("padded to 8"), "{}", r.plan.reason);
-    // D = 130 is wider than the tiled tier and decode hold: only the wide variants of the
-    // subgroup and portable tiers take it. Auto picks one of them on CPU adapters (subgroup
-    // where the adapter runs it) and the unfused path on GPUs, and says why either way;
-    // forcing the tiled tier or decode is an error that names the limit.
+    // D = 130 is wider than the tiled tier holds: only the wide variants of the subgroup
+    // and portable tiers (and decode) take it. Auto picks one of the tiers on CPU adapters
+    // (subgroup where the adapter runs it) and the unfused path on GPUs, and says why either
+    // way; forcing the tiled tier is an error that names the limit.
     let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 9, 130, 130], 1.0);
     let r =
         wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("auto");
@@ -406,20 +406,22 @@ fn planner_chooses_and_explains() {
     let fused = AttentionOptions::default().path(PathChoice::Fused);
     let r = wgpu_attention::attention(&ctx, &q, &k, &v, &fused).expect("forced fused");
     assert_eq!(r.plan.path, wide_tier, "{}", r.plan.reason);
-    for path in [PathChoice::FusedTiled, PathChoice::Decode] {
-        let forced = AttentionOptions::default().path(path);
-        let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("too wide");
-        assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
-        assert!(e.to_string().contains("at most 128"), "{e}");
-    }
+    let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("too wide");
+    assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+    assert!(e.to_string().contains("at most 128"), "{e}");
     // D = 260 is wider than every fused kernel: auto falls back, forcing fused is an error.
     let (q, k, v) = inputs(&mut rng, [1, 1, 1, 5, 6, 260, 8], 1.0);
     let r = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default())
         .expect("fallback");
     assert_eq!(r.plan.path, "unfused");
     assert!(r.plan.reason.contains("at most 256"), "{}", r.plan.reason);
-    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &fused).expect_err("forced");
-    assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+    for path in [PathChoice::Fused, PathChoice::Decode] {
+        let forced = AttentionOptions::default().path(path);
+        let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("forced");
+        assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+        assert!(e.to_string().contains("at most 256"), "{e}");
+    }
 }
 
 /// D or Dv above 128 (up to 256) on the wide variants of the portable and subgroup tiers:

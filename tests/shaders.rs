@@ -32,7 +32,7 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
             ],
             vec![("D", 128.0), ("DV", 4.0)],
         ],
-        Kernel::FusedPortableWide | Kernel::FusedSubgroupWide => vec![
+        Kernel::FusedPortableWide | Kernel::FusedSubgroupWide | Kernel::DecodePartialWide => vec![
             vec![],
             vec![
                 ("D", 4.0),

@@ -1,0 +1,9 @@
+// decode_width_128.wgsl — the array size of decode_partial.wgsl's standard variant
+// (Kernel::DecodePartial): D and Dv up to 128. Not a kernel on its own; the registry puts it
+// in front of decode_partial.wgsl.
+//
+// The loops run exactly MAX_D4 times (Mesa then unrolls them and keeps the arrays in
+// registers), so this size sets lavapipe's compile time even where D is smaller: widths
+// above 128 have their own variant rather than a larger size here.
+
+const MAX_D4: u32 = 32u;

@@ -1,0 +1,82 @@
+//! llvmpipe's loop limit. Mesa's llvmpipe, which lavapipe (the CPU Vulkan driver of CI) runs
+//! shaders on, ends every loop of an invocation once 65535 loop iterations have run in that
+//! invocation, counted over all of its loops together (`LP_MAX_TGSI_LOOP_ITERATIONS` in
+//! gallivm, "shared between every loop"). Loops the driver unrolls do not count. Past the
+//! limit a kernel silently skips the rest of its keys, so on such an adapter the planner
+//! estimates each path's iterations per invocation and refuses a path that would cross it.
+//!
+//! The estimates are upper bounds on the iterations per key block, measured on lavapipe
+//! (Mesa 22.3) by running each kernel over keys until results went wrong: with q = 0 every
+//! key has the same weight, so the LSE counts the keys that were actually visited.
+//! `tests/loops.rs` runs each bounded path just inside its limit against the reference.
+
+use crate::problem::Problem;
+
+/// The iteration limit of one llvmpipe shader invocation.
+pub const LLVMPIPE_LOOP_LIMIT: u64 = 65_535;
+
+/// Iterations a kernel may spend outside its key loop (prologue, epilogue, masks), kept free
+/// of the limit.
+pub const SLACK: u64 = 512;
+
+/// Whether the adapter runs shaders through llvmpipe (lavapipe reports "llvmpipe (LLVM ...)").
+pub fn limited(info: &wgpu::AdapterInfo) -> bool {
+    info.device_type == wgpu::DeviceType::Cpu && info.name.contains("llvmpipe")
+}
+
+/// Iterations per 8-key block of the subgroup tier: one for the standard variant, whose
+/// inner loops unroll; its wide variant's 64-trip inner loops over D and Dv do not (measured:
+/// 131 per block, whatever D and Dv).
+pub fn subgroup_block(wide: bool) -> u64 {
+    if wide {
+        132
+    } else {
+        1
+    }
+}
+
+/// Iterations per 8-key block of the portable tier, whose inner loops are kept rolled on
+/// purpose (see portable_width_128.wgsl). Measured with D = Dv: 5 at D 4, 41 at D 64, 77 at
+/// D 128, 119 at D 200 and 149 at D 256; bounded by 4 + 1.25 (D/4 + Dv/4).
+pub fn portable_block(d4: u64, dv4: u64) -> u64 {
+    4 + (5 * (d4 + dv4)).div_ceil(4)
+}
+
+/// Iterations per 64-key block of the tiled tier. Measured with D = Dv: 95 at D 4, 149 at
+/// D 64, 221 at D 128; bounded by 96 + 4.2 max(D/4, Dv/4).
+pub fn tiled_block(d4: u64, dv4: u64) -> u64 {
+    96 + (42 * d4.max(dv4)).div_ceil(10)
+}
+
+/// Iterations per 4-key block of the decode kernel: one for the standard variant, whose
+/// inner loops unroll; its wide variant's 64-trip loops do not (measured: 131 per block).
+pub fn decode_block(wide: bool) -> u64 {
+    if wide {
+        132
+    } else {
+        1
+    }
+}
+
+/// Iterations of one unfused-path invocation: the weighted sum loops over every key of its
+/// row (measured: results went wrong past 65535 keys), the scores over D, the softmax over
+/// the row in steps of its 64 lanes.
+pub fn unfused(p: &Problem) -> u64 {
+    let d = &p.dims;
+    let (lk, width) = (d.lk as u64, d.d.max(d.dv) as u64);
+    lk.max(width) + 3 * lk.div_ceil(64) + SLACK
+}
+
+/// Iterations of one invocation that runs `blocks` key blocks at `per_block` each.
+pub fn keyed(blocks: u64, per_block: u64) -> u64 {
+    blocks * per_block + SLACK
+}
+
+/// Why `path` cannot run on this adapter because of the loop limit, or `None`.
+pub fn obstacle(info: &wgpu::AdapterInfo, path: &str, iterations: u64) -> Option<String> {
+    (limited(info) && iterations > LLVMPIPE_LOOP_LIMIT).then(|| {
+        format!(
+            "{path} would run about {iterations} loop iterations in one shader invocation; llvmpipe ends every loop after {LLVMPIPE_LOOP_LIMIT} (fewer keys, or another path)"
+        )
+    })
+}
