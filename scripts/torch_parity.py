@@ -86,6 +86,10 @@ CASES = [
                                      mask=rand(10, 17))),
     ("2-D transposed k, v (Fortran-order .npy)", dict(q=rand(20, 16), k=rand(16, 30).T, v=rand(8, 30).T)),
     ("D 160 (above 128)", dict(q=rand(1, 2, 40, 160), k=rand(1, 2, 50, 160), v=rand(1, 2, 50, 160))),
+    ("decode D 256 GQA (Gemma-like)", dict(q=rand(1, 16, 1, 256), k=rand(1, 8, 3000, 256), v=rand(1, 8, 3000, 256),
+                                           causal="bottom-right")),
+    # Past fused-portable's llvmpipe loop limit at D 64 (11 816 keys): refused there, not wrong.
+    ("long rows Lk 20000", dict(q=rand(1, 2, 24, 64), k=rand(1, 2, 20000, 64), v=rand(1, 2, 20000, 64))),
 ]
 
 

@@ -371,7 +371,7 @@ fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Resul
                 return fall_back(why);
             }
             let d = &p.dims;
-            let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+            let on_cpu = info.device_type == wgpu::DeviceType::Cpu;
             let wide = fused::wide(p);
             let why_wide = format!(
                 "D = {} and Dv = {} are above {}, which of the fused tiers only the wide variants of fused-subgroup and fused-portable take",

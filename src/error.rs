@@ -110,10 +110,11 @@ pub enum Error {
         /// Where the total came from.
         origin: String,
     },
-    /// A path was forced that cannot run these inputs.
+    /// A path was forced that cannot run these inputs, or (path "auto") no path can: on
+    /// llvmpipe, rows longer than every path's loop limit (see `loops`).
     #[error("path '{path}' cannot run this problem: {reason}")]
     PathUnavailable {
-        /// The path requested.
+        /// The path requested ("auto" when the planner found none).
         path: &'static str,
         /// Why not.
         reason: String,
