@@ -6,32 +6,15 @@ use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use crate::context::Context;
 use crate::decode;
 use crate::error::{Error, Result};
-use crate::fused::{self, Tier};
+use crate::fused;
 use crate::memory::{buffer_bytes, MemoryEstimate};
-use crate::options::{AttentionOptions, AttentionOutput, PathChoice, PlanInfo};
+use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::plan::Chunk;
+use crate::planner::{choose_path, Path};
 use crate::problem::{max_abs_finite, validate_dims, validate_problem, Dims, Problem};
 use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
-
-/// A kernel path the planner can pick.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Path {
-    Unfused,
-    Fused(Tier),
-    Decode,
-}
-
-impl Path {
-    fn name(self) -> &'static str {
-        match self {
-            Path::Unfused => "unfused",
-            Path::Fused(t) => t.name(),
-            Path::Decode => "decode",
-        }
-    }
-}
 
 /// Largest element count of any one tensor: kernels index with u32.
 const MAX_ELEMENTS: usize = u32::MAX as usize;
@@ -309,133 +292,6 @@ fn execute(
             chunks,
         },
     })
-}
-
-/// Picks a path from the shapes, the options and the adapter, and says why.
-fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Result<(Path, String)> {
-    let weights = fused::weights_obstacle(opts.return_weights);
-    let unavailable = |path: &'static str, reason: String| Error::PathUnavailable { path, reason };
-    let forced = || "forced by the caller".to_string();
-    let forced_tier = |tier: Tier| -> Result<(Path, String)> {
-        match weights
-            .clone()
-            .or_else(|| fused::problem_obstacle(ctx, p, tier))
-        {
-            Some(why) => Err(unavailable(tier.name(), why)),
-            None => Ok((Path::Fused(tier), forced())),
-        }
-    };
-    let info = ctx.adapter_info();
-    let unfused_obstacle = || crate::loops::obstacle(info, "unfused", crate::loops::unfused(p));
-    let decode_obstacle = || {
-        weights
-            .clone()
-            .or_else(|| fused::width_obstacle(p, decode::MAX_WIDTH))
-            .or_else(|| decode::loop_obstacle(info, p))
-    };
-    match opts.path {
-        PathChoice::Unfused => match unfused_obstacle() {
-            Some(why) => Err(unavailable("unfused", why)),
-            None => Ok((Path::Unfused, forced())),
-        },
-        PathChoice::FusedSubgroup => forced_tier(Tier::Subgroup),
-        PathChoice::FusedPortable => forced_tier(Tier::Portable),
-        PathChoice::FusedTiled => forced_tier(Tier::Tiled),
-        PathChoice::Decode => match decode_obstacle() {
-            Some(why) => Err(unavailable("decode", why)),
-            None => Ok((Path::Decode, forced())),
-        },
-        PathChoice::Fused | PathChoice::Auto => {
-            let explicit = opts.path == PathChoice::Fused;
-            // No fused tier: the unfused path, or where llvmpipe's loop limit stops it (long
-            // rows), decode, which splits the keys.
-            let fall_back = |why: String| -> Result<(Path, String)> {
-                if explicit {
-                    return Err(unavailable("fused", why));
-                }
-                let Some(unfused_why) = unfused_obstacle() else {
-                    return Ok((Path::Unfused, format!("fused unavailable: {why}")));
-                };
-                match decode_obstacle() {
-                    None => Ok((
-                        Path::Decode,
-                        format!("fused unavailable: {why}; {unfused_why}; decode splits the keys"),
-                    )),
-                    Some(decode_why) => Err(unavailable(
-                        "auto",
-                        format!("fused: {why}; {unfused_why}; decode: {decode_why}"),
-                    )),
-                }
-            };
-            if let Some(why) = weights.clone() {
-                return fall_back(why);
-            }
-            let d = &p.dims;
-            let on_cpu = info.device_type == wgpu::DeviceType::Cpu;
-            let wide = fused::wide(p);
-            let why_wide = format!(
-                "D = {} and Dv = {} are above {}, which of the fused tiers only the wide variants of fused-subgroup and fused-portable take",
-                d.d,
-                d.dv,
-                fused::MAX_WIDTH
-            );
-            if wide && !explicit && !on_cpu {
-                // README "Measured": on an H200 at D = 128 the unfused path took 162 ms where
-                // the portable tier took 190; the subgroup tier is for CPU adapters. Decode's
-                // wide variant has not been measured on a GPU.
-                return Ok((
-                    Path::Unfused,
-                    format!("{why_wide}, and on GPUs the unfused path measured faster than fused-portable"),
-                ));
-            }
-            let rows = d.hq / d.hkv * d.lq;
-            if !explicit
-                && rows <= decode::MAX_AUTO_ROWS
-                && d.lk >= decode::MIN_AUTO_KEYS
-                && decode_obstacle().is_none()
-            {
-                return Ok((
-                    Path::Decode,
-                    format!(
-                        "{rows} query rows per kv head over {} keys: split-K decode",
-                        d.lk
-                    ),
-                ));
-            }
-            // Tiers in order of measured speed on this kind of adapter (README "Measured"):
-            // on CPU adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x (2-3x
-            // at D = 256); on GPUs the tiled tier is 2.5x the portable one on an H200, and
-            // the subgroup tier is for CPU adapters only (see fused::tier_obstacle).
-            let order: &[Tier] = if on_cpu {
-                &[Tier::Subgroup, Tier::Portable, Tier::Tiled]
-            } else {
-                &[Tier::Tiled, Tier::Portable]
-            };
-            let mut passed_over = Vec::new();
-            for &tier in order {
-                match fused::problem_obstacle(ctx, p, tier) {
-                    None => {
-                        let mut reason = if wide {
-                            format!("one pass, O(L) memory; {why_wide}")
-                        } else {
-                            format!(
-                                "one pass, O(L) memory; {} tier, the fastest measured on {} adapters",
-                                tier.name(),
-                                if on_cpu { "CPU" } else { "GPU" }
-                            )
-                        };
-                        if !passed_over.is_empty() {
-                            reason =
-                                format!("{reason} that can run here ({})", passed_over.join("; "));
-                        }
-                        return Ok((Path::Fused(tier), reason));
-                    }
-                    Some(why) => passed_over.push(why),
-                }
-            }
-            fall_back(passed_over.join("; "))
-        }
-    }
 }
 
 fn check_element_counts(p: &Problem, weights: bool) -> Result<()> {

@@ -67,6 +67,7 @@ mod options;
 pub mod params;
 pub mod perf;
 pub mod plan;
+mod planner;
 pub mod problem;
 pub mod raster;
 pub mod reference;

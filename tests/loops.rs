@@ -52,44 +52,46 @@ fn fused_tiers_run_up_to_the_loop_limit() {
         return;
     }
     let mut rng = Rng::new(71);
-    // Widths and rules that tests/fused.rs already compiles, so no new pipelines.
-    let subgroup_wide = max_keys(subgroup_block(true), 8);
-    assert_eq!(subgroup_wide, 3936);
-    at_the_limit(
-        &ctx,
-        &mut rng,
-        PathChoice::FusedSubgroup,
-        [5, subgroup_wide, 16, 129],
-        Causal::BottomRight,
-        8,
-    );
-    let portable = max_keys(portable_block(16, 16), 8);
-    at_the_limit(
-        &ctx,
-        &mut rng,
-        PathChoice::FusedPortable,
-        [5, portable, 64, 64],
-        Causal::None,
-        8,
-    );
-    let portable_wide = max_keys(portable_block(64, 64), 8);
-    at_the_limit(
-        &ctx,
-        &mut rng,
-        PathChoice::FusedPortable,
-        [5, portable_wide, 256, 256],
-        Causal::None,
-        8,
-    );
-    let tiled = max_keys(tiled_block(16, 16), 64);
-    at_the_limit(
-        &ctx,
-        &mut rng,
-        PathChoice::FusedTiled,
-        [5, tiled, 64, 64],
-        Causal::None,
-        64,
-    );
+    assert_eq!(max_keys(subgroup_block(true), 8), 3936);
+    // (path, keys at the limit, D, Dv, causal rule, keys per block): widths and rules that
+    // tests/fused.rs already compiles, so no new pipelines.
+    let cases = [
+        (
+            PathChoice::FusedSubgroup,
+            max_keys(subgroup_block(true), 8),
+            16,
+            129,
+            Causal::BottomRight,
+            8,
+        ),
+        (
+            PathChoice::FusedPortable,
+            max_keys(portable_block(16, 16), 8),
+            64,
+            64,
+            Causal::None,
+            8,
+        ),
+        (
+            PathChoice::FusedPortable,
+            max_keys(portable_block(64, 64), 8),
+            256,
+            256,
+            Causal::None,
+            8,
+        ),
+        (
+            PathChoice::FusedTiled,
+            max_keys(tiled_block(16, 16), 64),
+            64,
+            64,
+            Causal::None,
+            64,
+        ),
+    ];
+    for (path, lk, d, dv, causal, block) in cases {
+        at_the_limit(&ctx, &mut rng, path, [5, lk, d, dv], causal, block);
+    }
 }
 
 #[test]
@@ -127,4 +129,41 @@ fn decode_splits_are_capped() {
     assert_eq!(capped.keys_per_split, 1968);
     assert_eq!(capped.splits, 1_000_000usize.div_ceil(1968));
     assert!(capped.keys_per_split as u64 / 4 * decode_block(true) + SLACK <= LLVMPIPE_LOOP_LIMIT);
+}
+
+/// Past every fused tier's limit and the unfused path's, auto takes decode (which splits
+/// the keys) whatever the number of rows; asking for the weights there, which only the
+/// unfused path returns, is an error that gives every reason.
+#[test]
+fn auto_falls_back_to_decode_past_every_limit() {
+    let Some(ctx) = common::ctx() else { return };
+    if !loops::limited(ctx.adapter_info()) {
+        eprintln!("not llvmpipe: no loop limit to test");
+        return;
+    }
+    let mut rng = Rng::new(73);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 1, 40, 70_000, 256, 256], 1.0);
+    let opts = AttentionOptions::default().with_lse();
+    let r = assert_parity(
+        &ctx,
+        "auto Lk 70000 D256",
+        &q,
+        &k,
+        &v,
+        &opts,
+        Tolerance::F32,
+    );
+    assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
+    assert!(
+        r.plan.reason.contains("splits the keys"),
+        "{}",
+        r.plan.reason
+    );
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &opts.with_weights())
+        .expect_err("weights past the unfused limit");
+    assert!(
+        matches!(e, Error::PathUnavailable { path: "auto", .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("llvmpipe"), "{e}");
 }

@@ -1,0 +1,175 @@
+//! The planner: which path runs a problem, and why. Forced paths are checked and refused
+//! with the reason; auto ranks the paths by what was measured on each kind of adapter
+//! (README "Measured") and skips those the problem or the adapter rules out: widths, device
+//! limits, requested weights, and on llvmpipe its loop limit (crate::loops).
+
+use crate::context::Context;
+use crate::decode;
+use crate::error::{Error, Result};
+use crate::fused::{self, Tier};
+use crate::loops;
+use crate::options::{AttentionOptions, PathChoice};
+use crate::problem::Problem;
+
+/// A kernel path the planner can pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    Unfused,
+    Fused(Tier),
+    Decode,
+}
+
+impl Path {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Path::Unfused => "unfused",
+            Path::Fused(t) => t.name(),
+            Path::Decode => "decode",
+        }
+    }
+}
+
+/// A path and why it was picked.
+type Choice = Result<(Path, String)>;
+
+fn unavailable(path: &'static str, reason: String) -> Error {
+    Error::PathUnavailable { path, reason }
+}
+
+/// Why the unfused path cannot run the problem here (llvmpipe's loop limit), or `None`.
+fn unfused_obstacle(ctx: &Context, p: &Problem) -> Option<String> {
+    loops::obstacle(ctx.adapter_info(), "unfused", loops::unfused(p))
+}
+
+/// Why decode cannot run the problem here, or `None`: weights requested (`weights`, from
+/// fused::weights_obstacle), widths, or llvmpipe's loop limit on its merge.
+fn decode_obstacle(ctx: &Context, p: &Problem, weights: Option<String>) -> Option<String> {
+    weights
+        .or_else(|| fused::width_obstacle(p, decode::MAX_WIDTH))
+        .or_else(|| decode::loop_obstacle(ctx.adapter_info(), p))
+}
+
+/// Picks a path from the shapes, the options and the adapter, and says why.
+pub(crate) fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Choice {
+    let weights = fused::weights_obstacle(opts.return_weights);
+    let forced = |path: Path, obstacle: Option<String>| match obstacle {
+        Some(why) => Err(unavailable(path.name(), why)),
+        None => Ok((path, "forced by the caller".to_string())),
+    };
+    let tier = |tier: Tier| {
+        let obstacle = weights
+            .clone()
+            .or_else(|| fused::problem_obstacle(ctx, p, tier));
+        forced(Path::Fused(tier), obstacle)
+    };
+    match opts.path {
+        PathChoice::Unfused => forced(Path::Unfused, unfused_obstacle(ctx, p)),
+        PathChoice::FusedSubgroup => tier(Tier::Subgroup),
+        PathChoice::FusedPortable => tier(Tier::Portable),
+        PathChoice::FusedTiled => tier(Tier::Tiled),
+        PathChoice::Decode => forced(Path::Decode, decode_obstacle(ctx, p, weights)),
+        PathChoice::Fused => fused_or_fallback(ctx, p, weights, true),
+        PathChoice::Auto => fused_or_fallback(ctx, p, weights, false),
+    }
+}
+
+/// Auto (`explicit` false) or `PathChoice::Fused` (true): decode for few rows over many
+/// keys, else the first fused tier that can run the problem, in order of measured speed on
+/// this kind of adapter; when none can, an error if fused was asked for, else [`fall_back`].
+fn fused_or_fallback(
+    ctx: &Context,
+    p: &Problem,
+    weights: Option<String>,
+    explicit: bool,
+) -> Choice {
+    let want_weights = weights.is_some();
+    let fall_back = |why: String| {
+        if explicit {
+            return Err(unavailable("fused", why));
+        }
+        fall_back(ctx, p, why, want_weights)
+    };
+    if let Some(why) = weights {
+        return fall_back(why);
+    }
+    let d = &p.dims;
+    let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    let wide = fused::wide(p);
+    let why_wide = format!(
+        "D = {} and Dv = {} are above {}, which of the fused tiers only the wide variants of fused-subgroup and fused-portable take",
+        d.d,
+        d.dv,
+        fused::MAX_WIDTH
+    );
+    if wide && !explicit && !on_cpu {
+        // README "Measured": on an H200 at D = 128 the unfused path took 162 ms where the
+        // portable tier took 190; the subgroup tier is for CPU adapters. Decode's wide
+        // variant has not been measured on a GPU.
+        return Ok((
+            Path::Unfused,
+            format!("{why_wide}, and on GPUs the unfused path measured faster than fused-portable"),
+        ));
+    }
+    let rows = d.hq / d.hkv * d.lq;
+    if !explicit
+        && rows <= decode::MAX_AUTO_ROWS
+        && d.lk >= decode::MIN_AUTO_KEYS
+        && decode_obstacle(ctx, p, None).is_none()
+    {
+        return Ok((
+            Path::Decode,
+            format!(
+                "{rows} query rows per kv head over {} keys: split-K decode",
+                d.lk
+            ),
+        ));
+    }
+    // Tiers in order of measured speed on this kind of adapter (README "Measured"): on CPU
+    // adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x (2-3x at D = 256); on
+    // GPUs the tiled tier is 2.5x the portable one on an H200, and the subgroup tier is for
+    // CPU adapters only (see fused::tier_obstacle).
+    let order: &[Tier] = if on_cpu {
+        &[Tier::Subgroup, Tier::Portable, Tier::Tiled]
+    } else {
+        &[Tier::Tiled, Tier::Portable]
+    };
+    let mut passed_over = Vec::new();
+    for &tier in order {
+        let Some(why) = fused::problem_obstacle(ctx, p, tier) else {
+            let mut reason = if wide {
+                format!("one pass, O(L) memory; {why_wide}")
+            } else {
+                format!(
+                    "one pass, O(L) memory; {} tier, the fastest measured on {} adapters",
+                    tier.name(),
+                    if on_cpu { "CPU" } else { "GPU" }
+                )
+            };
+            if !passed_over.is_empty() {
+                reason = format!("{reason} that can run here ({})", passed_over.join("; "));
+            }
+            return Ok((Path::Fused(tier), reason));
+        };
+        passed_over.push(why);
+    }
+    fall_back(passed_over.join("; "))
+}
+
+/// No fused tier can run the problem (`why`), or weights were asked for: the unfused path;
+/// where llvmpipe's loop limit stops it (long rows), decode, which splits the keys (but
+/// returns no weights); else an error that gives every reason.
+fn fall_back(ctx: &Context, p: &Problem, why: String, want_weights: bool) -> Choice {
+    let Some(unfused_why) = unfused_obstacle(ctx, p) else {
+        return Ok((Path::Unfused, format!("fused unavailable: {why}")));
+    };
+    match decode_obstacle(ctx, p, fused::weights_obstacle(want_weights)) {
+        None => Ok((
+            Path::Decode,
+            format!("fused unavailable: {why}; {unfused_why}; decode splits the keys"),
+        )),
+        Some(decode_why) => Err(unavailable(
+            "auto",
+            format!("fused: {why}; {unfused_why}; decode: {decode_why}"),
+        )),
+    }
+}
