@@ -316,6 +316,13 @@ impl MultiHeadAttention {
         let pipe = self.ctx.pipeline(&PipelineKey::plain(Kernel::Matmul))?;
         let budget = DeviceBudget::from_limits(&self.ctx.limits());
         self.check_fits(&budget, &[x.len(), k * n, m * n], total)?;
+        // Each invocation loops over K (see crate::loops).
+        let iterations = k as u64 + crate::loops::SLACK;
+        if let Some(why) =
+            crate::loops::obstacle(self.ctx.adapter_info(), "the projection", iterations)
+        {
+            return Err(Error::too_large(format_args!("{why}")));
+        }
         let uniform = self.ctx.uniform("matmul params", &params);
         let bias = match &self.b[i] {
             Some(bt) => bt.buffer.clone(),

@@ -130,3 +130,37 @@ fn weights_load_from_npy_and_are_checked() {
     assert!(MultiHeadAttention::new(&ctx, &loaded, bad).is_err());
     assert!(layer.forward(&rng.array(&[5, 15], 1.0).view()).is_err());
 }
+
+/// On llvmpipe each projection invocation loops over d_model, so the layer runs up to the
+/// driver's loop limit (crate::loops) and refuses a wider d_model instead of summing part of
+/// it. Other adapters have no such limit.
+#[test]
+fn projections_stop_at_the_loop_limit() {
+    use wgpu_attention::loops::{limited, LLVMPIPE_LOOP_LIMIT, SLACK};
+    let Some(ctx) = common::ctx() else { return };
+    if !limited(ctx.adapter_info()) {
+        return;
+    }
+    let mut rng = Rng::new(74);
+    let cfg = MhaConfig {
+        n_heads: 1,
+        n_kv_heads: 1,
+        rope: None,
+        causal: Causal::None,
+        path: PathChoice::Auto,
+    };
+    let widest = (LLVMPIPE_LOOP_LIMIT - SLACK) as usize;
+    let w = weights(&mut rng, widest, 1, 1, 4, false);
+    let layer = MultiHeadAttention::new(&ctx, &w, cfg).expect("layer");
+    let x = rng.array(&[2, widest], 1.0);
+    let got = layer.forward(&x.view()).expect("forward");
+    let want = mha_reference(&w, &cfg, &x.view()).expect("reference");
+    let c = wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32);
+    assert!(c.passed(), "d_model {widest}: {c}");
+
+    let w = weights(&mut rng, widest + 1, 1, 1, 4, false);
+    let layer = MultiHeadAttention::new(&ctx, &w, cfg).expect("layer");
+    let x = rng.array(&[2, widest + 1], 1.0);
+    let e = layer.forward(&x.view()).expect_err("past the loop limit");
+    assert!(e.to_string().contains("llvmpipe"), "{e}");
+}
