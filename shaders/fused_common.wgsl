@@ -14,6 +14,13 @@
 //   7 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp as f32 bits
 // (*_win fields are in elements of the binding's own type: vec4 for q, k, v, o.)
 //
+// Keys: each tier visits keys key0 .. key1 only (key0 a multiple of its key block). The
+// host runs all of them in one pass, or, where a driver limits the loop iterations of an
+// invocation (llvmpipe, see src/loops.rs), in several passes that write partial outputs
+// and their LSE, which merge.wgsl combines. Output row i of batch-head bh is written at
+// bh * o_rows + i - (the window start): o_rows = Lq in one pass; in a key pass, o and lse
+// are the partial buffers and o_rows spans all the passes' rows of one head.
+//
 // Specialisation (override constants): D and DV (multiples of 4, at most 128), CAUSAL,
 // HAS_BIAS, HAS_ALLOW (0 or 1).
 //
@@ -26,7 +33,8 @@ struct FusedParams {
     scale: f32, row0: u32, rows: u32, total_groups: u32,
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
     lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, row_groups: u32, pad0: u32,
+    m_si: u32, m_sj: u32, row_groups: u32, key0: u32,
+    key1: u32, o_rows: u32, pad0: u32, pad1: u32,
 }
 
 override D: u32 = 64u;

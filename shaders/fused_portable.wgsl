@@ -80,7 +80,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         diag = u32(clamp(i32(wg_first) + p.causal_offset + 1, 0, i32(p.lk)));
     }
     let k_row0 = kvh * p.lk;
-    for (var j0 = 0u; j0 < key_end; j0 = j0 + 8u) {
+    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + 8u) {
         workgroupBarrier();
         for (var idx = lindex; idx < 8u * d4; idx = idx + 64u) {
             let t = idx / d4;
@@ -160,10 +160,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Normalise and write; rows past the chunk were clamped duplicates and are skipped.
     let inv = select(vec4<f32>(0.0), vec4<f32>(1.0) / l, l > vec4<f32>(0.0));
     for (var c = 0u; c < dv4; c = c + 1u) {
-        if (first < p.row0 + p.rows) { o[(bh * p.lq + first) * dv4 + c - p.o_win] = acc_a[c] * inv.x; }
-        if (first + 1u < p.row0 + p.rows) { o[(bh * p.lq + first + 1u) * dv4 + c - p.o_win] = acc_b[c] * inv.y; }
-        if (first + 2u < p.row0 + p.rows) { o[(bh * p.lq + first + 2u) * dv4 + c - p.o_win] = acc_c[c] * inv.z; }
-        if (first + 3u < p.row0 + p.rows) { o[(bh * p.lq + first + 3u) * dv4 + c - p.o_win] = acc_d[c] * inv.w; }
+        if (first < p.row0 + p.rows) { o[(bh * p.o_rows + first) * dv4 + c - p.o_win] = acc_a[c] * inv.x; }
+        if (first + 1u < p.row0 + p.rows) { o[(bh * p.o_rows + first + 1u) * dv4 + c - p.o_win] = acc_b[c] * inv.y; }
+        if (first + 2u < p.row0 + p.rows) { o[(bh * p.o_rows + first + 2u) * dv4 + c - p.o_win] = acc_c[c] * inv.z; }
+        if (first + 3u < p.row0 + p.rows) { o[(bh * p.o_rows + first + 3u) * dv4 + c - p.o_win] = acc_d[c] * inv.w; }
     }
     for (var r = 0u; r < 4u; r = r + 1u) {
         if (first + r < p.row0 + p.rows) {
@@ -171,7 +171,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (l[r] > 0.0) {
                 bits = bitcast<u32>(m[r] + log(l[r]));
             }
-            lse[bh * p.lq + first + r - p.lse_win] = bits;
+            lse[bh * p.o_rows + first + r - p.lse_win] = bits;
         }
     }
 }

@@ -153,7 +153,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         diag = u32(clamp(lo, 0, i32(p.lk)));
     }
     let k_row0 = kvh * p.lk;
-    for (var j0 = 0u; j0 < key_end; j0 = j0 + 8u) {
+    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + 8u) {
         let jl = min(j0 + (lane & 7u), p.lk - 1u);
         let kbase = (k_row0 + jl) * d4 - p.k_win;
         // Scores of each row against keys j0..j0+3 (s0) and j0+4..j0+7 (s1).
@@ -227,10 +227,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 }
                 for (var c = 0u; c < MAX_D4; c = c + 1u) {
                     if (c < dv4) {
-                        o[(bh * p.lq + i) * dv4 + c - p.o_win] = acc[r][c] * inv;
+                        o[(bh * p.o_rows + i) * dv4 + c - p.o_win] = acc[r][c] * inv;
                     }
                 }
-                lse[bh * p.lq + i - p.lse_win] = bits;
+                lse[bh * p.o_rows + i - p.lse_win] = bits;
             }
         }
     }

@@ -105,7 +105,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         diag = u32(clamp(i32(block_first) + p.causal_offset + 1, 0, i32(p.lk)));
     }
 
-    for (var j0 = 0u; j0 < key_end; j0 = j0 + BLOCK_KEYS) {
+    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + BLOCK_KEYS) {
         // 1. Scores of rows 4ty+r against keys 4tx+t (sa) and 32+4tx+t (sb).
         var sa: array<vec4<f32>, 4>;
         var sb: array<vec4<f32>, 4>;
@@ -243,11 +243,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var c = 0u; c < MAX_COLS; c = c + 1u) {
                 let col = tx + 8u * c;
                 if (col < dv4) {
-                    o[(bh * p.lq + i) * dv4 + col - p.o_win] = acc[r][c] * inv;
+                    o[(bh * p.o_rows + i) * dv4 + col - p.o_win] = acc[r][c] * inv;
                 }
             }
             if (tx == 0u) {
-                lse[bh * p.lq + i - p.lse_win] = bits;
+                lse[bh * p.o_rows + i - p.lse_win] = bits;
             }
         }
     }

@@ -117,6 +117,8 @@ struct Prepared {
     path: Path,
     reason: String,
     chunks: Vec<Chunk>,
+    /// Dispatches per chunk, each with its own uniform buffer.
+    dispatches_per_chunk: u64,
 }
 
 /// Peak device memory that [`attention`] would hold for inputs of these shapes (and the
@@ -181,12 +183,30 @@ fn plan_call(
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
         Path::Decode => decode::plan(ctx, &problem)?,
     };
+    let dispatches_per_chunk = match path {
+        Path::Unfused => 3,
+        // Key passes on llvmpipe with long rows, then a merge.
+        Path::Fused(tier) => match fused::key_passes(ctx.adapter_info(), &problem, tier) {
+            1 => 1,
+            passes => passes as u64 + 1,
+        },
+        Path::Decode => 2,
+    };
+    if let Path::Fused(tier) = path {
+        let passes = fused::key_passes(ctx.adapter_info(), &problem, tier);
+        if passes > 1 {
+            reason = format!(
+                "{reason}; in {passes} passes over the keys (llvmpipe's loop limit), merged"
+            );
+        }
+    }
     Ok(Prepared {
         problem,
         user_dims: dims,
         path,
         reason,
         chunks,
+        dispatches_per_chunk,
     })
 }
 
@@ -209,11 +229,11 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let outputs = out + buffer_bytes(d.rows()) + weights_bytes;
     let path_scratch = match plan.path {
         Path::Unfused => unfused::scratch_bytes(&plan.chunks),
-        Path::Fused(_) => widths::copy_bytes(d),
+        Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks) + widths::copy_bytes(d),
         Path::Decode => decode::scratch_bytes(&plan.problem, &plan.chunks) + widths::copy_bytes(d),
     };
-    // One uniform buffer per dispatch: at most three per chunk (unfused).
-    let uniforms = plan.chunks.len() as u64 * 3 * buffer_bytes(64);
+    // One uniform buffer per dispatch.
+    let uniforms = plan.chunks.len() as u64 * plan.dispatches_per_chunk * buffer_bytes(64);
     let host_inputs = if inputs == Inputs::Host {
         input_bytes
     } else {

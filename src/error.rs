@@ -111,7 +111,8 @@ pub enum Error {
         origin: String,
     },
     /// A path was forced that cannot run these inputs, or (path "auto") no path can: on
-    /// llvmpipe, rows longer than every path's loop limit (see `loops`).
+    /// llvmpipe, the attention weights of rows longer than the unfused path's loop limit
+    /// (see `loops`).
     #[error("path '{path}' cannot run this problem: {reason}")]
     PathUnavailable {
         /// The path requested ("auto" when the planner found none).

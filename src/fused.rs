@@ -2,13 +2,19 @@
 //! Memory O(L): no Lq x Lk buffer exists. Three tiers: a tiled one for GPUs (64 x 64 tiles in
 //! workgroup memory, register tiles), subgroup broadcast (fastest on CPU adapters such as
 //! lavapipe), and a portable one sharing 8-key blocks through workgroup memory.
+//!
+//! On llvmpipe, whose loop limit would cut long rows short (crate::loops), the keys run in
+//! several passes ([`key_passes`]), each writing a normalised partial output and its LSE;
+//! merge.wgsl combines them, as it does decode's splits. Memory stays O(L) per pass.
 
 use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::loops;
-use crate::params::FusedParams;
-use crate::plan::{mask_binding, mask_params, plan_chunks, whole, Chunk, ChunkCost, DeviceBudget};
+use crate::params::{FusedParams, MergeParams};
+use crate::plan::{
+    mask_binding, mask_params, plan_chunks, whole, Chunk, ChunkCost, DeviceBudget, Window,
+};
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
 
@@ -138,18 +144,47 @@ pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String
     tier_obstacle(ctx, tier)
 }
 
-/// Why the tier's key loop would cross llvmpipe's loop limit on this problem (see
-/// crate::loops), or `None`. Causal rows visit fewer keys; the bound counts all Lk.
-fn loop_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
-    let lk = p.dims.lk as u64;
+/// Keys per block of the tier's key loop, and the loop iterations one block takes on
+/// llvmpipe (crate::loops).
+fn key_block(p: &Problem, tier: Tier) -> (usize, u64) {
     let d4 = crate::widths::padded(p.dims.d) as u64 / 4;
     let dv4 = crate::widths::padded(p.dims.dv) as u64 / 4;
-    let iterations = match tier {
-        Tier::Subgroup => loops::keyed(lk.div_ceil(8), loops::subgroup_block(wide(p))),
-        Tier::Portable => loops::keyed(lk.div_ceil(8), loops::portable_block(d4, dv4)),
-        Tier::Tiled => loops::keyed(lk.div_ceil(64), loops::tiled_block(d4, dv4)),
-    };
-    loops::obstacle(ctx.adapter_info(), tier.name(), iterations)
+    match tier {
+        Tier::Subgroup => (8, loops::subgroup_block(wide(p))),
+        Tier::Portable => (8, loops::portable_block(d4, dv4)),
+        Tier::Tiled => (64, loops::tiled_block(d4, dv4)),
+    }
+}
+
+/// Keys one pass of the tier visits: all of them, or on llvmpipe as many key blocks as fit
+/// its loop limit (crate::loops); more keys run in several passes whose partial outputs
+/// merge.wgsl combines.
+pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
+    let lk = p.dims.lk.max(1);
+    if !loops::limited(info) {
+        return lk;
+    }
+    let (block, per_block) = key_block(p, tier);
+    let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
+    (blocks as usize * block)
+        .max(block)
+        .min(lk.next_multiple_of(block))
+}
+
+/// Key passes of the tier on this adapter (1 but on llvmpipe with long rows).
+pub fn key_passes(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
+    p.dims.lk.div_ceil(keys_per_pass(info, p, tier)).max(1)
+}
+
+/// Why the merge of the tier's key passes would cross llvmpipe's loop limit (it loops over
+/// the passes twice), or `None`. Never in practice: that takes over 32 000 passes.
+fn loop_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
+    let passes = key_passes(ctx.adapter_info(), p, tier) as u64;
+    loops::obstacle(
+        ctx.adapter_info(),
+        "the merge of key passes",
+        loops::keyed(passes, 2),
+    )
 }
 
 /// Why the adapter cannot run a tier, or `None` when it can.
@@ -198,19 +233,48 @@ pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
     }
 }
 
-/// The chunks this path runs in, planned against the device's limits. The fused path needs
-/// no scratch beside its outputs.
+/// The chunks this path runs in, planned against the device's limits. In one key pass the
+/// fused path needs no scratch beside its outputs; in several, each chunk's scratch is the
+/// partial outputs of all passes (their LSEs take `scratch / Dv` more).
 pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>> {
     let budget = DeviceBudget::from_limits(&ctx.limits());
+    let passes = key_passes(ctx.adapter_info(), p, tier);
     let cost = |n: usize, rows: usize| ChunkCost {
-        scratch_bytes: 0,
-        max_groups: (n * rows.div_ceil(tier.rows_per_group(p))) as u64,
+        scratch_bytes: if passes > 1 {
+            (n * passes * rows * p.dims.dv * 4) as u64
+        } else {
+            0
+        },
+        // With passes, the merge's invocations (one per output vec4) too.
+        max_groups: if passes > 1 {
+            (n * rows.div_ceil(tier.rows_per_group(p))).max((n * rows * p.dims.dv / 4).div_ceil(64))
+        } else {
+            n * rows.div_ceil(tier.rows_per_group(p))
+        } as u64,
     };
     plan_chunks(p, &budget, &cost)
 }
 
+/// Bytes of the largest chunk's partial outputs and of their LSEs, (0, 0) in one pass (both
+/// buffers are reused by every chunk).
+fn partial_bytes(p: &Problem, chunks: &[Chunk]) -> (u64, u64) {
+    let outputs = chunks.iter().map(|c| c.scratch_bytes).max().unwrap_or(0);
+    if outputs == 0 {
+        return (0, 0);
+    }
+    (outputs, (outputs / p.dims.dv as u64).max(4))
+}
+
+/// Scratch bytes the path allocates beside its outputs: the partial outputs of key passes
+/// and their LSEs (none in one pass).
+pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
+    let (outputs, lses) = partial_bytes(p, chunks);
+    outputs + lses
+}
+
 /// Runs the fused path over chunks from [`plan`], on a tier the caller has checked with
-/// [`problem_obstacle`].
+/// [`problem_obstacle`]: each chunk in one pass over the keys, or on llvmpipe with long rows
+/// in several ([`key_passes`]) into partial buffers, then merged.
 pub(crate) fn run(
     ctx: &Context,
     p: &Problem,
@@ -224,6 +288,21 @@ pub(crate) fn run(
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
     let pipe = ctx.pipeline(&PipelineKey::for_problem(tier.kernel(p), p))?;
+    let passes = key_passes(ctx.adapter_info(), p, tier);
+    let keys_per_pass = keys_per_pass(ctx.adapter_info(), p, tier);
+    // Partial outputs and LSEs of the passes, reused by every chunk (merge.wgsl's layout:
+    // head, pass, row).
+    let partial = if passes > 1 {
+        let (output_bytes, lse_bytes) = partial_bytes(p, chunks);
+        Some((
+            ctx.scratch_buffer("fused partial outputs", output_bytes)?,
+            ctx.scratch_buffer("fused partial lse", lse_bytes)?,
+            ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?,
+        ))
+    } else {
+        None
+    };
+    let dv4 = d.dv / 4;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the fused path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -262,23 +341,92 @@ pub(crate) fn run(
                 m_si: strides[2],
                 m_sj: strides[3],
                 row_groups: row_groups as u32,
+                key0: 0,
+                key1: d.lk as u32,
+                o_rows: d.lq as u32,
+                pad0: 0,
+                pad1: 0,
+            };
+            let bind =
+                |params: &FusedParams, o: wgpu::BufferBinding<'_>, l: wgpu::BufferBinding<'_>| {
+                    let uniform = ctx.uniform("fused params", params);
+                    pipe.bind_group(
+                        device,
+                        &[
+                            whole(&uniform),
+                            c.q.bind(inputs.q),
+                            c.k.bind(inputs.k),
+                            c.v.bind(inputs.v),
+                            mask_binding(inputs.bias, c.mask, &dummy),
+                            mask_binding(inputs.allow, c.mask, &dummy),
+                            o,
+                            l,
+                        ],
+                    )
+                };
+            let Some((part_o, part_l, merge_pipe)) = &partial else {
+                let bg = bind(&params, c.out.bind(out), c.lse.bind(lse));
+                budget.dispatch(&mut pass, &pipe, &bg, total);
+                continue;
+            };
+            // Pass s writes row i of head bh at (bh - bh0) * o_rows + s * rows + (i - row0) of
+            // the partial buffers: u32 window starts wrap, as the shader's index arithmetic does.
+            let o_rows = (passes * c.rows) as u32;
+            let scratch = Window {
+                offset: 0,
+                size: c.scratch_bytes,
+                start: 0,
+            };
+            let lse_scratch = Window {
+                offset: 0,
+                size: (c.scratch_bytes / d.dv as u64).max(4),
+                start: 0,
+            };
+            for s in 0..passes {
+                let first = (c.bh0 as u32)
+                    .wrapping_mul(o_rows)
+                    .wrapping_add(c.row0 as u32)
+                    .wrapping_sub((s * c.rows) as u32);
+                let pass_params = FusedParams {
+                    key0: (s * keys_per_pass) as u32,
+                    key1: ((s + 1) * keys_per_pass).min(d.lk) as u32,
+                    o_rows,
+                    o_win: first.wrapping_mul(dv4 as u32),
+                    lse_win: first,
+                    ..params
+                };
+                let bg = bind(&pass_params, scratch.bind(part_o), lse_scratch.bind(part_l));
+                budget.dispatch(&mut pass, &pipe, &bg, total);
+            }
+            // merge.wgsl with one "group" per batch-head (Hq = Hkv, group 1) and the chunk's
+            // rows; its output row bh * Lq + r is shifted to row0 + r by the window starts.
+            let merge_total = (c.n_heads * c.rows * dv4) as u64;
+            let merge = MergeParams {
+                rows: c.rows as u32,
+                splits: passes as u32,
+                dv4: dv4 as u32,
+                total: merge_total as u32,
+                lq: d.lq as u32,
+                hq: d.hq as u32,
+                hkv: d.hq as u32,
+                group: 1,
+                g0: c.bh0 as u32,
+                o_win: (c.out.start / 4).wrapping_sub((c.row0 * dv4) as u32),
+                lse_win: c.lse.start.wrapping_sub(c.row0 as u32),
                 pad0: 0,
             };
-            let uniform = ctx.uniform("fused params", &params);
-            let bg = pipe.bind_group(
+            let u_merge = ctx.uniform("merge params", &merge);
+            let bg_merge = merge_pipe.bind_group(
                 device,
                 &[
-                    whole(&uniform),
-                    c.q.bind(inputs.q),
-                    c.k.bind(inputs.k),
-                    c.v.bind(inputs.v),
-                    mask_binding(inputs.bias, c.mask, &dummy),
-                    mask_binding(inputs.allow, c.mask, &dummy),
+                    whole(&u_merge),
+                    scratch.bind(part_o),
+                    lse_scratch.bind(part_l),
                     c.out.bind(out),
                     c.lse.bind(lse),
                 ],
             );
-            budget.dispatch(&mut pass, &pipe, &bg, total);
+            budget.dispatch(&mut pass, merge_pipe, &bg_merge, merge_total.div_ceil(64));
         }
         drop(pass);
         encoder

@@ -123,8 +123,17 @@ pub struct FusedParams {
     pub m_sj: u32,
     /// Workgroups per head along the rows (`Tier::rows_per_group` rows each).
     pub row_groups: u32,
+    /// First key of this pass (a multiple of the tier's key block).
+    pub key0: u32,
+    /// End of this pass's keys (exclusive, at most `lk`).
+    pub key1: u32,
+    /// Rows per batch-head in the output binding: `lq`, or in a key pass the rows of all
+    /// passes of one head in the partial buffer.
+    pub o_rows: u32,
     /// Padding to a multiple of 16 bytes.
     pub pad0: u32,
+    /// See `pad0`.
+    pub pad1: u32,
 }
 
 /// Parameters of one chunk for `decode_partial.wgsl`. A group is one (batch, kv head) pair

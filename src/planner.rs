@@ -82,12 +82,11 @@ fn fused_or_fallback(
     weights: Option<String>,
     explicit: bool,
 ) -> Choice {
-    let want_weights = weights.is_some();
     let fall_back = |why: String| {
         if explicit {
             return Err(unavailable("fused", why));
         }
-        fall_back(ctx, p, why, want_weights)
+        fall_back(ctx, p, why)
     };
     if let Some(why) = weights {
         return fall_back(why);
@@ -155,21 +154,15 @@ fn fused_or_fallback(
     fall_back(passed_over.join("; "))
 }
 
-/// No fused tier can run the problem (`why`), or weights were asked for: the unfused path;
-/// where llvmpipe's loop limit stops it (long rows), decode, which splits the keys (but
-/// returns no weights); else an error that gives every reason.
-fn fall_back(ctx: &Context, p: &Problem, why: String, want_weights: bool) -> Choice {
-    let Some(unfused_why) = unfused_obstacle(ctx, p) else {
-        return Ok((Path::Unfused, format!("fused unavailable: {why}")));
-    };
-    match decode_obstacle(ctx, p, fused::weights_obstacle(want_weights)) {
-        None => Ok((
-            Path::Decode,
-            format!("fused unavailable: {why}; {unfused_why}; decode splits the keys"),
-        )),
-        Some(decode_why) => Err(unavailable(
+/// No fused tier can run the problem (`why`), or weights were asked for: the unfused path,
+/// unless llvmpipe's loop limit stops it too (long rows), which is an error that gives both
+/// reasons.
+fn fall_back(ctx: &Context, p: &Problem, why: String) -> Choice {
+    match unfused_obstacle(ctx, p) {
+        None => Ok((Path::Unfused, format!("fused unavailable: {why}"))),
+        Some(unfused_why) => Err(unavailable(
             "auto",
-            format!("fused: {why}; {unfused_why}; decode: {decode_why}"),
+            format!("fused: {why}; unfused: {unfused_why}"),
         )),
     }
 }

@@ -1,7 +1,8 @@
-//! llvmpipe's loop limit (wgpu_attention::loops): on llvmpipe (lavapipe), each path whose
-//! loops grow with the keys runs correctly at the most keys its estimate allows, and one key
-//! block more is refused with the reason, while auto still returns the right result. Other
-//! adapters have no such limit: the test returns early there.
+//! llvmpipe's loop limit (wgpu_attention::loops): on llvmpipe (lavapipe), each fused tier
+//! runs in one pass over the keys at the most keys its estimate allows, and in two passes
+//! (merged) one key block past it; the unfused path runs at its limit and is refused past
+//! it, while auto still returns the right result. Each result is checked against the
+//! reference. Other adapters have no such limit: the tests return early there.
 
 mod common;
 
@@ -16,8 +17,9 @@ fn max_keys(per_block: u64, block: usize) -> usize {
     ((LLVMPIPE_LOOP_LIMIT - SLACK) / per_block) as usize * block
 }
 
-/// Runs `path` at `lk` keys against the reference, then at `lk + step` expects a refusal
-/// that names llvmpipe and checks auto's result there.
+/// Runs `path` at `lk` keys against the reference, then at `lk + step`, where a fused tier
+/// takes two passes over the keys and the unfused path is refused (naming llvmpipe), then
+/// checks auto's result there.
 fn at_the_limit(
     ctx: &Context,
     rng: &mut Rng,
@@ -32,13 +34,20 @@ fn at_the_limit(
         .path(path)
         .with_lse();
     let what = format!("{path:?} D{d} Dv{dv} Lk{lk} (the limit)");
-    assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+    let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+    assert!(!r.plan.reason.contains("passes"), "{}", r.plan.reason);
 
     let lk = lk + step;
     let (q, k, v) = inputs(rng, [1, 2, 1, lq, lk, d, dv], 1.0);
-    let e = wgpu_attention::attention(ctx, &q, &k, &v, &opts).expect_err("past the limit");
-    assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
-    assert!(e.to_string().contains("llvmpipe"), "{e}");
+    if path == PathChoice::Unfused {
+        let e = wgpu_attention::attention(ctx, &q, &k, &v, &opts).expect_err("past the limit");
+        assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+        assert!(e.to_string().contains("llvmpipe"), "{e}");
+    } else {
+        let what = format!("{path:?} D{d} Dv{dv} Lk{lk} (past the limit)");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert!(r.plan.reason.contains("in 2 passes"), "{}", r.plan.reason);
+    }
     let auto = AttentionOptions::default().causal(causal).with_lse();
     let what = format!("auto D{d} Dv{dv} Lk{lk} (past {path:?}'s limit)");
     assert_parity(ctx, &what, &q, &k, &v, &auto, Tolerance::F32);
@@ -131,11 +140,12 @@ fn decode_splits_are_capped() {
     assert!(capped.keys_per_split as u64 / 4 * decode_block(true) + SLACK <= LLVMPIPE_LOOP_LIMIT);
 }
 
-/// Past every fused tier's limit and the unfused path's, auto takes decode (which splits
-/// the keys) whatever the number of rows; asking for the weights there, which only the
-/// unfused path returns, is an error that gives every reason.
+/// Far past every fused tier's limit and the unfused path's, auto runs the subgroup tier's
+/// wide variant in many key passes; with a mask and a causal rule, so that whole passes
+/// see no key for some rows. Asking for the weights there, which only the unfused path
+/// returns, is an error that gives both reasons.
 #[test]
-fn auto_falls_back_to_decode_past_every_limit() {
+fn many_key_passes() {
     let Some(ctx) = common::ctx() else { return };
     if !loops::limited(ctx.adapter_info()) {
         eprintln!("not llvmpipe: no loop limit to test");
@@ -153,12 +163,8 @@ fn auto_falls_back_to_decode_past_every_limit() {
         &opts,
         Tolerance::F32,
     );
-    assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
-    assert!(
-        r.plan.reason.contains("splits the keys"),
-        "{}",
-        r.plan.reason
-    );
+    assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
+    assert!(r.plan.reason.contains("in 18 passes"), "{}", r.plan.reason);
     let e = wgpu_attention::attention(&ctx, &q, &k, &v, &opts.with_weights())
         .expect_err("weights past the unfused limit");
     assert!(
@@ -166,4 +172,21 @@ fn auto_falls_back_to_decode_past_every_limit() {
         "{e}"
     );
     assert!(e.to_string().contains("llvmpipe"), "{e}");
+    // Top-left causal with Lq < Lk: the 40 rows see at most 40 keys, so every pass but the
+    // first has none for any row (LSE -inf there); the merge must ignore them.
+    let opts = AttentionOptions::default()
+        .causal(Causal::TopLeft)
+        .path(PathChoice::FusedPortable)
+        .with_lse();
+    let (q, k, v) = inputs(&mut rng, [1, 2, 1, 40, 20_000, 64, 64], 1.0);
+    let r = assert_parity(
+        &ctx,
+        "portable Lk 20000 top-left",
+        &q,
+        &k,
+        &v,
+        &opts,
+        Tolerance::F32,
+    );
+    assert!(r.plan.reason.contains("passes"), "{}", r.plan.reason);
 }
