@@ -183,23 +183,21 @@ fn plan_call(
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
         Path::Decode => decode::plan(ctx, &problem)?,
     };
+    // Passes over the keys: several only for a fused tier on llvmpipe with long rows.
+    let passes = match path {
+        Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
+        Path::Unfused | Path::Decode => 1,
+    };
+    if passes > 1 {
+        reason =
+            format!("{reason}; in {passes} passes over the keys (llvmpipe's loop limit), merged");
+    }
     let dispatches_per_chunk = match path {
         Path::Unfused => 3,
-        // Key passes on llvmpipe with long rows, then a merge.
-        Path::Fused(tier) => match fused::key_passes(ctx.adapter_info(), &problem, tier) {
-            1 => 1,
-            passes => passes as u64 + 1,
-        },
+        Path::Fused(_) if passes > 1 => passes as u64 + 1,
+        Path::Fused(_) => 1,
         Path::Decode => 2,
     };
-    if let Path::Fused(tier) = path {
-        let passes = fused::key_passes(ctx.adapter_info(), &problem, tier);
-        if passes > 1 {
-            reason = format!(
-                "{reason}; in {passes} passes over the keys (llvmpipe's loop limit), merged"
-            );
-        }
-    }
     Ok(Prepared {
         problem,
         user_dims: dims,

@@ -2,13 +2,16 @@
 //! shaders on, ends every loop of an invocation once 65535 loop iterations have run in that
 //! invocation, counted over all of its loops together (`LP_MAX_TGSI_LOOP_ITERATIONS` in
 //! gallivm, "shared between every loop"). Loops the driver unrolls do not count. Past the
-//! limit a kernel silently skips the rest of its keys, so on such an adapter the planner
-//! estimates each path's iterations per invocation and refuses a path that would cross it.
+//! limit a kernel silently skips the rest of its keys. So on such an adapter each path's
+//! iterations per invocation are estimated from the functions here: the fused tiers split
+//! long rows into passes over the keys (crate::fused::key_passes), decode takes more key
+//! splits, and the unfused path and the MHA projections refuse what would cross the limit.
 //!
 //! The estimates are upper bounds on the iterations per key block, measured on lavapipe
 //! (Mesa 22.3) by running each kernel over keys until results went wrong: with q = 0 every
 //! key has the same weight, so the LSE counts the keys that were actually visited.
-//! `tests/loops.rs` runs each bounded path just inside its limit against the reference.
+//! `tests/loops.rs` runs each path at the most keys one pass may take, and one block past
+//! it, against the reference.
 
 use crate::problem::Problem;
 

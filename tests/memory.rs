@@ -218,6 +218,33 @@ fn the_estimate_bounds_what_each_path_holds() {
     measured_against_estimate(PathChoice::Decode, [1, 8, 2, 1, 700, 32, 32], false, true);
 }
 
+/// On llvmpipe, 20 000 keys take fused-portable two passes over the keys (its loop limit):
+/// the partial outputs, their LSEs and the extra uniforms are in the estimate, which is
+/// also close to what is held. Elsewhere the same call is one pass, checked the same way.
+#[test]
+fn the_estimate_covers_key_passes() {
+    if let Some(ctx) = own_context(None) {
+        let shape = [1, 4, 2, 70, 20_000, 64, 64];
+        let (q, k, v) = inputs(shape);
+        let opts = AttentionOptions::default().path(PathChoice::FusedPortable);
+        let (_, plan) =
+            memory_estimate(&ctx, q.shape(), k.shape(), v.shape(), &opts).expect("plan");
+        let limited = wgpu_attention::loops::limited(ctx.adapter_info());
+        assert_eq!(
+            plan.reason.contains("in 2 passes"),
+            limited,
+            "{}",
+            plan.reason
+        );
+    }
+    measured_against_estimate(
+        PathChoice::FusedPortable,
+        [1, 4, 2, 70, 20_000, 64, 64],
+        false,
+        false,
+    );
+}
+
 /// Widths that are not multiples of 4 add zero-padded copies for the vec4 paths, freed
 /// within the call: what stays held after submission is within the estimate.
 #[test]
