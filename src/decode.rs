@@ -9,8 +9,8 @@ use crate::kernel::{Kernel, PipelineKey};
 use crate::loops;
 use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{
-    largest_scratch, mask_binding, mask_params, plan_chunks_with, whole, Chunk, ChunkCost,
-    DeviceBudget, Window,
+    largest_scratch, mask_binding, mask_params, partial_windows, plan_chunks_with, whole, Chunk,
+    ChunkCost, DeviceBudget,
 };
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
@@ -219,16 +219,7 @@ pub(crate) fn run(
             };
             let u_partial = ctx.uniform("decode params", &partial);
             let u_merge = ctx.uniform("merge params", &merge);
-            let scratch = Window {
-                offset: 0,
-                size: c.scratch_bytes,
-                start: 0,
-            };
-            let lse_scratch = Window {
-                offset: 0,
-                size: (c.scratch_bytes / d.dv as u64).max(4),
-                start: 0,
-            };
+            let (scratch, lse_scratch) = partial_windows(c.scratch_bytes, d.dv);
             let bg_partial = partial_pipe.bind_group(
                 device,
                 &[

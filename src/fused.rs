@@ -13,7 +13,7 @@ use crate::kernel::{Kernel, PipelineKey};
 use crate::loops;
 use crate::params::{FusedParams, MergeParams};
 use crate::plan::{
-    mask_binding, mask_params, plan_chunks, whole, Chunk, ChunkCost, DeviceBudget, Window,
+    mask_binding, mask_params, partial_windows, plan_chunks, whole, Chunk, ChunkCost, DeviceBudget,
 };
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
@@ -372,16 +372,7 @@ pub(crate) fn run(
             // Pass s writes row i of head bh at (bh - bh0) * o_rows + s * rows + (i - row0) of
             // the partial buffers: u32 window starts wrap, as the shader's index arithmetic does.
             let o_rows = (passes * c.rows) as u32;
-            let scratch = Window {
-                offset: 0,
-                size: c.scratch_bytes,
-                start: 0,
-            };
-            let lse_scratch = Window {
-                offset: 0,
-                size: (c.scratch_bytes / d.dv as u64).max(4),
-                start: 0,
-            };
+            let (scratch, lse_scratch) = partial_windows(c.scratch_bytes, d.dv);
             for s in 0..passes {
                 let first = (c.bh0 as u32)
                     .wrapping_mul(o_rows)

@@ -114,6 +114,21 @@ impl Window {
     }
 }
 
+/// Windows over a chunk's partial outputs (its `scratch_bytes`) and their LSEs (one per
+/// row of `dv` outputs), from the start of the buffers every chunk reuses: merge.wgsl's
+/// inputs, for the decode splits and the fused key passes.
+pub(crate) fn partial_windows(scratch_bytes: u64, dv: usize) -> (Window, Window) {
+    let window = |size| Window {
+        offset: 0,
+        size,
+        start: 0,
+    };
+    (
+        window(scratch_bytes),
+        window((scratch_bytes / dv as u64).max(4)),
+    )
+}
+
 /// A whole buffer as a binding.
 pub(crate) fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
     wgpu::BufferBinding {
