@@ -9,7 +9,7 @@ use crate::kernel::{Kernel, PipelineKey};
 use crate::loops;
 use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{
-    largest_scratch, mask_binding, mask_params, partial_windows, plan_chunks_with, whole, Chunk,
+    largest_scratch, mask_params, merge_bindings, partial_windows, plan_chunks_with, Chunk,
     ChunkCost, DeviceBudget,
 };
 use crate::problem::Problem;
@@ -222,26 +222,17 @@ pub(crate) fn run(
             let (scratch, lse_scratch) = partial_windows(c.scratch_bytes, d.dv);
             let bg_partial = partial_pipe.bind_group(
                 device,
-                &[
-                    whole(&u_partial),
-                    c.q.bind(inputs.q),
-                    c.k.bind(inputs.k),
-                    c.v.bind(inputs.v),
-                    mask_binding(inputs.bias, c.mask, &dummy),
-                    mask_binding(inputs.allow, c.mask, &dummy),
+                &inputs.one_pass_bindings(
+                    &u_partial,
+                    c,
+                    &dummy,
                     scratch.bind(&part_o),
                     lse_scratch.bind(&part_l),
-                ],
+                ),
             );
             let bg_merge = merge_pipe.bind_group(
                 device,
-                &[
-                    whole(&u_merge),
-                    scratch.bind(&part_o),
-                    lse_scratch.bind(&part_l),
-                    c.out.bind(out),
-                    c.lse.bind(lse),
-                ],
+                &merge_bindings(&u_merge, (&part_o, &part_l), c, d.dv, (out, lse)),
             );
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("decode"),

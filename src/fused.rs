@@ -13,7 +13,7 @@ use crate::kernel::{Kernel, PipelineKey};
 use crate::loops;
 use crate::params::{FusedParams, MergeParams};
 use crate::plan::{
-    mask_binding, mask_params, partial_windows, plan_chunks, whole, Chunk, ChunkCost, DeviceBudget,
+    mask_params, merge_bindings, partial_windows, plan_chunks, Chunk, ChunkCost, DeviceBudget,
 };
 use crate::problem::Problem;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
@@ -350,19 +350,7 @@ pub(crate) fn run(
             let bind =
                 |params: &FusedParams, o: wgpu::BufferBinding<'_>, l: wgpu::BufferBinding<'_>| {
                     let uniform = ctx.uniform("fused params", params);
-                    pipe.bind_group(
-                        device,
-                        &[
-                            whole(&uniform),
-                            c.q.bind(inputs.q),
-                            c.k.bind(inputs.k),
-                            c.v.bind(inputs.v),
-                            mask_binding(inputs.bias, c.mask, &dummy),
-                            mask_binding(inputs.allow, c.mask, &dummy),
-                            o,
-                            l,
-                        ],
-                    )
+                    pipe.bind_group(device, &inputs.one_pass_bindings(&uniform, c, &dummy, o, l))
                 };
             let Some((part_o, part_l, merge_pipe)) = &partial else {
                 let bg = bind(&params, c.out.bind(out), c.lse.bind(lse));
@@ -409,13 +397,7 @@ pub(crate) fn run(
             let u_merge = ctx.uniform("merge params", &merge);
             let bg_merge = merge_pipe.bind_group(
                 device,
-                &[
-                    whole(&u_merge),
-                    scratch.bind(part_o),
-                    lse_scratch.bind(part_l),
-                    c.out.bind(out),
-                    c.lse.bind(lse),
-                ],
+                &merge_bindings(&u_merge, (part_o, part_l), c, d.dv, (out, lse)),
             );
             budget.dispatch(&mut pass, merge_pipe, &bg_merge, merge_total.div_ceil(64));
         }

@@ -129,6 +129,25 @@ pub(crate) fn partial_windows(scratch_bytes: u64, dv: usize) -> (Window, Window)
     )
 }
 
+/// The bindings of merge.wgsl for one chunk: its parameters, the chunk's partial outputs
+/// and LSEs (windows from [`partial_windows`]), and the chunk's windows of out and lse.
+pub(crate) fn merge_bindings<'a>(
+    uniform: &'a wgpu::Buffer,
+    (part_o, part_l): (&'a wgpu::Buffer, &'a wgpu::Buffer),
+    c: &Chunk,
+    dv: usize,
+    (out, lse): (&'a wgpu::Buffer, &'a wgpu::Buffer),
+) -> [wgpu::BufferBinding<'a>; 5] {
+    let (o_win, l_win) = partial_windows(c.scratch_bytes, dv);
+    [
+        whole(uniform),
+        o_win.bind(part_o),
+        l_win.bind(part_l),
+        c.out.bind(out),
+        c.lse.bind(lse),
+    ]
+}
+
 /// A whole buffer as a binding.
 pub(crate) fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
     wgpu::BufferBinding {

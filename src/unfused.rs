@@ -23,6 +23,31 @@ pub(crate) struct DeviceInputs<'a> {
     pub allow: Option<&'a wgpu::Buffer>,
 }
 
+impl<'a> DeviceInputs<'a> {
+    /// The bindings of the fused tiers and decode_partial.wgsl for one chunk, in binding
+    /// order (shaders/fused_common.wgsl): parameters, the chunk's windows of q, k, v and the
+    /// mask (`dummy` where there is none), then where the kernel writes its output and LSE.
+    pub(crate) fn one_pass_bindings(
+        &self,
+        uniform: &'a wgpu::Buffer,
+        c: &Chunk,
+        dummy: &'a wgpu::Buffer,
+        o: wgpu::BufferBinding<'a>,
+        lse: wgpu::BufferBinding<'a>,
+    ) -> [wgpu::BufferBinding<'a>; 8] {
+        [
+            whole(uniform),
+            c.q.bind(self.q),
+            c.k.bind(self.k),
+            c.v.bind(self.v),
+            mask_binding(self.bias, c.mask, dummy),
+            mask_binding(self.allow, c.mask, dummy),
+            o,
+            lse,
+        ]
+    }
+}
+
 /// Device buffers the path wrote. `lse` holds f32 bit patterns (u32) so `-inf` survives.
 pub(crate) struct DeviceOutputs {
     pub out: wgpu::Buffer,
