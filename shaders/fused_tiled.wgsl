@@ -4,6 +4,11 @@
 // 4 rows x Dv/8 columns of the output). Needs no optional feature, only 26 KiB of workgroup
 // memory and 128 invocations per workgroup. Same math and bindings as the other fused tiers.
 //
+// Output columns per invocation, MAX_COLS (Dv up to 32 x MAX_COLS), and the keys per staged V
+// chunk, V_CHUNK: in tiled_width_128.wgsl (Kernel::FusedTiled) or tiled_width_256.wgsl
+// (Kernel::FusedTiledWide), which the registry puts between the two files. The scores walk D
+// in chunks of 16, so D needs no array size; the host keeps D and Dv within the variant's width.
+//
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
@@ -21,8 +26,8 @@
 //   2. Masks (only on blocks that need them), the row maxima across the 8 invocations of a
 //      row group through `red`, the running max, and the weights P, written to `pt` as
 //      [key][row].
-//   3. Output: V in chunks of 16 keys ([key][column]); acc += P V, and the row sums of P
-//      accumulate in the same loop.
+//   3. Output: V in chunks of V_CHUNK keys ([key][column], V_ROW = 8 x MAX_COLS vec4 a key,
+//      512 vec4 a chunk); acc += P V, and the row sums of P accumulate in the same loop.
 // Online softmax as in the other tiers: masked scores become the sentinel NO_SCORE (no real
 // score reaches it: validation bounds |score| <= 2e30) and weigh exactly 0; a row with no
 // visible key ends with l = 0 and writes zeros and an LSE of -inf.
@@ -39,12 +44,11 @@
 const BLOCK_ROWS: u32 = 64u;
 const BLOCK_KEYS: u32 = 64u;
 const D_CHUNK: u32 = 16u;
-const V_CHUNK: u32 = 16u;
-// Output columns per invocation, in vec4: DV/4 spread over 8 invocations, at most 4.
-const MAX_COLS: u32 = 4u;
+// A staged V row: the output columns of the 8 invocations of a row group, in vec4.
+const V_ROW: u32 = 8u * MAX_COLS;
 
 // Staging, 8 KiB, used in turn by the score phase (Q chunk at 0..256 as [d][row/4], K chunk
-// at 256..512 as [d][key/4]) and the output phase (V chunk as [key][column], 32 vec4 a key).
+// at 256..512 as [d][key/4]) and the output phase (V chunk as [key][column], V_ROW vec4 a key).
 var<workgroup> stage: array<vec4<f32>, 512>;
 // Weights of the current key block, [key][row/4]: 16 KiB.
 var<workgroup> pt: array<vec4<f32>, 1024>;
@@ -204,11 +208,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (jc > 0u) {
                 workgroupBarrier();
             }
-            // 16 keys x 32 vec4: 512 slots, 4 per invocation.
+            // V_CHUNK keys x V_ROW vec4: 512 slots, 4 per invocation.
             for (var u = 0u; u < 4u; u = u + 1u) {
                 let idx = lindex + 128u * u;
-                let key = idx / 32u;
-                let c = idx % 32u;
+                let key = idx / V_ROW;
+                let c = idx % V_ROW;
                 if (c < dv4) {
                     let kj = min(j0 + jc + key, p.lk - 1u);
                     stage[idx] = v[(k_row0 + kj) * dv4 + c - p.v_win];
@@ -220,7 +224,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 l = l + w;
                 for (var c = 0u; c < MAX_COLS; c = c + 1u) {
                     if (tx + 8u * c < dv4) {
-                        let vr = stage[jj * 32u + tx + 8u * c];
+                        let vr = stage[jj * V_ROW + tx + 8u * c];
                         for (var r = 0u; r < 4u; r = r + 1u) {
                             acc[r][c] = acc[r][c] + w[r] * vr;
                         }

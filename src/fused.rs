@@ -44,9 +44,9 @@ pub const TILED_INVOCATIONS: u32 = 128;
 /// Query rows one tiled-tier workgroup covers.
 pub const TILED_ROWS_PER_GROUP: usize = 64;
 
-/// Largest D and Dv of the fused kernels' standard variants (and the decode path).
+/// Largest D and Dv of the standard variants of the fused tiers and of decode.
 pub const MAX_WIDTH: usize = 128;
-/// Largest D and Dv of the portable and subgroup tiers, through their wide variants.
+/// Largest D and Dv of the fused tiers, through their wide variants.
 pub const WIDE_MAX_WIDTH: usize = 256;
 
 /// Capability tier of the fused kernel.
@@ -69,15 +69,8 @@ impl Tier {
             Tier::Subgroup => Kernel::FusedSubgroup,
             Tier::Portable if wide(p) => Kernel::FusedPortableWide,
             Tier::Portable => Kernel::FusedPortable,
+            Tier::Tiled if wide(p) => Kernel::FusedTiledWide,
             Tier::Tiled => Kernel::FusedTiled,
-        }
-    }
-
-    /// Largest D and Dv (after padding to multiples of 4) this tier takes.
-    pub fn max_width(self) -> usize {
-        match self {
-            Tier::Portable | Tier::Subgroup => WIDE_MAX_WIDTH,
-            Tier::Tiled => MAX_WIDTH,
         }
     }
 
@@ -101,7 +94,7 @@ impl Tier {
 }
 
 /// Whether D or Dv (padded to multiples of 4, see crate::widths) is above [`MAX_WIDTH`], so
-/// only the wide variants (portable and subgroup tiers) can run the problem.
+/// only the tiers' wide variants can run the problem.
 pub fn wide(p: &Problem) -> bool {
     crate::widths::padded(p.dims.d) > MAX_WIDTH || crate::widths::padded(p.dims.dv) > MAX_WIDTH
 }
@@ -127,7 +120,7 @@ pub fn width_obstacle(p: &Problem, max: usize) -> Option<String> {
 /// tier's widths, then what the adapter lacks ([`tier_obstacle`], and the wide portable
 /// variant's 16 KiB of workgroup memory).
 pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
-    if let Some(why) = width_obstacle(p, tier.max_width()) {
+    if let Some(why) = width_obstacle(p, WIDE_MAX_WIDTH) {
         return Some(why);
     }
     if let Some(why) = loop_obstacle(ctx, p, tier) {
@@ -152,7 +145,7 @@ fn key_block(p: &Problem, tier: Tier) -> (usize, u64) {
     match tier {
         Tier::Subgroup => (8, loops::subgroup_block(wide(p))),
         Tier::Portable => (8, loops::portable_block(d4, dv4)),
-        Tier::Tiled => (64, loops::tiled_block(d4, dv4)),
+        Tier::Tiled => (64, loops::tiled_block(d4, wide(p))),
     }
 }
 

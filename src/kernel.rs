@@ -39,8 +39,12 @@ pub enum Kernel {
     /// The same kernel for D and Dv up to 256 (`shaders/portable_width_256.wgsl`).
     FusedPortableWide,
     /// `shaders/fused_tiled.wgsl`: one-pass online softmax over 64 x 64 tiles staged in
-    /// workgroup memory, register-tiled for GPUs.
+    /// workgroup memory, register-tiled for GPUs (D and Dv up to 128:
+    /// `shaders/tiled_width_128.wgsl`).
     FusedTiled,
+    /// The same kernel for D and Dv up to 256, with twice the output columns per invocation
+    /// (`shaders/tiled_width_256.wgsl`).
+    FusedTiledWide,
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
     /// up to 128: `shaders/decode_width_128.wgsl`).
     DecodePartial,
@@ -65,7 +69,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 17] = [
+    pub const ALL: [Kernel; 18] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -74,6 +78,7 @@ impl Kernel {
         Kernel::FusedPortable,
         Kernel::FusedPortableWide,
         Kernel::FusedTiled,
+        Kernel::FusedTiledWide,
         Kernel::DecodePartial,
         Kernel::DecodePartialWide,
         Kernel::Merge,
@@ -116,6 +121,12 @@ impl Kernel {
             ),
             Kernel::FusedTiled => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/tiled_width_128.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
+            Kernel::FusedTiledWide => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/tiled_width_256.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::DecodePartial => concat!(
@@ -147,6 +158,7 @@ impl Kernel {
             Kernel::FusedPortable => "fused_portable",
             Kernel::FusedPortableWide => "fused_portable_wide",
             Kernel::FusedTiled => "fused_tiled",
+            Kernel::FusedTiledWide => "fused_tiled_wide",
             Kernel::DecodePartial => "decode_partial",
             Kernel::DecodePartialWide => "decode_partial_wide",
             Kernel::Merge => "merge",
@@ -188,6 +200,7 @@ impl Kernel {
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
+            | Kernel::FusedTiledWide
             | Kernel::DecodePartial
             | Kernel::DecodePartialWide => &[
                 Uniform,
@@ -236,7 +249,8 @@ impl Kernel {
             | Kernel::FusedSubgroupWide
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
-            | Kernel::FusedTiled => std::mem::size_of::<crate::params::FusedParams>(),
+            | Kernel::FusedTiled
+            | Kernel::FusedTiledWide => std::mem::size_of::<crate::params::FusedParams>(),
             Kernel::DecodePartial | Kernel::DecodePartialWide => {
                 std::mem::size_of::<crate::params::DecodeParams>()
             }

@@ -45,10 +45,15 @@ pub fn portable_block(d4: u64, dv4: u64) -> u64 {
     4 + (5 * (d4 + dv4)).div_ceil(4)
 }
 
-/// Iterations per 64-key block of the tiled tier. Measured with D = Dv: 95 at D 4, 149 at
-/// D 64, 221 at D 128; bounded by 96 + 4.2 max(D/4, Dv/4).
-pub fn tiled_block(d4: u64, dv4: u64) -> u64 {
-    96 + (42 * d4.max(dv4)).div_ceil(10)
+/// Iterations per 64-key block of the tiled tier. They follow D alone: its score loop takes
+/// D/16 rounds (chunks of 16), about 18 iterations each, and the rest of a block about 77
+/// (85 on the wide variant, whose V chunks are half as long). Measured: standard variant 95
+/// at D 4 and 8, 149 at D 64, 221 at D 128, whatever Dv; wide variant 103 at D 8, 157 at D 64,
+/// 247 at D 132 and 136, 373-375 at D 256, whatever Dv. Bounded by 80 (wide 90) plus 19 a
+/// round.
+pub fn tiled_block(d4: u64, wide: bool) -> u64 {
+    let base = if wide { 90 } else { 80 };
+    base + 19 * d4.div_ceil(4)
 }
 
 /// Iterations per 4-key block of the decode kernel: one for the standard variant, whose

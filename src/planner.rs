@@ -95,18 +95,18 @@ fn fused_or_fallback(
     let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
     let wide = fused::wide(p);
     let why_wide = format!(
-        "D = {} and Dv = {} are above {}, which of the fused tiers only the wide variants of fused-subgroup and fused-portable take",
+        "the wider of D = {} and Dv = {} is above {}, which the fused tiers take through their wide variants",
         d.d,
         d.dv,
         fused::MAX_WIDTH
     );
     if wide && !explicit && !on_cpu {
         // README "Measured": on an H200 at D = 128 the unfused path took 162 ms where the
-        // portable tier took 190; the subgroup tier is for CPU adapters. Decode's wide
-        // variant has not been measured on a GPU.
+        // portable tier took 190; the subgroup tier is for CPU adapters. The wide variants
+        // of the tiled tier and of decode have not been measured on a GPU.
         return Ok((
             Path::Unfused,
-            format!("{why_wide}, and on GPUs the unfused path measured faster than fused-portable"),
+            format!("{why_wide}; on GPUs the unfused path measured faster than fused-portable, and the wide fused-tiled has not been measured"),
         ));
     }
     let rows = d.hq / d.hkv * d.lq;
@@ -149,7 +149,7 @@ fn fused_or_fallback(
             }
             return Ok((Path::Fused(tier), reason));
         };
-        passed_over.push(why);
+        passed_over.push(format!("{}: {why}", tier.name()));
     }
     fall_back(passed_over.join("; "))
 }

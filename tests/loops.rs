@@ -91,9 +91,17 @@ fn fused_tiers_run_up_to_the_loop_limit() {
         ),
         (
             PathChoice::FusedTiled,
-            max_keys(tiled_block(16, 16), 64),
+            max_keys(tiled_block(16, false), 64),
             64,
             64,
+            Causal::None,
+            64,
+        ),
+        (
+            PathChoice::FusedTiled,
+            max_keys(tiled_block(64, true), 64),
+            256,
+            256,
             Causal::None,
             64,
         ),

@@ -32,7 +32,10 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
             ],
             vec![("D", 128.0), ("DV", 4.0)],
         ],
-        Kernel::FusedPortableWide | Kernel::FusedSubgroupWide | Kernel::DecodePartialWide => vec![
+        Kernel::FusedPortableWide
+        | Kernel::FusedSubgroupWide
+        | Kernel::FusedTiledWide
+        | Kernel::DecodePartialWide => vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -152,6 +155,7 @@ fn workgroup_memory_matches_the_planner() {
         (Kernel::FusedPortable, PORTABLE_WORKGROUP_BYTES),
         (Kernel::FusedPortableWide, PORTABLE_WIDE_WORKGROUP_BYTES),
         (Kernel::FusedTiled, TILED_WORKGROUP_BYTES),
+        (Kernel::FusedTiledWide, TILED_WORKGROUP_BYTES),
     ] {
         let (module, _) = module(kernel);
         let total: u32 = module

@@ -1,0 +1,12 @@
+// tiled_width_256.wgsl — the sizes of fused_tiled.wgsl's wide variant
+// (Kernel::FusedTiledWide): D and Dv up to 256, for widths above 128 only (fused::wide). Not
+// a kernel on its own; the registry puts it between fused_common.wgsl and fused_tiled.wgsl.
+//
+// Twice the accumulators of the standard variant (4 rows x 8 vec4 per invocation) and half
+// the keys per V chunk, so workgroup memory stays at 26 KiB. Kept apart so that the standard
+// variant, which GPUs run at D <= 128, keeps its register budget.
+
+// Output columns per invocation, in vec4: Dv/4 spread over 8 invocations, at most 8 each.
+const MAX_COLS: u32 = 8u;
+// Keys per staged V chunk: V_CHUNK x 8 x MAX_COLS = 512 vec4 fill the 8 KiB staging tile.
+const V_CHUNK: u32 = 8u;
