@@ -31,9 +31,10 @@ def bottom_right(lq, lk):
 
 
 def sdpa(q, k, v, mask=None, causal=None, scale=None):
-    """PyTorch SDPA on inputs of any rank (ranks 2 and 3 viewed as 4-D), GQA by enable_gqa."""
-    r = q.dim()
-    q4, k4, v4 = (x.reshape((1,) * max(0, 4 - r) + tuple(x.shape)) for x in (q, k, v))
+    """PyTorch SDPA on inputs of any rank (ranks 2 and 3 viewed as 4-D), GQA by enable_gqa,
+    broadcasting q, k and v against each other as torch does."""
+    r = max(q.dim(), k.dim(), v.dim())
+    q4, k4, v4 = (x.reshape((1,) * max(0, 4 - x.dim()) + tuple(x.shape)) for x in (q, k, v))
     lq, lk = q4.shape[-2], k4.shape[-2]
     attn_mask = mask
     is_causal = False
@@ -50,10 +51,12 @@ def sdpa(q, k, v, mask=None, causal=None, scale=None):
             attn_mask = br & mask
         else:
             attn_mask = mask.masked_fill(~br, float("-inf"))
-    gqa = q4.shape[-3] != k4.shape[-3]
+    # Heads of 1 broadcast; other differing head counts are grouped-query attention.
+    gqa = q4.shape[-3] != k4.shape[-3] and 1 not in (q4.shape[-3], k4.shape[-3])
     out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask, is_causal=is_causal,
                                          scale=scale, enable_gqa=gqa)
-    return out.reshape(tuple(q.shape[:-1]) + (v.shape[-1],))
+    # Ranks below 4 come back without the leading dimensions of 1 added above.
+    return out.reshape(tuple(out.shape[max(0, 4 - r):]))
 
 
 CASES = [
@@ -90,6 +93,18 @@ CASES = [
                                            causal="bottom-right")),
     # Past fused-portable's llvmpipe loop limit at D 64 (11 816 keys): refused there, not wrong.
     ("long rows Lk 20000", dict(q=rand(1, 2, 24, 64), k=rand(1, 2, 20000, 64), v=rand(1, 2, 20000, 64))),
+    # q, k and v broadcast against each other (torch broadcasts every dimension but the last two).
+    ("broadcast: k, v of batch 1", dict(q=rand(3, 4, 9, 16), k=rand(1, 4, 20, 16), v=rand(1, 4, 20, 16), causal="bottom-right")),
+    ("broadcast: 3-D q, 4-D k v", dict(q=rand(2, 9, 16), k=rand(3, 2, 20, 16), v=rand(3, 2, 20, 12))),
+    ("broadcast: q of one head", dict(q=rand(2, 1, 9, 16), k=rand(2, 4, 20, 16), v=rand(2, 4, 20, 16),
+                                      mask=torch.rand(9, 20, generator=g) < 0.7)),
+    # Zero-size dimensions, which torch accepts.
+    ("Lk 0", dict(q=rand(1, 4, 5, 8), k=rand(1, 2, 0, 8), v=rand(1, 2, 0, 8))),
+    ("Lq 0", dict(q=rand(2, 4, 0, 8), k=rand(2, 4, 7, 8), v=rand(2, 4, 7, 8), causal="top-left")),
+    ("batch 0", dict(q=rand(0, 2, 5, 8), k=rand(0, 2, 7, 8), v=rand(0, 2, 7, 8))),
+    ("D 0 bool mask", dict(q=rand(1, 2, 5, 0), k=rand(1, 2, 7, 0), v=rand(1, 2, 7, 6),
+                           mask=torch.rand(5, 7, generator=g) < 0.7)),
+    ("Dv 0", dict(q=rand(1, 2, 5, 8), k=rand(1, 2, 7, 8), v=rand(1, 2, 7, 0), causal="bottom-right")),
 ]
 
 
@@ -127,7 +142,7 @@ def main():
                 err = np.abs(got - expected)
                 ok = got.shape == expected.shape and bool(np.all(err <= ATOL + RTOL * np.abs(expected)))
                 failures += not ok
-                print("%-24s %-15s max abs err %.2e  %s" % (name, path, err.max(), "ok" if ok else "FAILED"))
+                print("%-24s %-15s max abs err %.2e  %s" % (name, path, err.max(initial=0.0), "ok" if ok else "FAILED"))
     passed = len(CASES) * len(PATHS) - failures - not_applicable
     print("%d passed, %d failed, %d not applicable" % (passed, failures, not_applicable))
     sys.exit(1 if failures else 0)

@@ -3,8 +3,10 @@
 
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
+use crate::broadcast::{broadcast_inputs, broadcast_shapes};
 use crate::context::Context;
 use crate::decode;
+use crate::empty;
 use crate::error::{Error, Result};
 use crate::fused;
 use crate::memory::{buffer_bytes, MemoryEstimate};
@@ -34,10 +36,12 @@ pub struct GpuAttentionOutput {
 
 /// Scaled dot-product attention on the GPU, on host arrays; returns owned arrays.
 ///
-/// Shapes: q `(.., Hq, Lq, D)`, k `(.., Hkv, Lk, D)`, v `(.., Hkv, Lk, Dv)`, all of the same
-/// rank, 2 to [`crate::problem::MAX_RANK`] (rank 2 and 3 mean B = 1 and H = 1; above rank 4
-/// the batch dimensions before `(H, L, D)` fold into one batch). See [`AttentionOptions`] for causal rules,
-/// masks and optional outputs.
+/// Shapes: q `(.., Hq, Lq, D)`, k `(.., Hkv, Lk, D)`, v `(.., Hkv, Lk, Dv)`, of rank 2 to
+/// [`crate::problem::MAX_RANK`] (rank 2 and 3 mean B = 1 and H = 1; above rank 4 the batch
+/// dimensions before `(H, L, D)` fold into one batch). As in PyTorch, they broadcast against
+/// each other over every dimension but the last two (see [`crate::broadcast`]); the outputs
+/// take the broadcast rank. See [`AttentionOptions`] for causal rules, masks and optional
+/// outputs.
 pub fn attention<Sq, Sk, Sv, D>(
     ctx: &Context,
     q: &ArrayBase<Sq, D>,
@@ -53,15 +57,20 @@ where
 {
     // Everything is validated, planned and costed before the first upload, so bad input or a
     // problem too large for the device fails without allocating.
-    let dims = validate_dims(q.shape(), k.shape(), v.shape())?;
-    let (qv, kv, vv) = (
+    let [qb, kb, vb] = broadcast_inputs(
         q.view().into_dyn(),
         k.view().into_dyn(),
         v.view().into_dyn(),
-    );
+    )?;
+    let (qv, kv, vv) = (qb.view(), kb.view(), vb.view());
+    let dims = validate_dims(qv.shape(), kv.shape(), vv.shape())?;
     let q_max = max_abs_finite("q", &qv)?;
     let k_max = max_abs_finite("k", &kv)?;
     let v_max = max_abs_finite("v", &vv)?;
+    if let Some(reason) = empty::reason(&dims) {
+        validate_problem(dims, opts, Some((q_max, k_max)))?;
+        return Ok(empty::host_outputs(&dims, opts, reason));
+    }
     let plan = prepare(ctx, dims, opts, Some((q_max, k_max)), Inputs::Host)?;
     let qt = GpuTensor::upload_scanned(ctx, "q", &qv, q_max)?;
     let kt = GpuTensor::upload_scanned(ctx, "k", &kv, k_max)?;
@@ -96,6 +105,10 @@ pub fn attention_gpu(
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuAttentionOutput> {
     let dims = validate_dims(&q.shape, &k.shape, &v.shape)?;
+    if let Some(reason) = empty::reason(&dims) {
+        validate_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
+        return empty::device_outputs(ctx, &dims, opts, reason);
+    }
     let plan = prepare(ctx, dims, opts, q.max_abs.zip(k.max_abs), Inputs::Device)?;
     execute(ctx, q, k, v, &plan, opts)
 }
@@ -125,7 +138,8 @@ struct Prepared {
 /// mask in `opts`), with the path it would take. Nothing is allocated, so a caller can size
 /// batches to the device; compare with [`Context::device_memory`] less
 /// [`Context::memory_in_use`]. Input values are not seen, so the magnitude check that
-/// [`attention`] also runs is skipped here.
+/// [`attention`] also runs is skipped here. A call with nothing to compute (no query rows or
+/// no keys) holds nothing on the device: path `"none"`, an estimate of 0.
 pub fn memory_estimate(
     ctx: &Context,
     q_shape: &[usize],
@@ -133,7 +147,14 @@ pub fn memory_estimate(
     v_shape: &[usize],
     opts: &AttentionOptions<'_>,
 ) -> Result<(MemoryEstimate, PlanInfo)> {
-    let dims = validate_dims(q_shape, k_shape, v_shape)?;
+    let dims = match broadcast_shapes(q_shape, k_shape, v_shape)? {
+        Some([q, k, v]) => validate_dims(&q, &k, &v)?,
+        None => validate_dims(q_shape, k_shape, v_shape)?,
+    };
+    if let Some(reason) = empty::reason(&dims) {
+        validate_problem(dims, opts, None)?;
+        return Ok((MemoryEstimate::default(), empty::plan(reason)));
+    }
     let plan = plan_call(ctx, dims, opts, None)?;
     let info = PlanInfo {
         path: plan.path.name(),
@@ -167,16 +188,29 @@ fn plan_call(
     let mut problem = validate_problem(dims, opts, max_abs)?;
     check_element_counts(&problem, opts.return_weights)?;
     let (path, mut reason) = choose_path(ctx, &problem, opts)?;
-    if path != Path::Unfused {
-        // The scale was fixed from the caller's D by validation; padding leaves it alone.
-        problem.dims = widths::kernel_dims(dims);
-        if problem.dims != dims {
-            reason = format!(
-                "{reason}; D {} and Dv {} padded to {} and {} for vec4 loads",
-                dims.d, dims.dv, problem.dims.d, problem.dims.dv
-            );
-            check_element_counts(&problem, opts.return_weights)?;
+    // The scale was fixed from the caller's D by validation; padding leaves it alone.
+    problem.dims = match path {
+        Path::Unfused => widths::nonzero_dims(dims),
+        Path::Fused(_) | Path::Decode => widths::kernel_dims(dims),
+    };
+    if problem.dims != dims {
+        let mut zero = Vec::new();
+        if dims.d == 0 {
+            zero.push("D = 0: every score is 0");
         }
+        if dims.dv == 0 {
+            zero.push("Dv = 0: the output is empty");
+        }
+        let why = if zero.is_empty() {
+            "zero columns for vec4 loads".to_string()
+        } else {
+            format!("zero columns ({})", zero.join("; "))
+        };
+        reason = format!(
+            "{reason}; D {} and Dv {} padded to {} and {} with {why}",
+            dims.d, dims.dv, problem.dims.d, problem.dims.dv
+        );
+        check_element_counts(&problem, opts.return_weights)?;
     }
     let chunks = match path {
         Path::Unfused => unfused::plan(ctx, &problem)?,
@@ -227,9 +261,9 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let outputs = out + buffer_bytes(d.rows()) + weights_bytes;
     let path_scratch = match plan.path {
         Path::Unfused => unfused::scratch_bytes(&plan.chunks),
-        Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks) + widths::copy_bytes(d),
-        Path::Decode => decode::scratch_bytes(&plan.problem, &plan.chunks) + widths::copy_bytes(d),
-    };
+        Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks),
+        Path::Decode => decode::scratch_bytes(&plan.problem, &plan.chunks),
+    } + widths::copy_bytes(d, &plan.problem.dims);
     // One uniform buffer per dispatch.
     let uniforms = plan.chunks.len() as u64 * plan.dispatches_per_chunk * buffer_bytes(64);
     let host_inputs = if inputs == Inputs::Host {
@@ -264,7 +298,8 @@ fn execute(
     let (problem, path) = (&plan.problem, plan.path);
     let (dims, kd) = (plan.user_dims, problem.dims);
     let mask_bufs = upload_mask(ctx, problem)?;
-    // Zero-padded copies for the vec4 paths when D or Dv is not a multiple of 4.
+    // Zero-padded copies for the vec4 paths when D or Dv is not a multiple of 4, and on
+    // every path when one is 0.
     let kv_rows = dims.b * dims.hkv * dims.lk;
     let pad = |name: &str, t: &GpuTensor, rows: usize, from: usize, to: usize| {
         (from != to)

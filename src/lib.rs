@@ -50,9 +50,11 @@
 )]
 
 mod attention;
+pub mod broadcast;
 pub mod check;
 mod context;
 pub mod decode;
+mod empty;
 mod error;
 pub mod fp16;
 pub mod fused;

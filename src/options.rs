@@ -120,7 +120,8 @@ impl<'a> AttentionOptions<'a> {
 pub struct PlanInfo {
     /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, `"fused-tiled"`,
     /// `"decode"`, or
-    /// `"reference"` for the CPU reference.
+    /// `"reference"` for the CPU reference, or `"none"` when there was nothing to compute (no
+    /// query rows, or no keys).
     pub path: &'static str,
     /// Why the planner chose it.
     pub reason: String,

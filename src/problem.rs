@@ -144,12 +144,6 @@ fn split<'a>(name: &'static str, shape: &'a [usize]) -> Result<Split<'a>> {
     if shape.len() > MAX_RANK {
         return Err(rank_error());
     }
-    if shape.len() >= 2 && shape.contains(&0) {
-        return Err(Error::ZeroSize {
-            name,
-            shape: shape.to_vec(),
-        });
-    }
     match *shape {
         [len, width] => Ok(Split {
             batch: &[],
@@ -174,7 +168,7 @@ pub fn validate_dims(q: &[usize], k: &[usize], v: &[usize]) -> Result<Dims> {
     let vs = split("v", v)?;
     if k.len() != q.len() || v.len() != q.len() {
         return Err(Error::mismatch(format_args!(
-            "q, k and v must have the same rank; got q {q:?}, k {k:?}, v {v:?}"
+            "q, k and v must have the same rank; got q {q:?}, k {k:?}, v {v:?} (host arrays broadcast against each other, device tensors must agree)"
         )));
     }
     let (hq, lq, d) = (qs.heads, qs.len, qs.width);
@@ -182,7 +176,7 @@ pub fn validate_dims(q: &[usize], k: &[usize], v: &[usize]) -> Result<Dims> {
     let (vh, vl, dv) = (vs.heads, vs.len, vs.width);
     if ks.batch != qs.batch || vs.batch != qs.batch {
         return Err(Error::mismatch(format_args!(
-            "batch dimensions differ: q has {:?}, k has {:?}, v has {:?}",
+            "batch dimensions differ: q has {:?}, k has {:?}, v has {:?} (host arrays broadcast against each other, device tensors must agree)",
             qs.batch, ks.batch, vs.batch
         )));
     }
@@ -201,7 +195,9 @@ pub fn validate_dims(q: &[usize], k: &[usize], v: &[usize]) -> Result<Dims> {
             "q and k must have the same width D; q has {d}, k has {kd}"
         )));
     }
-    if hq % hkv != 0 {
+    // No kv heads fit only no query heads (PyTorch: an empty result).
+    let grouped = if hkv == 0 { hq == 0 } else { hq % hkv == 0 };
+    if !grouped {
         return Err(Error::HeadGrouping { hq, hkv });
     }
     const MAX_LEN: usize = i32::MAX as usize;
@@ -265,6 +261,8 @@ pub fn validate_problem(
     max_abs: Option<(f32, f32)>,
 ) -> Result<Problem> {
     let scale = match opts.scale {
+        // D = 0: every score is an empty sum, 0 whatever the scale; 1 keeps it finite.
+        None if dims.d == 0 => 1.0,
         None => 1.0 / (dims.d as f32).sqrt(),
         // Any finite value, as in PyTorch: 0 gives uniform weights, a negative scale flips
         // the scores' order.
@@ -318,7 +316,7 @@ fn mask_layout(mask_shape: &[usize], dims: &Dims) -> Result<MaskLayout> {
         mask: mask_shape.to_vec(),
         target: target.clone(),
     };
-    if mask_shape.len() > target.len() || mask_shape.contains(&0) {
+    if mask_shape.len() > target.len() {
         return Err(err());
     }
     let mut padded = vec![1usize; target.len() - mask_shape.len()];

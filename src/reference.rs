@@ -4,6 +4,7 @@
 
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
+use crate::broadcast::broadcast_inputs;
 use crate::error::Result;
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::problem::{max_abs_finite, validate_dims, validate_problem, Problem};
@@ -32,7 +33,12 @@ where
     Sv: Data<Elem = f32>,
     D: Dimension,
 {
-    let problem = validate(q, k, v, opts)?;
+    let [q, k, v] = broadcast_inputs(
+        q.view().into_dyn(),
+        k.view().into_dyn(),
+        v.view().into_dyn(),
+    )?;
+    let problem = validate(&q, &k, &v, opts)?;
     // Row-major copies: in the canonical (B, H, L, D) layout whatever the rank, since the
     // batch dimensions come first and fold into B.
     let (q, k, v) = (
@@ -63,11 +69,12 @@ where
     Sv: Data<Elem = f32>,
     D: Dimension,
 {
-    let (q, k, v) = (
+    let [q, k, v] = broadcast_inputs(
         q.view().into_dyn(),
         k.view().into_dyn(),
         v.view().into_dyn(),
-    );
+    )?;
+    let (q, k, v) = (q.view(), k.view(), v.view());
     let dims = validate_dims(q.shape(), k.shape(), v.shape())?;
     let mq = max_abs_finite("q", &q)?;
     let mk = max_abs_finite("k", &k)?;
@@ -88,7 +95,8 @@ fn compute(
     want_weights: bool,
 ) -> AttentionOutput {
     let d = p.dims;
-    let group = d.hq / d.hkv;
+    // Hkv = 0 only with Hq = 0 (validation), when there is no row.
+    let group = d.hq / d.hkv.max(1);
     let mut out = vec![0f32; d.rows() * d.dv];
     let mut lse = vec![0f32; d.rows()];
     let mut weights = if want_weights {

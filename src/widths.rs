@@ -3,6 +3,10 @@
 //! of 4: zero columns are added to copies of q, k and v on the device (a zero column adds
 //! nothing to any score, and gives V columns that are dropped), and the output is narrowed
 //! back to Dv after. Widths that are already multiples of 4 cost nothing.
+//!
+//! A width of 0 (PyTorch accepts it) runs as 4 zero columns on every path: D = 0 makes every
+//! score 0, and Dv = 0 leaves an empty output while the LSE and the weights are still
+//! computed.
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -12,12 +16,12 @@ use crate::params::PadParams;
 use crate::plan::{whole, DeviceBudget, Window};
 use crate::problem::Dims;
 
-/// `n` rounded up to a multiple of 4.
+/// `n` rounded up to a multiple of 4, and at least 4.
 pub(crate) fn padded(n: usize) -> usize {
-    n.next_multiple_of(4)
+    n.next_multiple_of(4).max(4)
 }
 
-/// The dimensions the vec4 kernels run on: D and Dv rounded up to multiples of 4.
+/// The dimensions the vec4 kernels run on: D and Dv rounded up to multiples of 4 (0 to 4).
 pub(crate) fn kernel_dims(d: Dims) -> Dims {
     Dims {
         d: padded(d.d),
@@ -26,10 +30,22 @@ pub(crate) fn kernel_dims(d: Dims) -> Dims {
     }
 }
 
-/// The padded tensors a call adds (q, k and v copies, and the wide output), as
-/// `(name, f32 elements)`; empty when D and Dv are multiples of 4.
-fn copies(user: &Dims) -> Vec<(&'static str, usize)> {
-    let k = kernel_dims(*user);
+/// The dimensions the unfused path runs on: the caller's, but a width of 0 becomes 4 (the
+/// kernels cannot bind empty buffers).
+pub(crate) fn nonzero_dims(d: Dims) -> Dims {
+    let nonzero = |n: usize| if n == 0 { 4 } else { n };
+    Dims {
+        d: nonzero(d.d),
+        dv: nonzero(d.dv),
+        ..d
+    }
+}
+
+/// The padded tensors a call adds when its kernels run on `run` for the caller's `user`
+/// dimensions (q, k and v copies, and the wide output), as `(name, f32 elements)`; empty
+/// when the widths are the same.
+fn copies(user: &Dims, run: &Dims) -> Vec<(&'static str, usize)> {
+    let k = run;
     let kv_rows = user.b * user.hkv * user.lk;
     let mut out = Vec::new();
     if k.d != user.d {
@@ -45,8 +61,8 @@ fn copies(user: &Dims) -> Vec<(&'static str, usize)> {
 
 /// Device bytes of the padded copies (see [`copies`]). The wide output is NaN-filled
 /// through a staging copy like every output, so it counts twice.
-pub(crate) fn copy_bytes(user: &Dims) -> u64 {
-    copies(user)
+pub(crate) fn copy_bytes(user: &Dims, run: &Dims) -> u64 {
+    copies(user, run)
         .iter()
         .map(|&(name, n)| buffer_bytes(n) * if name == "out" { 2 } else { 1 })
         .sum()
@@ -63,6 +79,11 @@ pub(crate) fn repack(
     src_cols: usize,
     dst_cols: usize,
 ) -> Result<wgpu::Buffer> {
+    if src_cols == 0 || dst_cols == 0 {
+        // Nothing to read (wgpu zeroes new buffers) or nothing to write; an empty binding
+        // would be invalid.
+        return ctx.scratch_buffer(label, (rows * dst_cols) as u64 * 4);
+    }
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let widest = src_cols.max(dst_cols) as u64 * 4;
     // A window starts up to `align` bytes before its first row.
