@@ -15,8 +15,9 @@ use ndarray::{ArrayViewD, Axis, CowArray, IxDyn};
 use crate::error::{Error, Result};
 use crate::problem::MAX_RANK;
 
-/// One of q, k, v as it enters the kernels: the caller's view, or a broadcast copy.
-pub type Input<'a> = CowArray<'a, f32, IxDyn>;
+/// One of q, k, v as it enters the kernels: the caller's view, or a broadcast copy (f32, or
+/// f16 for crate::fp16).
+pub type Input<'a, T = f32> = CowArray<'a, T, IxDyn>;
 
 /// The shapes q, k and v take once broadcast against each other, or `None` when they need
 /// no broadcast (same rank and batch dimensions, and heads that grouped-query attention
@@ -78,11 +79,11 @@ pub fn broadcast_shapes(q: &[usize], k: &[usize], v: &[usize]) -> Result<Option<
 
 /// q, k and v broadcast against each other (see [`broadcast_shapes`]): borrowed when no
 /// broadcast is needed, or when one only gains leading dimensions of 1; copied otherwise.
-pub fn broadcast_inputs<'a>(
-    q: ArrayViewD<'a, f32>,
-    k: ArrayViewD<'a, f32>,
-    v: ArrayViewD<'a, f32>,
-) -> Result<[Input<'a>; 3]> {
+pub fn broadcast_inputs<'a, T: Clone>(
+    q: ArrayViewD<'a, T>,
+    k: ArrayViewD<'a, T>,
+    v: ArrayViewD<'a, T>,
+) -> Result<[Input<'a, T>; 3]> {
     let Some([tq, tk, tv]) = broadcast_shapes(q.shape(), k.shape(), v.shape())? else {
         return Ok([q, k, v].map(CowArray::from));
     };
@@ -91,7 +92,7 @@ pub fn broadcast_inputs<'a>(
 
 /// `view` broadcast to `target`: a view when it only gains leading dimensions of 1, else a
 /// row-major copy.
-fn to_shape<'a>(mut view: ArrayViewD<'a, f32>, target: &[usize]) -> Result<Input<'a>> {
+fn to_shape<'a, T: Clone>(mut view: ArrayViewD<'a, T>, target: &[usize]) -> Result<Input<'a, T>> {
     while view.ndim() < target.len() {
         view.insert_axis_inplace(Axis(0));
     }

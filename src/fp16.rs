@@ -12,6 +12,7 @@ use half::f16;
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
 use crate::attention::{attention_gpu, lse_to_array, memory_estimate};
+use crate::broadcast::broadcast_inputs;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, PipelineKey};
@@ -190,15 +191,21 @@ where
     Sv: Data<Elem = f16>,
     D: Dimension,
 {
+    // Broadcast against each other as crate::attention does (device tensors are not).
+    let [q, k, v] = broadcast_inputs(
+        q.view().into_dyn(),
+        k.view().into_dyn(),
+        v.view().into_dyn(),
+    )?;
     validate_dims(q.shape(), k.shape(), v.shape())?;
     // The f32 call's peak, plus the packed f16 inputs and their staging copies (half the
     // f32 inputs each) and the narrowed output, checked before the first upload.
     let (mut need, _) = memory_estimate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
     need.scratch += need.inputs + need.outputs / 2;
     ctx.check_memory(&need)?;
-    let qt = upload_widened(ctx, "q", &q.view().into_dyn())?;
-    let kt = upload_widened(ctx, "k", &k.view().into_dyn())?;
-    let vt = upload_widened(ctx, "v", &v.view().into_dyn())?;
+    let qt = upload_widened(ctx, "q", &q.view())?;
+    let kt = upload_widened(ctx, "k", &k.view())?;
+    let vt = upload_widened(ctx, "v", &v.view())?;
     let r = attention_gpu(ctx, &qt, &kt, &vt, opts)?;
     let n = r.out.len();
     let narrow = ctx.scratch_buffer("out f16", (n.div_ceil(2) * 4) as u64)?;

@@ -8,6 +8,8 @@
 //! - [`Context`]: adapter choice and device ([`Context::new`], [`Context::from_device`]).
 //! - [`attention`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
+//! - [`broadcast`]: how q, k and v of different ranks, batches or heads broadcast, as in
+//!   PyTorch.
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
 //! - [`check::compare`]: max abs / rel error with the worst element's index.
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).

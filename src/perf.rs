@@ -162,7 +162,8 @@ pub fn cpu_matmul_attention(
     let k4 = k.view().into_dimensionality::<Ix4>().map_err(bad)?;
     let v4 = v.view().into_dimensionality::<Ix4>().map_err(bad)?;
     let dims = crate::problem::validate_dims(q.shape(), k.shape(), v.shape())?;
-    let (lq, lk, group) = (dims.lq, dims.lk, dims.hq / dims.hkv);
+    // Hkv = 0 only with Hq = 0 (validation), when there is no head to loop over.
+    let (lq, lk, group) = (dims.lq, dims.lk, dims.hq / dims.hkv.max(1));
     let scale = 1.0 / (dims.d as f32).sqrt();
     let offset = causal.offset(lq, lk);
     let mut out = ndarray::Array4::<f32>::zeros((dims.b, dims.hq, lq, dims.dv));

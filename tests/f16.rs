@@ -110,3 +110,26 @@ fn values_beyond_f16_are_errors_not_infinities() {
     let e = attention_f16(&ctx, &q, &q, &q, &AttentionOptions::default()).expect_err("inf");
     assert!(matches!(e, Error::NonFinite { .. }), "{e}");
 }
+
+/// f16 inputs broadcast and take zero-size dimensions as the f32 entry point does.
+#[test]
+fn broadcasts_and_zero_sizes() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(97);
+    let half = |s: &[usize], rng: &mut Rng| rng.array(s, 1.0).mapv(f16::from_f32);
+    let opts = AttentionOptions::default().causal(Causal::BottomRight);
+    // (q, k, v): k and v of batch 1; no keys; Dv = 0; D = 0; no query rows.
+    let cases: [[&[usize]; 3]; 5] = [
+        [&[2, 4, 5, 8], &[1, 4, 7, 8], &[1, 4, 7, 8]],
+        [&[1, 2, 5, 8], &[1, 2, 0, 8], &[1, 2, 0, 8]],
+        [&[1, 2, 5, 8], &[1, 2, 7, 8], &[1, 2, 7, 0]],
+        [&[1, 2, 5, 0], &[1, 2, 7, 0], &[1, 2, 7, 4]],
+        [&[1, 2, 0, 8], &[1, 2, 7, 8], &[1, 2, 7, 4]],
+    ];
+    for [qs, ks, vs] in cases {
+        let (q, k, v) = (half(qs, &mut rng), half(ks, &mut rng), half(vs, &mut rng));
+        let got = attention_f16(&ctx, &q, &k, &v, &opts)
+            .unwrap_or_else(|e| panic!("{qs:?} {ks:?} {vs:?}: {e}"));
+        assert_within_twice_cpu_f16("f16", &q, &k, &v, &opts, &got.out);
+    }
+}
