@@ -68,11 +68,15 @@ device)
     step devices
     timeout 60 ./.h200/wgpu-attention devices
     # Each entry is one bench invocation: its paths share one set of inputs, side by side.
-    # The last records what the subgroup tier does on this driver (its error, if any).
+    # The D = 256 entries measure the wide variants on a GPU (auto keeps the unfused path
+    # there until they are measured). The last records what the subgroup tier does on this
+    # driver (its error, if any).
     grid="${H200_GRID:-4,32,4096,4096,128 none 32 auto,unfused,fused-tiled,fused-portable
 4,32,4096,4096,128 top-left 32 auto,fused-tiled,fused-portable
 1,8,1024,1024,64 none 8 auto,unfused,fused-tiled,fused-portable
 1,32,1,4096,128 none 8 auto,unfused,fused-tiled,decode
+2,16,2048,2048,256 none 16 auto,unfused,fused-tiled,fused-portable
+1,16,1,4096,256 none 8 auto,unfused,fused-tiled,decode
 1,2,256,256,128 none 2 fused-subgroup}"
     if [ "$part" != tests ]; then
         step bench
