@@ -140,7 +140,10 @@ def main():
                     continue
                 got = np.load(out)
                 err = np.abs(got - expected)
-                ok = got.shape == expected.shape and bool(np.all(err <= ATOL + RTOL * np.abs(expected)))
+                # "allow": a case's own allowance (scripts/torch_fuzz.py), for ill-conditioned
+                # problems where any f32 result, torch's included, misses the f64 answer by more.
+                tol = np.maximum(ATOL + RTOL * np.abs(expected), c.get("allow", 0.0))
+                ok = got.shape == expected.shape and bool(np.all(err <= tol))
                 failures += not ok
                 print("%-24s %-15s max abs err %.2e  %s" % (name, path, err.max(initial=0.0), "ok" if ok else "FAILED"))
     passed = len(CASES) * len(PATHS) - failures - not_applicable
