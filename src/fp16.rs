@@ -19,7 +19,6 @@ use crate::kernel::{Kernel, PipelineKey};
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::params::ConvertParams;
 use crate::plan::{whole, DeviceBudget, Window};
-use crate::problem::validate_dims;
 use crate::tensor::GpuTensor;
 
 /// Largest finite f16 value.
@@ -197,9 +196,9 @@ where
         k.view().into_dyn(),
         v.view().into_dyn(),
     )?;
-    validate_dims(q.shape(), k.shape(), v.shape())?;
     // The f32 call's peak, plus the packed f16 inputs and their staging copies (half the
-    // f32 inputs each) and the narrowed output, checked before the first upload.
+    // f32 inputs each) and the narrowed output, checked before the first upload;
+    // memory_estimate validates the shapes and options first.
     let (mut need, _) = memory_estimate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
     need.scratch += need.inputs + need.outputs / 2;
     ctx.check_memory(&need)?;

@@ -2,7 +2,7 @@
 //! path is tested against, and it takes exactly the same options (and rejects exactly the
 //! same inputs, through the same validation).
 
-use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 
 use crate::broadcast::broadcast_inputs;
 use crate::error::Result;
@@ -38,7 +38,7 @@ where
         k.view().into_dyn(),
         v.view().into_dyn(),
     )?;
-    let problem = validate(&q, &k, &v, opts)?;
+    let problem = validate_broadcast(q.view(), k.view(), v.view(), opts)?;
     // Row-major copies: in the canonical (B, H, L, D) layout whatever the rank, since the
     // batch dimensions come first and fold into B.
     let (q, k, v) = (
@@ -74,7 +74,16 @@ where
         k.view().into_dyn(),
         v.view().into_dyn(),
     )?;
-    let (q, k, v) = (q.view(), k.view(), v.view());
+    validate_broadcast(q.view(), k.view(), v.view(), opts)
+}
+
+/// [`validate`] on inputs already broadcast against each other.
+fn validate_broadcast(
+    q: ArrayViewD<'_, f32>,
+    k: ArrayViewD<'_, f32>,
+    v: ArrayViewD<'_, f32>,
+    opts: &AttentionOptions<'_>,
+) -> Result<Problem> {
     let dims = validate_dims(q.shape(), k.shape(), v.shape())?;
     let mq = max_abs_finite("q", &q)?;
     let mk = max_abs_finite("k", &k)?;

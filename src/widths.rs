@@ -45,16 +45,15 @@ pub(crate) fn nonzero_dims(d: Dims) -> Dims {
 /// dimensions (q, k and v copies, and the wide output), as `(name, f32 elements)`; empty
 /// when the widths are the same.
 fn copies(user: &Dims, run: &Dims) -> Vec<(&'static str, usize)> {
-    let k = run;
     let kv_rows = user.b * user.hkv * user.lk;
     let mut out = Vec::new();
-    if k.d != user.d {
-        out.push(("q", user.rows() * k.d));
-        out.push(("k", kv_rows * k.d));
+    if run.d != user.d {
+        out.push(("q", user.rows() * run.d));
+        out.push(("k", kv_rows * run.d));
     }
-    if k.dv != user.dv {
-        out.push(("v", kv_rows * k.dv));
-        out.push(("out", user.rows() * k.dv));
+    if run.dv != user.dv {
+        out.push(("v", kv_rows * run.dv));
+        out.push(("out", user.rows() * run.dv));
     }
     out
 }
