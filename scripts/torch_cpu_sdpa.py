@@ -4,7 +4,9 @@
 Developer check (needs torch; CI has none). Runs the tool's benchmark for the given shape
 (every path it names, checked against the reference before timing), then times PyTorch's
 SDPA on the same shape in the same process tree, and prints one table. FLOPs are counted as
-in `bench`: 4*B*Hq*Lq*Lk*D, only the unmasked part for causal.
+in `bench`: 4*B*Hq*Lq*Lk*D, only the unmasked part for causal. The max err column is each
+row's largest difference from the same problem computed in f64: for the tool's rows on the
+rows `bench` checks, for torch's row on every row, against torch's own f64 result.
 
 Usage: python3 scripts/torch_cpu_sdpa.py [--shape B,H,Lq,Lk,D] [--kv-heads N]
            [--causal top-left] [--path auto,cpu-ndarray] [--reps 10] [--tool PATH]
@@ -51,8 +53,12 @@ for _ in range(a.reps):
     F.scaled_dot_product_attention(q, k, v, **kw)
     times.append((time.perf_counter() - t) * 1e3)
 ms = sorted(times)[len(times) // 2]
+# torch's own error, measured like the tool's rows: against the same computation in f64.
+out = F.scaled_dot_product_attention(q, k, v, **kw)
+exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw)
+err = (out.double() - exact).abs().max().item()
 rows.append({"path": f"torch-sdpa-cpu ({torch.get_num_threads()} threads)", "ms": ms,
-             "gflops": flops / ms / 1e6, "max_abs_err": float("nan")})
+             "gflops": flops / ms / 1e6, "max_abs_err": err})
 
 print(f"B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} causal {a.causal or 'none'}; "
       f"adapter: {rows[0].get('adapter', '?')}")

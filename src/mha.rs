@@ -240,10 +240,8 @@ impl MultiHeadAttention {
             }
         };
         if b == 0 || l == 0 {
-            return Err(Error::ZeroSize {
-                name: "x",
-                shape: x.shape().to_vec(),
-            });
+            // No tokens: an empty output of x's shape, as attention gives for no query rows.
+            return Ok(ArrayD::zeros(x.shape()));
         }
         let (hq, hkv, hd) = (self.cfg.n_heads, self.cfg.n_kv_heads, self.hd);
         let m = b * l;

@@ -125,6 +125,17 @@ fn weights_load_from_npy_and_are_checked() {
     let got = layer.forward(&x.view()).expect("forward");
     let want = mha_reference(&loaded, &cfg, &x.view()).expect("reference");
     assert!(wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32).passed());
+    // No tokens: an empty output of x's shape from both, as attention gives for no rows.
+    for shape in [[0, 16].as_slice(), &[0, 5, 16], &[3, 0, 16]] {
+        let x = ndarray::ArrayD::<f32>::zeros(shape);
+        let got = layer.forward(&x.view()).expect("forward with no tokens");
+        let want = mha_reference(&loaded, &cfg, &x.view()).expect("reference with no tokens");
+        assert_eq!(got.shape(), shape);
+        assert_eq!(want.shape(), shape);
+    }
+    assert!(layer
+        .forward(&ndarray::ArrayD::<f32>::zeros(&[0, 15][..]).view())
+        .is_err());
     // Shape errors: wrong head count, wrong x width.
     let bad = MhaConfig { n_heads: 3, ..cfg };
     assert!(MultiHeadAttention::new(&ctx, &loaded, bad).is_err());
