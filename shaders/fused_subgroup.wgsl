@@ -9,8 +9,11 @@
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 //
 // Array sizes MAX_D4 (D/4 and DV/4 at most) and MAX_R (R at most): in
-// subgroup_width_128.wgsl (Kernel::FusedSubgroup) or subgroup_width_256.wgsl
-// (Kernel::FusedSubgroupWide), which the registry puts between the two files.
+// subgroup_width_128.wgsl (Kernel::FusedSubgroup, FusedSubgroup16) or subgroup_width_256.wgsl
+// (Kernel::FusedSubgroupWide, FusedSubgroupWide16). The key block, KEYS keys (8 or 16) and
+// broadcast_keys(): in subgroup_lanes_8.wgsl or subgroup_lanes_16.wgsl (the *16 kernels, for
+// subgroups of 16 lanes or more). The registry puts the two files between fused_common.wgsl
+// and this one.
 //
 // Specialisation: D and DV (multiples of 4, at most 4 x MAX_D4), R (query rows
 // per invocation, 2..MAX_R, chosen by the host: fused::subgroup_rows), CAUSAL, HAS_BIAS,
@@ -19,9 +22,10 @@
 //
 // Dispatch: 64 invocations per workgroup, R consecutive query rows per invocation, so one
 // workgroup covers 64 x R rows of one head. Workgroups are numbered linearly (row block
-// fastest, then head) and spread over x and y. Keys are processed in blocks of 8: lane t
-// (t < 8) of each subgroup loads key/value row j0 + t once and subgroupBroadcast shares it
-// (constant lane indices) with the 8 lanes' 8 x R rows.
+// fastest, then head) and spread over x and y. Keys are processed in blocks of KEYS: lane t
+// (t < KEYS) of each subgroup loads key/value row j0 + t once and subgroupBroadcast shares it
+// (constant lane indices) with the subgroup's lanes x R rows. The scores of a row against a
+// block are QUADS = KEYS/4 vec4 (s[r][t]: keys j0 + 4t .. j0 + 4t + 3).
 //
 // Online softmax: per row a running max m, sum l and unnormalised output acc; each block
 // rescales acc once by exp(m_old - m_new). Masked scores become the sentinel NO_SCORE, which
@@ -30,6 +34,12 @@
 // per-element causal test runs only on blocks that cross its diagonal.
 //
 // Performance notes (lavapipe on a 2-vCPU Xeon, B1 H8 L1024 D64; see README "Measured").
+// The largest gain came from the driver's vector width, not from this code: with
+// LP_NATIVE_VECTOR_WIDTH=512 (AVX-512, 16-lane subgroups; src/cpu_vectors.rs) and 16-key
+// blocks, every lane loads a key row of its own and each vector instruction covers 16 rows:
+// 40-51 GFLOP/s against about 28 with 8 lanes. The 8-key kernel at 16 lanes (lanes 8-15
+// loading the same rows as 0-7) gave 31-35. At 16 lanes, R = 8 stayed best (R = 4: 35-36,
+// R = 12: 28).
 // What the driver does with this code, read from its JIT output with perf (Mesa 22.3):
 // - Every storage-buffer load of a vec4 becomes a loop over the 8 lanes with a bounds check
 //   and a branch per component (about 35 instructions per lane), whatever the addresses.
@@ -70,17 +80,8 @@
 //   invocation; and uniform-buffer offsets taken from a push-constant table (which NIR
 //   treats as uniform) still became gathers, not Mesa's scalar-load path.
 
-fn hmax(a: vec4<f32>, b: vec4<f32>) -> f32 {
-    let m = max(a, b);
-    return max(max(m.x, m.y), max(m.z, m.w));
-}
-
-// Lane t's row of the block (t < 8), in every lane: element t of the result.
-fn broadcast8(x: vec4<f32>) -> array<vec4<f32>, 8> {
-    return array<vec4<f32>, 8>(
-        subgroupBroadcast(x, 0u), subgroupBroadcast(x, 1u), subgroupBroadcast(x, 2u),
-        subgroupBroadcast(x, 3u), subgroupBroadcast(x, 4u), subgroupBroadcast(x, 5u),
-        subgroupBroadcast(x, 6u), subgroupBroadcast(x, 7u));
+fn hmax(a: vec4<f32>) -> f32 {
+    return max(max(a.x, a.y), max(a.z, a.w));
 }
 
 // Query rows per invocation (R <= MAX_R, specialised by the host from D and DV: see
@@ -153,61 +154,70 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         diag = u32(clamp(lo, 0, i32(p.lk)));
     }
     let k_row0 = kvh * p.lk;
-    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + 8u) {
-        let jl = min(j0 + (lane & 7u), p.lk - 1u);
+    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + KEYS) {
+        let jl = min(j0 + (lane & (KEYS - 1u)), p.lk - 1u);
         let kbase = (k_row0 + jl) * d4 - p.k_win;
-        // Scores of each row against keys j0..j0+3 (s0) and j0+4..j0+7 (s1).
-        var s0: array<vec4<f32>, MAX_R>;
-        var s1: array<vec4<f32>, MAX_R>;
+        // Scores of each row against keys j0 + 4t .. j0 + 4t + 3 (s[r][t]).
+        var s: array<array<vec4<f32>, QUADS>, MAX_R>;
         for (var r = 0u; r < MAX_R; r = r + 1u) {
             if (r < R) {
-                s0[r] = vec4<f32>(0.0);
-                s1[r] = vec4<f32>(0.0);
+                for (var t = 0u; t < QUADS; t = t + 1u) {
+                    s[r][t] = vec4<f32>(0.0);
+                }
             }
         }
         for (var c = 0u; c < MAX_D4; c = c + 1u) {
             if (c < d4) {
-                let kb = broadcast8(k[kbase + c]);
+                let kb = broadcast_keys(k[kbase + c]);
                 for (var r = 0u; r < MAX_R; r = r + 1u) {
                     if (r < R) {
                         let x = qs[r][c];
-                        s0[r] = s0[r] + vec4<f32>(dot(x, kb[0]), dot(x, kb[1]), dot(x, kb[2]), dot(x, kb[3]));
-                        s1[r] = s1[r] + vec4<f32>(dot(x, kb[4]), dot(x, kb[5]), dot(x, kb[6]), dot(x, kb[7]));
+                        for (var t = 0u; t < QUADS; t = t + 1u) {
+                            s[r][t] = s[r][t] + vec4<f32>(dot(x, kb[4u * t]), dot(x, kb[4u * t + 1u]),
+                                dot(x, kb[4u * t + 2u]), dot(x, kb[4u * t + 3u]));
+                        }
                     }
                 }
             }
         }
         // Masking only where needed: the tail block, blocks crossing the diagonal, masks.
-        let causal_block = j0 + 8u > diag;
-        let masked = j0 + 8u > p.lk || causal_block || HAS_ALLOW != 0u || HAS_BIAS != 0u;
+        let causal_block = j0 + KEYS > diag;
+        let masked = j0 + KEYS > p.lk || causal_block || HAS_ALLOW != 0u || HAS_BIAS != 0u;
         var alpha: array<f32, MAX_R>;
-        var p0: array<vec4<f32>, MAX_R>;
-        var p1: array<vec4<f32>, MAX_R>;
+        var pw: array<array<vec4<f32>, QUADS>, MAX_R>;
         for (var r = 0u; r < MAX_R; r = r + 1u) {
             if (r < R) {
-                if (masked) {
-                    s0[r] = mask4(s0[r], bh, rows[r], j0, causal_block);
-                    s1[r] = mask4(s1[r], bh, rows[r], j0 + 4u, causal_block);
+                var top = m[r];
+                for (var t = 0u; t < QUADS; t = t + 1u) {
+                    if (masked) {
+                        s[r][t] = mask4(s[r][t], bh, rows[r], j0 + 4u * t, causal_block);
+                    }
+                    top = max(top, hmax(s[r][t]));
                 }
-                let m_new = max(m[r], hmax(s0[r], s1[r]));
-                alpha[r] = exp(m[r] - m_new);
-                m[r] = m_new;
-                p0[r] = weights(s0[r], m_new);
-                p1[r] = weights(s1[r], m_new);
-                l[r] = l[r] * alpha[r] + dot(p0[r] + p1[r], vec4<f32>(1.0));
+                alpha[r] = exp(m[r] - top);
+                m[r] = top;
+                var total = vec4<f32>(0.0);
+                for (var t = 0u; t < QUADS; t = t + 1u) {
+                    pw[r][t] = weights(s[r][t], top);
+                    total = total + pw[r][t];
+                }
+                l[r] = l[r] * alpha[r] + dot(total, vec4<f32>(1.0));
             }
         }
 
         let vbase = (k_row0 + jl) * dv4 - p.v_win;
         for (var c = 0u; c < MAX_D4; c = c + 1u) {
             if (c < dv4) {
-                let vb = broadcast8(v[vbase + c]);
+                let vb = broadcast_keys(v[vbase + c]);
                 for (var r = 0u; r < MAX_R; r = r + 1u) {
                     if (r < R) {
-                        let a = p0[r];
-                        let b = p1[r];
-                        acc[r][c] = acc[r][c] * alpha[r] + a.x * vb[0] + a.y * vb[1] + a.z * vb[2] + a.w * vb[3]
-                            + b.x * vb[4] + b.y * vb[5] + b.z * vb[6] + b.w * vb[7];
+                        var sum = acc[r][c] * alpha[r];
+                        for (var t = 0u; t < QUADS; t = t + 1u) {
+                            let a = pw[r][t];
+                            sum = sum + a.x * vb[4u * t] + a.y * vb[4u * t + 1u] + a.z * vb[4u * t + 2u]
+                                + a.w * vb[4u * t + 3u];
+                        }
+                        acc[r][c] = sum;
                     }
                 }
             }

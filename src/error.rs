@@ -43,16 +43,6 @@ pub enum Error {
         /// Which dimensions disagree, with both values.
         what: String,
     },
-    /// A dimension is zero.
-    #[error(
-        "{name} has a zero-size dimension: shape {shape:?}; every dimension must be at least 1"
-    )]
-    ZeroSize {
-        /// Which input.
-        name: &'static str,
-        /// Shape received.
-        shape: Vec<usize>,
-    },
     /// Query heads are not a multiple of key/value heads.
     #[error("query heads ({hq}) must be a multiple of key/value heads ({hkv}) for grouped-query attention")]
     HeadGrouping {

@@ -53,7 +53,7 @@ pub const WIDE_MAX_WIDTH: usize = 256;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
     /// Key/value rows shared by subgroup broadcast (`Features::SUBGROUP`, subgroup size >= 8,
-    /// CPU adapters only).
+    /// CPU adapters only), in blocks of 8 keys, or 16 where subgroups have 16 lanes.
     Subgroup,
     /// Key/value blocks shared through workgroup memory; needs nothing optional.
     Portable,
@@ -63,9 +63,12 @@ pub enum Tier {
 }
 
 impl Tier {
-    fn kernel(self, p: &Problem) -> Kernel {
+    fn kernel(self, info: &wgpu::AdapterInfo, p: &Problem) -> Kernel {
+        let lanes16 = subgroup_keys(info) == 16;
         match self {
+            Tier::Subgroup if wide(p) && lanes16 => Kernel::FusedSubgroupWide16,
             Tier::Subgroup if wide(p) => Kernel::FusedSubgroupWide,
+            Tier::Subgroup if lanes16 => Kernel::FusedSubgroup16,
             Tier::Subgroup => Kernel::FusedSubgroup,
             Tier::Portable if wide(p) => Kernel::FusedPortableWide,
             Tier::Portable => Kernel::FusedPortable,
@@ -90,6 +93,17 @@ impl Tier {
             Tier::Portable => "fused-portable",
             Tier::Tiled => "fused-tiled",
         }
+    }
+}
+
+/// Keys per block of the subgroup tier on this adapter: 16 where every subgroup has at least
+/// 16 lanes (lavapipe with 512-bit vectors: [`Kernel::FusedSubgroup16`]), so that each lane
+/// loads a key row of its own; otherwise 8.
+pub fn subgroup_keys(info: &wgpu::AdapterInfo) -> usize {
+    if info.subgroup_min_size >= 16 {
+        16
+    } else {
+        8
     }
 }
 
@@ -139,11 +153,11 @@ pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String
 
 /// Keys per block of the tier's key loop, and the loop iterations one block takes on
 /// llvmpipe (crate::loops).
-fn key_block(p: &Problem, tier: Tier) -> (usize, u64) {
+fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) {
     let d4 = crate::widths::padded(p.dims.d) as u64 / 4;
     let dv4 = crate::widths::padded(p.dims.dv) as u64 / 4;
     match tier {
-        Tier::Subgroup => (8, loops::subgroup_block(wide(p))),
+        Tier::Subgroup => (subgroup_keys(info), loops::subgroup_block(wide(p))),
         Tier::Portable => (8, loops::portable_block(d4, dv4)),
         Tier::Tiled => (64, loops::tiled_block(d4, wide(p))),
     }
@@ -157,7 +171,7 @@ pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize
     if !loops::limited(info) {
         return lk;
     }
-    let (block, per_block) = key_block(p, tier);
+    let (block, per_block) = key_block(info, p, tier);
     let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
     (blocks as usize * block)
         .max(block)
@@ -280,7 +294,10 @@ pub(crate) fn run(
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
-    let pipe = ctx.pipeline(&PipelineKey::for_problem(tier.kernel(p), p))?;
+    let pipe = ctx.pipeline(&PipelineKey::for_problem(
+        tier.kernel(ctx.adapter_info(), p),
+        p,
+    ))?;
     let passes = key_passes(ctx.adapter_info(), p, tier);
     let keys_per_pass = keys_per_pass(ctx.adapter_info(), p, tier);
     // Partial outputs and LSEs of the passes, reused by every chunk (merge.wgsl's layout:

@@ -33,6 +33,11 @@ pub enum Kernel {
     /// The same kernel for D and Dv up to 256, with fewer query rows per invocation
     /// (`shaders/subgroup_width_256.wgsl`).
     FusedSubgroupWide,
+    /// [`Kernel::FusedSubgroup`] in 16-key blocks, for subgroups of 16 lanes or more
+    /// (`shaders/subgroup_lanes_16.wgsl`; lavapipe with 512-bit vectors).
+    FusedSubgroup16,
+    /// [`Kernel::FusedSubgroupWide`] in 16-key blocks, for subgroups of 16 lanes or more.
+    FusedSubgroupWide16,
     /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory
     /// (D and Dv up to 128: `shaders/portable_width_128.wgsl`).
     FusedPortable,
@@ -69,12 +74,14 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 18] = [
+    pub const ALL: [Kernel; 20] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
         Kernel::FusedSubgroup,
         Kernel::FusedSubgroupWide,
+        Kernel::FusedSubgroup16,
+        Kernel::FusedSubgroupWide16,
         Kernel::FusedPortable,
         Kernel::FusedPortableWide,
         Kernel::FusedTiled,
@@ -102,11 +109,25 @@ impl Kernel {
             Kernel::FusedSubgroup => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWide => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroup16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/subgroup_lanes_16.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupWide16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_lanes_16.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedPortable => concat!(
@@ -155,6 +176,8 @@ impl Kernel {
             Kernel::WeightedSum => "weighted_sum",
             Kernel::FusedSubgroup => "fused_subgroup",
             Kernel::FusedSubgroupWide => "fused_subgroup_wide",
+            Kernel::FusedSubgroup16 => "fused_subgroup_16",
+            Kernel::FusedSubgroupWide16 => "fused_subgroup_wide_16",
             Kernel::FusedPortable => "fused_portable",
             Kernel::FusedPortableWide => "fused_portable_wide",
             Kernel::FusedTiled => "fused_tiled",
@@ -197,6 +220,8 @@ impl Kernel {
             // params, q, k, v, bias, allow, o, lse
             Kernel::FusedSubgroup
             | Kernel::FusedSubgroupWide
+            | Kernel::FusedSubgroup16
+            | Kernel::FusedSubgroupWide16
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
@@ -247,6 +272,8 @@ impl Kernel {
             }
             Kernel::FusedSubgroup
             | Kernel::FusedSubgroupWide
+            | Kernel::FusedSubgroup16
+            | Kernel::FusedSubgroupWide16
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
@@ -268,7 +295,10 @@ impl Kernel {
     /// Optional device features the kernel needs.
     pub fn required_features(self) -> wgpu::Features {
         match self {
-            Kernel::FusedSubgroup | Kernel::FusedSubgroupWide => wgpu::Features::SUBGROUP,
+            Kernel::FusedSubgroup
+            | Kernel::FusedSubgroupWide
+            | Kernel::FusedSubgroup16
+            | Kernel::FusedSubgroupWide16 => wgpu::Features::SUBGROUP,
             _ => wgpu::Features::empty(),
         }
     }
@@ -304,7 +334,13 @@ impl PipelineKey {
             ("HAS_BIAS", u32::from(has_bias)),
             ("HAS_ALLOW", u32::from(has_allow)),
         ];
-        if matches!(kernel, Kernel::FusedSubgroup | Kernel::FusedSubgroupWide) {
+        if matches!(
+            kernel,
+            Kernel::FusedSubgroup
+                | Kernel::FusedSubgroupWide
+                | Kernel::FusedSubgroup16
+                | Kernel::FusedSubgroupWide16
+        ) {
             let rows = crate::fused::subgroup_rows(p.dims.d, p.dims.dv);
             constants.push(("R", rows as u32));
         }

@@ -19,6 +19,7 @@
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.
 //! - [`perf`]: FLOP counts and timing used by every benchmark figure.
+//! - [`cpu_vectors`]: lavapipe's vector width (8 or 16 lanes), chosen once per process.
 //! - [`memory`]: the device's memory and each call's estimate ([`memory_estimate`]),
 //!   checked before allocating.
 //! - [`Error`]: every failure, typed.
@@ -55,6 +56,7 @@ mod attention;
 pub mod broadcast;
 pub mod check;
 mod context;
+pub mod cpu_vectors;
 pub mod decode;
 mod empty;
 mod error;

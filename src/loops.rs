@@ -27,9 +27,11 @@ pub fn limited(info: &wgpu::AdapterInfo) -> bool {
     info.device_type == wgpu::DeviceType::Cpu && info.name.contains("llvmpipe")
 }
 
-/// Iterations per 8-key block of the subgroup tier: one for the standard variant, whose
-/// inner loops unroll; its wide variant's 64-trip inner loops over D and Dv do not (measured:
-/// 131 per block, whatever D and Dv).
+/// Iterations per key block of the subgroup tier (8 keys, or 16 on 16-lane subgroups:
+/// crate::fused::subgroup_keys): one for the standard variant, whose inner loops unroll; its
+/// wide variant's 64-trip inner loops over D and Dv do not (measured: 131 per block, whatever
+/// D and Dv). The same bounds hold for both block sizes (tests/loops.rs and tests/lanes16.rs
+/// run each at its limit).
 pub fn subgroup_block(wide: bool) -> u64 {
     if wide {
         132

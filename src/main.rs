@@ -54,6 +54,10 @@ EXIT CODES:
 
 ENVIRONMENT:
     WGPU_BACKEND (vulkan, metal, dx12), WGPU_ADAPTER_NAME (substring of the adapter name)
+    LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
+    AVX-512, `bench` and `run` set it to 512 (16-lane subgroups) except for decode shapes
+    (few query rows per kv head over many keys), which run faster at lavapipe's default 256,
+    and widths above 128, whose pipelines compile four times slower at 512.
 ";
 
 fn main() {

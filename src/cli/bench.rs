@@ -8,7 +8,8 @@ use wgpu_attention::fp16::{attention_f16, to_f16_checked};
 use wgpu_attention::perf::{cpu_matmul_attention, forward_flops, time_copy, time_gpu, Timing};
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    check, reference, AttentionOptions, Causal, Context, GpuTensor, Mask, PathChoice, Tolerance,
+    check, cpu_vectors, reference, AttentionOptions, Causal, Context, GpuTensor, Mask, PathChoice,
+    Tolerance,
 };
 
 use super::args::Args;
@@ -339,6 +340,10 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     let chosen = paths(args.get("path"))?;
     let json = args.has("json");
 
+    // Before the first context: lavapipe reads its vector width once (crate::cpu_vectors).
+    if cpu_vectors::suits_wide(sh.hq / sh.hkv.max(1) * sh.lq, sh.lk, sh.d, sh.d) {
+        cpu_vectors::request_wide();
+    }
     let ctx = Context::new().map_err(Failure::from_error)?;
     let gpu_timing = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
     let f16 = match args.get("dtype") {

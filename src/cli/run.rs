@@ -60,7 +60,7 @@ fn read_f32(flag: &str, path: &str) -> Result<ArrayD<f32>, Failure> {
 /// Names the file behind an input-specific error.
 fn with_files(e: Error, files: &[(&str, &str)]) -> Failure {
     let named = match &e {
-        Error::NonFinite { name, .. } | Error::ZeroSize { name, .. } | Error::Rank { name, .. } => {
+        Error::NonFinite { name, .. } | Error::Rank { name, .. } => {
             files.iter().find(|(n, _)| n == name).map(|(_, f)| *f)
         }
         Error::MaskShape { .. } => files.iter().find(|(n, _)| *n == "mask").map(|(_, f)| *f),
@@ -140,7 +140,12 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         });
     }
     // Validate on the host before touching the GPU, so bad input is exit 2 even without one.
-    reference::validate(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
+    let problem = reference::validate(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
+    // Before the first context: lavapipe reads its vector width once (crate::cpu_vectors).
+    let d = &problem.dims;
+    if wgpu_attention::cpu_vectors::suits_wide(d.hq / d.hkv.max(1) * d.lq, d.lk, d.d, d.dv) {
+        wgpu_attention::cpu_vectors::request_wide();
+    }
     let ctx = Context::new().map_err(Failure::from_error)?;
     let (result, out16) = match &halves {
         None => (

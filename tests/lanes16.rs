@@ -1,0 +1,204 @@
+//! The subgroup tier's 16-key variants (`Kernel::FusedSubgroup16`, `FusedSubgroupWide16`),
+//! which run where every subgroup has 16 lanes: on lavapipe with `LP_NATIVE_VECTOR_WIDTH=512`
+//! (wgpu_attention::cpu_vectors). The driver reads that variable once per process, so this
+//! test is its own binary with a plain `main` (Cargo.toml: `harness = false`) that sets it
+//! before creating the context. It sets 512 whatever the CPU: without AVX-512, LLVM splits
+//! the vectors, which is slower but computes the same.
+//!
+//! Against the reference, forced and through auto: lengths around the 16-key block, Lq != Lk
+//! both ways, both causal alignments, widths that need padding, GQA, bool and additive masks,
+//! large logits, rows with no key, the wide variant, and the llvmpipe loop limit (one pass at
+//! the most keys the estimate allows, two passes one block past it). Other adapters have no
+//! 16-lane variant to test: the binary returns early there.
+
+mod common;
+
+use common::{assert_parity, assert_parity_conditioned, inputs, Rng};
+use wgpu_attention::fused::subgroup_keys;
+use wgpu_attention::loops::{self, subgroup_block, LLVMPIPE_LOOP_LIMIT, SLACK};
+use wgpu_attention::{AttentionOptions, Causal, Context, Mask, PathChoice, Tolerance};
+
+fn main() {
+    // Before the first context (common::ctx creates it): the driver reads it when it loads.
+    std::env::set_var(wgpu_attention::cpu_vectors::VAR, "512");
+    let Some(ctx) = common::ctx() else { return };
+    if !loops::limited(ctx.adapter_info()) {
+        eprintln!("not llvmpipe: no 16-lane variant to test");
+        return;
+    }
+    assert_eq!(
+        subgroup_keys(ctx.adapter_info()),
+        16,
+        "llvmpipe with {}=512 should report 16-lane subgroups: {:?}",
+        wgpu_attention::cpu_vectors::VAR,
+        ctx.adapter_info()
+    );
+    let cases: [(&str, Case); 5] = [
+        (
+            "lengths, widths and causal rules",
+            lengths_widths_and_causal_rules,
+        ),
+        ("GQA and masks", gqa_and_masks),
+        (
+            "large logits and rows with no key",
+            large_logits_and_empty_rows,
+        ),
+        ("the wide variant", wide_variant),
+        ("the loop limit", loop_limit),
+    ];
+    for (name, case) in cases {
+        case(&ctx);
+        println!("lanes16: {name} ... ok");
+    }
+}
+
+/// One group of checks; panics on the first mismatch.
+type Case = fn(&Context);
+
+fn subgroup<'a>(causal: Causal) -> AttentionOptions<'a> {
+    AttentionOptions::default()
+        .causal(causal)
+        .path(PathChoice::FusedSubgroup)
+        .with_lse()
+}
+
+/// Lq and Lk around the 16-key block (one key, a partial block, a block, one past it), each
+/// causal rule, and (D, Dv) pairs that give R = 16, 8 and 4 rows per invocation, one of them
+/// padded from widths that are not multiples of 4.
+fn lengths_widths_and_causal_rules(ctx: &Context) {
+    let mut rng = Rng::new(161);
+    for (d, dv) in [(16, 32), (64, 64), (5, 63), (128, 128)] {
+        for (lq, lk) in [(1, 1), (37, 15), (100, 16), (17, 17), (64, 1000), (300, 33)] {
+            let (q, k, v) = inputs(&mut rng, [1, 2, 2, lq, lk, d, dv], 1.0);
+            for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                let what = format!("D{d} Dv{dv} Lq{lq} Lk{lk} {causal:?}");
+                let r = assert_parity(ctx, &what, &q, &k, &v, &subgroup(causal), Tolerance::F32);
+                assert_eq!(r.plan.path, "fused-subgroup", "{what}");
+            }
+        }
+    }
+    // Auto picks the subgroup tier on lavapipe, so it runs the 16-key variant too.
+    let (q, k, v) = inputs(&mut rng, [2, 3, 3, 200, 250, 64, 64], 1.0);
+    let auto = AttentionOptions::default()
+        .causal(Causal::TopLeft)
+        .with_lse();
+    let r = assert_parity(ctx, "auto", &q, &k, &v, &auto, Tolerance::F32);
+    assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
+}
+
+/// Grouped-query attention over batches, and masks of each kind with and without a causal
+/// rule (a bool mask broadcast over batch and heads, one per element, and additive masks
+/// with and without -inf).
+fn gqa_and_masks(ctx: &Context) {
+    let mut rng = Rng::new(162);
+    let (q, k, v) = inputs(&mut rng, [2, 6, 2, 45, 70, 64, 64], 1.0);
+    for causal in [Causal::None, Causal::BottomRight] {
+        assert_parity(
+            ctx,
+            "GQA 6/2",
+            &q,
+            &k,
+            &v,
+            &subgroup(causal),
+            Tolerance::F32,
+        );
+    }
+    let bools = [
+        rng.bool_array(&[45, 70], 0.6),
+        rng.bool_array(&[2, 6, 45, 70], 0.7),
+    ];
+    for m in &bools {
+        for causal in [Causal::None, Causal::TopLeft] {
+            let opts = subgroup(causal).mask(Mask::Bool(m.view()));
+            let what = format!("bool {:?} {causal:?}", m.shape());
+            assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        }
+    }
+    let bias = rng.array(&[6, 45, 70], 2.0);
+    let mut holes = bias.clone();
+    holes.iter_mut().enumerate().for_each(|(i, x)| {
+        if i % 7 == 0 {
+            *x = f32::NEG_INFINITY;
+        }
+    });
+    for (name, m) in [("bias", &bias), ("bias with -inf", &holes)] {
+        let opts = subgroup(Causal::None).mask(Mask::Additive(m.view()));
+        assert_parity(ctx, name, &q, &k, &v, &opts, Tolerance::F32);
+    }
+}
+
+/// Logits of order 1e3 (the allowance of assert_parity_conditioned), and rows with no key
+/// they may see: bottom-right with Lq > Lk, and a mask row of false, which must give zeros
+/// and an LSE of -inf.
+fn large_logits_and_empty_rows(ctx: &Context) {
+    let mut rng = Rng::new(163);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 65, 129, 64, 64], 50.0);
+    for causal in [Causal::None, Causal::BottomRight] {
+        let opts = AttentionOptions::default()
+            .causal(causal)
+            .path(PathChoice::FusedSubgroup);
+        assert_parity_conditioned(ctx, &format!("x50 {causal:?}"), &q, &k, &v, &opts);
+    }
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 40, 30, 64, 64], 1.0);
+    let mut mask = rng.bool_array(&[40, 30], 0.5);
+    mask.slice_mut(ndarray::s![15, ..]).fill(false);
+    let opts = subgroup(Causal::BottomRight).mask(Mask::Bool(mask.view()));
+    let r = assert_parity(ctx, "empty rows", &q, &k, &v, &opts, Tolerance::F32);
+    let lse = r.lse.expect("lse");
+    for i in (0..10).chain([15]) {
+        assert_eq!(lse[[0, 1, i]], f32::NEG_INFINITY, "row {i}");
+        assert!(
+            (0..64).all(|c| r.out[[0, 1, i, c]] == 0.0),
+            "row {i} must be zeros"
+        );
+    }
+}
+
+/// D or Dv above 128: the wide variant in 16-key blocks. One specialisation (its pipeline
+/// takes about two minutes to compile on lavapipe at 512 bits), also used by loop_limit.
+fn wide_variant(ctx: &Context) {
+    let mut rng = Rng::new(164);
+    for (lq, lk) in [(1, 300), (37, 17), (70, 129)] {
+        let (q, k, v) = inputs(&mut rng, [1, 2, 1, lq, lk, 16, 129], 1.0);
+        let what = format!("D16 Dv129 Lq{lq} Lk{lk}");
+        assert_parity(
+            ctx,
+            &what,
+            &q,
+            &k,
+            &v,
+            &subgroup(Causal::BottomRight),
+            Tolerance::F32,
+        );
+    }
+}
+
+/// Each variant at the most keys one pass may take on llvmpipe (crate::loops, in 16-key
+/// blocks here), then one block past it, which takes two passes and a merge. The standard
+/// variant's limit (one iteration a block: 1 040 368 keys) needs narrow rows to fit one
+/// storage binding (128 MiB on lavapipe), hence D = Dv = 4.
+fn loop_limit(ctx: &Context) {
+    let mut rng = Rng::new(165);
+    let at_limit = ((LLVMPIPE_LOOP_LIMIT - SLACK) / subgroup_block(false)) as usize * 16;
+    for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 passes"))] {
+        let (q, k, v) = inputs(&mut rng, [1, 2, 1, 5, lk, 4, 4], 1.0);
+        let what = format!("D4 Dv4 Lk{lk}");
+        let opts = subgroup(Causal::BottomRight);
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        match passes {
+            None => assert!(!r.plan.reason.contains("passes"), "{}", r.plan.reason),
+            Some(p) => assert!(r.plan.reason.contains(p), "{}", r.plan.reason),
+        }
+    }
+    let at_limit = ((LLVMPIPE_LOOP_LIMIT - SLACK) / subgroup_block(true)) as usize * 16;
+    for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 passes"))] {
+        let (q, k, v) = inputs(&mut rng, [1, 2, 1, 5, lk, 16, 129], 1.0);
+        let what = format!("D16 Dv129 Lk{lk}");
+        let opts = subgroup(Causal::BottomRight);
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        match passes {
+            None => assert!(!r.plan.reason.contains("passes"), "{}", r.plan.reason),
+            Some(p) => assert!(r.plan.reason.contains(p), "{}", r.plan.reason),
+        }
+    }
+}
