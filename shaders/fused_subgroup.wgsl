@@ -31,7 +31,9 @@
 // rescales acc once by exp(m_old - m_new). Masked scores become the sentinel NO_SCORE, which
 // no real score can reach (validation bounds |score| <= 2e30), and contribute exactly 0.
 // Causal: a subgroup stops at the last key its own last row may see (subgroupMax), and the
-// per-element causal test runs only on blocks that cross its diagonal.
+// per-element causal test runs only on blocks that cross its diagonal. Causal row blocks are
+// numbered from both ends in turn, so that any contiguous range of workgroups (what each
+// lavapipe thread runs) holds long and short ones alike.
 //
 // Performance notes (lavapipe on a 2-vCPU Xeon, B1 H8 L1024 D64; see README "Measured").
 // The largest gain came from the driver's vector width, not from this code: with
@@ -100,11 +102,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (wg >= p.total_groups) {
         return;
     }
+    // Causal: a head's row blocks alternate from both ends (0, n-1, 1, n-2, ..), since
+    // lavapipe hands each thread a contiguous range of workgroups: in order, the first half
+    // of a head's blocks would see a quarter of its keys.
     let hl = wg / p.row_groups;
+    var row_block = wg % p.row_groups;
+    if (CAUSAL != 0u) {
+        let turn = row_block / 2u;
+        row_block = select(p.row_groups - 1u - turn, turn, row_block % 2u == 0u);
+    }
     let bh = p.bh0 + hl;
     let kvh = (bh / p.hq) * p.hkv + (bh % p.hq) / p.group;
     let last = p.row0 + p.rows - 1u;
-    let first = p.row0 + (wg % p.row_groups) * (64u * R) + lindex * R;
+    let first = p.row0 + row_block * (64u * R) + lindex * R;
     let d4 = D / 4u;
     let dv4 = DV / 4u;
 

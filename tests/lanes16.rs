@@ -64,7 +64,7 @@ fn subgroup<'a>(causal: Causal) -> AttentionOptions<'a> {
 
 /// Lq and Lk around the 16-key block (one key, a partial block, a block, one past it), each
 /// causal rule, and (D, Dv) pairs that give R = 16, 8 and 4 rows per invocation, one of them
-/// padded from widths that are not multiples of 4.
+/// padded from widths that are not multiples of 4; then three row blocks of one head.
 fn lengths_widths_and_causal_rules(ctx: &Context) {
     let mut rng = Rng::new(161);
     for (d, dv) in [(16, 32), (64, 64), (5, 63), (128, 128)] {
@@ -76,6 +76,12 @@ fn lengths_widths_and_causal_rules(ctx: &Context) {
                 assert_eq!(r.plan.path, "fused-subgroup", "{what}");
             }
         }
+    }
+    // Three row blocks of 512 rows (R = 8), which causal runs number from both ends.
+    let (q, k, v) = inputs(&mut rng, [1, 1, 1, 1100, 1100, 64, 64], 1.0);
+    for causal in [Causal::TopLeft, Causal::BottomRight] {
+        let what = format!("Lq1100 Lk1100 {causal:?}");
+        assert_parity(ctx, &what, &q, &k, &v, &subgroup(causal), Tolerance::F32);
     }
     // Auto picks the subgroup tier on lavapipe, so it runs the 16-key variant too.
     let (q, k, v) = inputs(&mut rng, [2, 3, 3, 200, 250, 64, 64], 1.0);
