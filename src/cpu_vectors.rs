@@ -24,10 +24,13 @@
 //! start of `main`.
 //!
 //! Mesa's shader cache does not include the vector width in its key: a kernel compiled at one
-//! width is reused at the other. That is correct for every kernel here (each handles its
-//! whole workgroup at whatever width it was compiled for, and the 16-key variant is its own
-//! shader, chosen only when the adapter reports 16-lane subgroups), but a kernel cached at
-//! 8 lanes keeps 8 lanes' speed.
+//! width is reused at the other (seen: a copy kernel cached by a 512-bit process ran at its
+//! 512-bit speed in a 256-bit one). That is correct for every kernel here (each runs its
+//! whole workgroup at the width it was compiled for, and the 16-key variant is its own
+//! shader, chosen only when the adapter reports 16-lane subgroups), but it makes a kernel's
+//! speed depend on which process compiled it first. So [`use_wide`] also points Mesa at a
+//! cache directory of its own (`wgpu-attention-512-bit` in the user's cache directory),
+//! unless `MESA_SHADER_CACHE_DIR` is set already.
 
 /// The variable llvmpipe reads: the vector width in bits (128, 256 or 512).
 pub const VAR: &str = "LP_NATIVE_VECTOR_WIDTH";
@@ -54,15 +57,48 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
     !decode && d.max(dv) <= crate::fused::MAX_WIDTH
 }
 
-/// Asks llvmpipe for 512-bit vectors when the CPU has AVX-512 and `LP_NATIVE_VECTOR_WIDTH`
-/// is unset; returns the width the variable now asks for, if any.
+/// The variable that moves Mesa's on-disk shader cache.
+pub const CACHE_VAR: &str = "MESA_SHADER_CACHE_DIR";
+
+/// Asks llvmpipe for 512-bit vectors ([`use_wide`]) when the CPU has AVX-512 and
+/// `LP_NATIVE_VECTOR_WIDTH` is unset; returns the width the variable now asks for, if any.
 ///
 /// It changes the process environment, so call it before the first [`crate::Context`] and
 /// before the program starts other threads (the start of `main`). Other Vulkan drivers
-/// ignore the variable.
+/// ignore the variables.
 pub fn request_wide() -> Option<String> {
     if std::env::var_os(VAR).is_none() && cpu_has_512() {
-        std::env::set_var(VAR, "512");
+        use_wide();
     }
     std::env::var(VAR).ok()
+}
+
+/// Sets `LP_NATIVE_VECTOR_WIDTH=512` whatever the CPU (without AVX-512, LLVM splits the
+/// vectors: slower, same results), and, unless `MESA_SHADER_CACHE_DIR` is set, points
+/// Mesa's shader cache at a directory kept for 512-bit code. Same caveat as
+/// [`request_wide`]: before the first context and before other threads start.
+pub fn use_wide() {
+    std::env::set_var(VAR, "512");
+    if std::env::var_os(CACHE_VAR).is_none() {
+        if let Some(dir) = wide_cache_dir() {
+            std::env::set_var(CACHE_VAR, dir);
+        }
+    }
+}
+
+/// `wgpu-attention-512-bit` in the user's cache directory (`$XDG_CACHE_HOME`, else
+/// `$HOME/.cache`, as Mesa looks for its own); Mesa adds `mesa_shader_cache` inside.
+pub fn wide_cache_dir() -> Option<std::path::PathBuf> {
+    let absolute = |v: std::ffi::OsString| {
+        let p = std::path::PathBuf::from(v);
+        p.is_absolute().then_some(p)
+    };
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .and_then(absolute)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(absolute)
+                .map(|h| h.join(".cache"))
+        })?;
+    Some(base.join("wgpu-attention-512-bit"))
 }

@@ -57,7 +57,9 @@ ENVIRONMENT:
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
     AVX-512, `bench` and `run` set it to 512 (16-lane subgroups) except for decode shapes
     (few query rows per kv head over many keys), which run faster at lavapipe's default 256,
-    and widths above 128, whose pipelines compile four times slower at 512.
+    and widths above 128, whose pipelines compile four times slower at 512. It then also sets
+    MESA_SHADER_CACHE_DIR, when unset, to ~/.cache/wgpu-attention-512-bit: Mesa's cache does
+    not tell the two widths apart.
 ";
 
 fn main() {

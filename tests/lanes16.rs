@@ -2,8 +2,9 @@
 //! which run where every subgroup has 16 lanes: on lavapipe with `LP_NATIVE_VECTOR_WIDTH=512`
 //! (wgpu_attention::cpu_vectors). The driver reads that variable once per process, so this
 //! test is its own binary with a plain `main` (Cargo.toml: `harness = false`) that sets it
-//! before creating the context. It sets 512 whatever the CPU: without AVX-512, LLVM splits
-//! the vectors, which is slower but computes the same.
+//! before creating the context (`cpu_vectors::use_wide`, which also keeps the 512-bit code in
+//! a Mesa cache directory of its own). It sets 512 whatever the CPU: without AVX-512, LLVM
+//! splits the vectors, which is slower but computes the same.
 //!
 //! Against the reference, forced and through auto: lengths around the 16-key block, Lq != Lk
 //! both ways, both causal alignments, widths that need padding, GQA, bool and additive masks,
@@ -20,7 +21,8 @@ use wgpu_attention::{AttentionOptions, Causal, Context, Mask, PathChoice, Tolera
 
 fn main() {
     // Before the first context (common::ctx creates it): the driver reads it when it loads.
-    std::env::set_var(wgpu_attention::cpu_vectors::VAR, "512");
+    // Also a cache directory of its own, so 512-bit code never lands in other tests' cache.
+    wgpu_attention::cpu_vectors::use_wide();
     let Some(ctx) = common::ctx() else { return };
     if !loops::limited(ctx.adapter_info()) {
         eprintln!("not llvmpipe: no 16-lane variant to test");

@@ -1,0 +1,35 @@
+//! The benchmark clock (wgpu_attention::perf): each rep's GPU time covers that rep alone.
+//! GPU timestamps span from the first submission since the previous read to the last one,
+//! so a read must close the window the warm-up opened; before it did, the first rep's GPU
+//! time also counted the warm-up run, and `bench --reps 2` reported medians longer than the
+//! wall clock.
+
+mod common;
+
+use common::{inputs, Rng};
+use wgpu_attention::perf::{time_copy, time_gpu};
+use wgpu_attention::{AttentionOptions, GpuTensor};
+
+#[test]
+fn gpu_time_of_a_rep_fits_in_its_wall_clock() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.enable_gpu_timing().expect("timing setup") {
+        eprintln!("no timestamp queries on this adapter");
+        return;
+    }
+    let mut rng = Rng::new(181);
+    let (q, k, v) = inputs(&mut rng, [1, 4, 4, 256, 256, 64, 64], 1.0);
+    let up = |name, a| GpuTensor::from_array(&ctx, name, a).expect("upload");
+    let (q, k, v) = (up("q", &q), up("k", &k), up("v", &v));
+    let opts = AttentionOptions::default();
+    // Several warm-up runs, so that a window left open would be several reps long.
+    let t = time_gpu(&ctx, &q, &k, &v, &opts, 4, 1).expect("timing");
+    let (wall, gpu) = (t.runs_ms[0], t.gpu_ms[0]);
+    assert!(gpu <= wall + 1.0, "GPU {gpu} ms against wall {wall} ms");
+    let (_, t) = time_copy(&ctx, 64 << 20, 4, 1).expect("copy timing");
+    let (wall, gpu) = (t.runs_ms[0], t.gpu_ms[0]);
+    assert!(
+        gpu <= wall + 1.0,
+        "copy: GPU {gpu} ms against wall {wall} ms"
+    );
+}
