@@ -1,6 +1,9 @@
 //! Criterion benchmarks: every path over a small shape grid, plus two CPU baselines (the f64
 //! reference and per-head ndarray matmul attention). Each GPU result is checked against the
 //! reference before it is timed. Run: `cargo bench` (needs a GPU adapter; lavapipe works).
+//! The grid mixes prefill and decode shapes, so it runs at the vector width lavapipe is
+//! given (`LP_NATIVE_VECTOR_WIDTH`, default 256 bits), unlike `wgpu-attention bench`, which
+//! picks it per shape (wgpu_attention::cpu_vectors).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use wgpu_attention::perf::{cpu_matmul_attention, forward_flops};

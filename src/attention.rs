@@ -217,6 +217,10 @@ fn plan_call(
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
         Path::Decode => decode::plan(ctx, &problem)?,
     };
+    if path == Path::Fused(fused::Tier::Subgroup) && fused::subgroup_keys(ctx.adapter_info()) == 16
+    {
+        reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
+    }
     // Passes over the keys: several only for a fused tier on llvmpipe with long rows.
     let passes = match path {
         Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),

@@ -92,6 +92,7 @@ fn lengths_widths_and_causal_rules(ctx: &Context) {
         .with_lse();
     let r = assert_parity(ctx, "auto", &q, &k, &v, &auto, Tolerance::F32);
     assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
+    assert!(r.plan.reason.contains("16-key blocks"), "{}", r.plan.reason);
 }
 
 /// Grouped-query attention over batches, and masks of each kind with and without a causal
