@@ -52,9 +52,7 @@ pub fn cpu_has_512() -> bool {
 /// planner sends to decode, and widths above [`crate::fused::MAX_WIDTH`], whose wide
 /// pipelines took about 2 minutes to compile at 512 bits (30 s at 256).
 pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
-    let decode =
-        rows_per_kv_head <= crate::decode::MAX_AUTO_ROWS && lk >= crate::decode::MIN_AUTO_KEYS;
-    !decode && d.max(dv) <= crate::fused::MAX_WIDTH
+    !crate::decode::is_decode_shape(rows_per_kv_head, lk) && d.max(dv) <= crate::fused::MAX_WIDTH
 }
 
 /// The variable that moves Mesa's on-disk shader cache.

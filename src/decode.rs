@@ -21,6 +21,12 @@ const WG: u64 = 64;
 pub const MAX_AUTO_ROWS: usize = 16;
 /// Keys below which splitting is not worth a second kernel.
 pub const MIN_AUTO_KEYS: usize = 256;
+/// Whether a problem is a decode shape: at most [`MAX_AUTO_ROWS`] query rows per kv head
+/// (Hq/Hkv x Lq) over at least [`MIN_AUTO_KEYS`] keys. The planner prefers decode for these
+/// (where decode can run them), and crate::cpu_vectors keeps lavapipe's 8 lanes for them.
+pub fn is_decode_shape(rows_per_kv_head: usize, lk: usize) -> bool {
+    rows_per_kv_head <= MAX_AUTO_ROWS && lk >= MIN_AUTO_KEYS
+}
 /// Largest D and Dv of the decode path (through the wide variant above 128).
 pub const MAX_WIDTH: usize = crate::fused::WIDE_MAX_WIDTH;
 

@@ -295,12 +295,21 @@ impl Kernel {
     /// Optional device features the kernel needs.
     pub fn required_features(self) -> wgpu::Features {
         match self {
-            Kernel::FusedSubgroup
-            | Kernel::FusedSubgroupWide
-            | Kernel::FusedSubgroup16
-            | Kernel::FusedSubgroupWide16 => wgpu::Features::SUBGROUP,
+            k if k.is_subgroup_tier() => wgpu::Features::SUBGROUP,
             _ => wgpu::Features::empty(),
         }
+    }
+
+    /// Whether this is one of the subgroup tier's four variants (standard or wide, 8- or
+    /// 16-key blocks): they need `Features::SUBGROUP` and take the override R.
+    pub fn is_subgroup_tier(self) -> bool {
+        matches!(
+            self,
+            Kernel::FusedSubgroup
+                | Kernel::FusedSubgroupWide
+                | Kernel::FusedSubgroup16
+                | Kernel::FusedSubgroupWide16
+        )
     }
 
     /// Entry point name.
@@ -334,13 +343,7 @@ impl PipelineKey {
             ("HAS_BIAS", u32::from(has_bias)),
             ("HAS_ALLOW", u32::from(has_allow)),
         ];
-        if matches!(
-            kernel,
-            Kernel::FusedSubgroup
-                | Kernel::FusedSubgroupWide
-                | Kernel::FusedSubgroup16
-                | Kernel::FusedSubgroupWide16
-        ) {
+        if kernel.is_subgroup_tier() {
             let rows = crate::fused::subgroup_rows(p.dims.d, p.dims.dv);
             constants.push(("R", rows as u32));
         }

@@ -110,11 +110,7 @@ fn fused_or_fallback(
         ));
     }
     let rows = d.hq / d.hkv * d.lq;
-    if !explicit
-        && rows <= decode::MAX_AUTO_ROWS
-        && d.lk >= decode::MIN_AUTO_KEYS
-        && decode_obstacle(ctx, p, None).is_none()
-    {
+    if !explicit && decode::is_decode_shape(rows, d.lk) && decode_obstacle(ctx, p, None).is_none() {
         return Ok((
             Path::Decode,
             format!(

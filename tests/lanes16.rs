@@ -188,26 +188,17 @@ fn wide_variant(ctx: &Context) {
 /// storage binding (128 MiB on lavapipe), hence D = Dv = 4.
 fn loop_limit(ctx: &Context) {
     let mut rng = Rng::new(165);
-    let at_limit = ((LLVMPIPE_LOOP_LIMIT - SLACK) / subgroup_block(false)) as usize * 16;
-    for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 passes"))] {
-        let (q, k, v) = inputs(&mut rng, [1, 2, 1, 5, lk, 4, 4], 1.0);
-        let what = format!("D4 Dv4 Lk{lk}");
-        let opts = subgroup(Causal::BottomRight);
-        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-        match passes {
-            None => assert!(!r.plan.reason.contains("passes"), "{}", r.plan.reason),
-            Some(p) => assert!(r.plan.reason.contains(p), "{}", r.plan.reason),
-        }
-    }
-    let at_limit = ((LLVMPIPE_LOOP_LIMIT - SLACK) / subgroup_block(true)) as usize * 16;
-    for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 passes"))] {
-        let (q, k, v) = inputs(&mut rng, [1, 2, 1, 5, lk, 16, 129], 1.0);
-        let what = format!("D16 Dv129 Lk{lk}");
-        let opts = subgroup(Causal::BottomRight);
-        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-        match passes {
-            None => assert!(!r.plan.reason.contains("passes"), "{}", r.plan.reason),
-            Some(p) => assert!(r.plan.reason.contains(p), "{}", r.plan.reason),
+    for (wide, d, dv) in [(false, 4, 4), (true, 16, 129)] {
+        let at_limit = ((LLVMPIPE_LOOP_LIMIT - SLACK) / subgroup_block(wide)) as usize * 16;
+        for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 passes"))] {
+            let (q, k, v) = inputs(&mut rng, [1, 2, 1, 5, lk, d, dv], 1.0);
+            let what = format!("D{d} Dv{dv} Lk{lk}");
+            let opts = subgroup(Causal::BottomRight);
+            let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            match passes {
+                None => assert!(!r.plan.reason.contains("passes"), "{}", r.plan.reason),
+                Some(p) => assert!(r.plan.reason.contains(p), "{}", r.plan.reason),
+            }
         }
     }
 }
