@@ -16,16 +16,21 @@
 // and this one.
 //
 // Specialisation: D and DV (multiples of 4, at most 4 x MAX_D4), R (query rows
-// per invocation, 2..MAX_R, chosen by the host: fused::subgroup_rows), CAUSAL, HAS_BIAS,
+// per invocation, 2..MAX_R, chosen by the host: fused::subgroup_layout), CAUSAL, HAS_BIAS,
 // HAS_ALLOW (0 or 1). With constant trip counts the compiler unrolls the loops and the
 // per-invocation arrays get constant indices.
 //
-// Dispatch: 64 invocations per workgroup, R consecutive query rows per invocation, so one
-// workgroup covers 64 x R rows of one head. Workgroups are numbered linearly (row block
-// fastest, then head) and spread over x and y. Keys are processed in blocks of KEYS: lane t
-// (t < KEYS) of each subgroup loads key/value row j0 + t once and subgroupBroadcast shares it
-// (constant lane indices) with the subgroup's lanes x R rows. The scores of a row against a
-// block are QUADS = KEYS/4 vec4 (s[r][t]: keys j0 + 4t .. j0 + 4t + 3).
+// Dispatch: INVOCATIONS (16) invocations per workgroup, R consecutive row slots per
+// invocation, so one workgroup covers 16 x R slots of one unit. A unit is the p.unit_heads
+// query heads of one GQA group that the host put in one chunk (or a single head): its
+// unit_heads x rows slots are numbered row-major over (row, head), slot = (i - row0) x
+// unit_heads + head, so all of them read the same K/V rows. The host picks R per chunk
+// (fused::subgroup_layout) so that few slots are padding. Workgroups are numbered linearly
+// (row block fastest, then unit) and spread over x and y. Keys are processed in blocks of
+// KEYS: lane t (t < KEYS) of each subgroup loads key/value row j0 + t once and
+// subgroupBroadcast shares it (constant lane indices) with the subgroup's lanes x R rows.
+// The scores of a row against a block are QUADS = KEYS/4 vec4 (s[r][t]: keys j0 + 4t ..
+// j0 + 4t + 3).
 //
 // Online softmax: per row a running max m, sum l and unnormalised output acc; each block
 // rescales acc once by exp(m_old - m_new). Masked scores become the sentinel NO_SCORE, which
@@ -86,14 +91,19 @@ fn hmax(a: vec4<f32>) -> f32 {
     return max(max(a.x, a.y), max(a.z, a.w));
 }
 
-// Query rows per invocation (R <= MAX_R, specialised by the host from D and DV: see
-// fused::subgroup_rows). Each key/value load and broadcast is shared by the R rows of 8 lanes,
+// Query rows per invocation (R <= MAX_R, specialised by the host from D, DV and the rows
+// of a unit: see fused::subgroup_layout). Each key/value load and broadcast is shared by the R rows of 8 lanes,
 // so a larger R spreads that cost over more arithmetic; the price is per-invocation state
 // (R x (D + DV) floats) and driver compile time, both growing with R x D. Loops run MAX_R
 // times with a guard that folds once R is specialised (like the MAX_D4 loops).
 override R: u32 = 4u;
 
-@compute @workgroup_size(64, 1, 1)
+// Invocations per workgroup: one 16-lane subgroup (two of 8 lanes), so that a workgroup's
+// 16 x R rows can fit problems with few rows per head; with 64, Lq = 64 used one workgroup
+// in eight of its row slots.
+const INVOCATIONS: u32 = 16u;
+
+@compute @workgroup_size(INVOCATIONS, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lindex: u32,
         @builtin(subgroup_invocation_id) lane: u32) {
@@ -102,27 +112,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (wg >= p.total_groups) {
         return;
     }
-    // Causal: a head's row blocks alternate from both ends (0, n-1, 1, n-2, ..), since
+    // A unit is the unit_heads query heads that read one kv head (a whole GQA group, or one
+    // head): its rows are numbered row-major over (row, head), so one K/V load serves every
+    // head of the group and rows of one slot range share their causal limits.
+    // Causal: a unit's row blocks alternate from both ends (0, n-1, 1, n-2, ..), since
     // lavapipe hands each thread a contiguous range of workgroups: in order, the first half
     // of a head's blocks would see a quarter of its keys.
-    let hl = wg / p.row_groups;
+    let unit = wg / p.row_groups;
     var row_block = wg % p.row_groups;
     if (CAUSAL != 0u) {
         let turn = row_block / 2u;
         row_block = select(p.row_groups - 1u - turn, turn, row_block % 2u == 0u);
     }
-    let bh = p.bh0 + hl;
-    let kvh = (bh / p.hq) * p.hkv + (bh % p.hq) / p.group;
-    let last = p.row0 + p.rows - 1u;
-    let first = p.row0 + row_block * (64u * R) + lindex * R;
+    let heads = p.unit_heads;
+    let unit_rows = heads * p.rows;
+    let bh_first = p.bh0 + unit * heads;
+    let kvh = (bh_first / p.hq) * p.hkv + (bh_first % p.hq) / p.group;
+    let first = row_block * (INVOCATIONS * R) + lindex * R;
     let d4 = D / 4u;
     let dv4 = DV / 4u;
 
-    // Rows past the chunk are clamped duplicates of its last row; they are never written.
+    // Slots past the unit are clamped duplicates of its last row; they are never written.
     var rows: array<u32, MAX_R>;
+    var bhs: array<u32, MAX_R>;
     for (var r = 0u; r < MAX_R; r = r + 1u) {
         if (r < R) {
-            rows[r] = min(first + r, last);
+            let slot = min(first + r, unit_rows - 1u);
+            rows[r] = p.row0 + slot / heads;
+            bhs[r] = bh_first + slot % heads;
         }
     }
     var qs: array<array<vec4<f32>, MAX_D4>, MAX_R>;
@@ -132,7 +149,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var r = 0u; r < MAX_R; r = r + 1u) {
                 if (r < R) {
                     // The scale is folded into q once, instead of into every score.
-                    qs[r][c] = p.scale * q[(bh * p.lq + rows[r]) * d4 + c - p.q_win];
+                    qs[r][c] = p.scale * q[(bhs[r] * p.lq + rows[r]) * d4 + c - p.q_win];
                 }
             }
         }
@@ -200,7 +217,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 var top = m[r];
                 for (var t = 0u; t < QUADS; t = t + 1u) {
                     if (masked) {
-                        s[r][t] = mask4(s[r][t], bh, rows[r], j0 + 4u * t, causal_block);
+                        s[r][t] = mask4(s[r][t], bhs[r], rows[r], j0 + 4u * t, causal_block);
                     }
                     top = max(top, hmax(s[r][t]));
                 }
@@ -237,8 +254,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Normalise and write the rows that belong to the chunk.
     for (var r = 0u; r < MAX_R; r = r + 1u) {
         if (r < R) {
-            let i = first + r;
-            if (i < p.row0 + p.rows) {
+            if (first + r < unit_rows) {
+                let i = rows[r];
+                let bh = bhs[r];
                 var inv = 0.0;
                 var bits = NEG_INF_BITS;
                 if (l[r] > 0.0) {

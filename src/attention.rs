@@ -217,9 +217,22 @@ fn plan_call(
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
         Path::Decode => decode::plan(ctx, &problem)?,
     };
-    if path == Path::Fused(fused::Tier::Subgroup) && fused::subgroup_keys(ctx.adapter_info()) == 16
-    {
-        reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
+    if path == Path::Fused(fused::Tier::Subgroup) {
+        if fused::subgroup_keys(ctx.adapter_info()) == 16 {
+            reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
+        }
+        if let Some(layout) = chunks.first().map(|c| fused::chunk_layout(&problem, c)) {
+            reason = format!(
+                "{reason}; {} rows per invocation",
+                layout.rows_per_invocation
+            );
+            if layout.unit_heads > 1 {
+                reason = format!(
+                    "{reason}; the {} query heads of a GQA group share workgroups",
+                    layout.unit_heads
+                );
+            }
+        }
     }
     // Passes over the keys: several only for a fused tier on llvmpipe with long rows.
     let passes = match path {

@@ -21,14 +21,102 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 /// Query rows one portable-tier workgroup covers (64 invocations x 4 rows).
 pub const ROWS_PER_GROUP: usize = 256;
 
-/// Query rows per invocation of the subgroup tier (the shader's `R`): 512 / max(D, Dv),
-/// between 2 and 16 (4 to 16 up to D = 128; 2 or 3 on the wide variant). More rows share
+/// Query rows per invocation of the subgroup tier (the shader's `R`) where rows are many
+/// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), between 2 and 16 (4 to 16 up to D = 128; 2 or 3 on the wide variant). More rows share
 /// each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27,
 /// R = 16 about 28), but per-invocation state and the driver's compile time grow with R x D
 /// (lavapipe: D = 128 at R = 16 took 82 s to compile, D = 64 at R = 8 takes 8 s), so R x D
 /// stays at 512.
 pub fn subgroup_rows(d: usize, dv: usize) -> usize {
     (512 / d.max(dv).max(1)).clamp(2, 16)
+}
+
+/// Invocations per workgroup of the subgroup tier (`INVOCATIONS` in fused_subgroup.wgsl):
+/// one 16-lane subgroup, or two of 8 lanes.
+pub const SUBGROUP_INVOCATIONS: usize = 16;
+
+/// How one chunk maps onto the subgroup tier's workgroups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubgroupLayout {
+    /// Query heads per unit: a unit is the heads of one GQA group, whose rows one workgroup
+    /// may mix because they read the same K/V rows (1 without GQA, or when the chunk does
+    /// not hold whole groups).
+    pub unit_heads: usize,
+    /// Query rows per invocation (the shader's `R`).
+    pub rows_per_invocation: usize,
+    /// Workgroups per unit.
+    pub row_groups: usize,
+    /// Workgroups of the chunk.
+    pub workgroups: usize,
+}
+
+/// The subgroup tier's layout of a chunk: query heads `heads` (batch-heads, numbered
+/// b x Hq + h), `rows` rows each, widths `d` and `dv`, `group` query heads per kv head, on an
+/// adapter that runs `threads` workgroups at once (lavapipe: one per CPU thread).
+///
+/// R is [`subgroup_rows`], or a half or a quarter of it (at least 2) when that leaves fewer
+/// padding slots or keeps more threads busy. The estimate: a workgroup's time per key grows
+/// as 16 x (R + 3), the 3 standing for the loads and broadcasts its R rows share (fitted to
+/// lavapipe at 16 lanes, D = 64: R = 4 gave 35.5 GFLOP/s and R = 8 gave 45), and the
+/// threads run ceil(workgroups / threads) workgroups each.
+pub fn subgroup_layout(
+    d: usize,
+    dv: usize,
+    group: usize,
+    heads: std::ops::Range<usize>,
+    rows: usize,
+    threads: usize,
+) -> SubgroupLayout {
+    let group = group.max(1);
+    let n_heads = heads.len();
+    let unit_heads = if heads.start.is_multiple_of(group) && n_heads.is_multiple_of(group) {
+        group
+    } else {
+        1
+    };
+    let units = n_heads / unit_heads;
+    let unit_rows = (unit_heads * rows).max(1);
+    let most = subgroup_rows(d, dv);
+    let layout = |r: usize| {
+        let row_groups = unit_rows.div_ceil(SUBGROUP_INVOCATIONS * r);
+        SubgroupLayout {
+            unit_heads,
+            rows_per_invocation: r,
+            row_groups,
+            workgroups: units * row_groups,
+        }
+    };
+    let cost =
+        |l: &SubgroupLayout| l.workgroups.div_ceil(threads.max(1)) * (l.rows_per_invocation + 3);
+    [most, most / 2, most / 4]
+        .into_iter()
+        .filter(|&r| r >= 2)
+        .map(layout)
+        .reduce(|best, l| if cost(&l) < cost(&best) { l } else { best })
+        .unwrap_or_else(|| layout(most))
+}
+
+/// The subgroup tier's layout of one of the problem's chunks, on this machine's threads.
+pub(crate) fn chunk_layout(p: &Problem, c: &Chunk) -> SubgroupLayout {
+    let d = &p.dims;
+    subgroup_layout(
+        d.d,
+        d.dv,
+        d.hq / d.hkv.max(1),
+        c.bh0..c.bh0 + c.n_heads,
+        c.rows,
+        cpu_adapter_threads(),
+    )
+}
+
+/// Workgroups lavapipe runs at once: its thread count (`LP_NUM_THREADS`, by default one per
+/// CPU), which [`subgroup_layout`] balances against.
+pub fn cpu_adapter_threads() -> usize {
+    std::env::var("LP_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
@@ -77,10 +165,11 @@ impl Tier {
         }
     }
 
-    /// Query rows one workgroup of this tier covers.
-    pub fn rows_per_group(self, p: &Problem) -> usize {
+    /// Query rows one workgroup of this tier covers; on the subgroup tier the fewest it may
+    /// cover (R = 2, see [`subgroup_layout`]).
+    pub fn rows_per_group(self) -> usize {
         match self {
-            Tier::Subgroup => 64 * subgroup_rows(p.dims.d, p.dims.dv),
+            Tier::Subgroup => SUBGROUP_INVOCATIONS * 2,
             Tier::Portable => ROWS_PER_GROUP,
             Tier::Tiled => TILED_ROWS_PER_GROUP,
         }
@@ -254,9 +343,9 @@ pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>>
         },
         // With passes, the merge's invocations (one per output vec4) too.
         max_groups: if passes > 1 {
-            (n * rows.div_ceil(tier.rows_per_group(p))).max((n * rows * p.dims.dv / 4).div_ceil(64))
+            (n * rows.div_ceil(tier.rows_per_group())).max((n * rows * p.dims.dv / 4).div_ceil(64))
         } else {
-            n * rows.div_ceil(tier.rows_per_group(p))
+            n * rows.div_ceil(tier.rows_per_group())
         } as u64,
     };
     plan_chunks(p, &budget, &cost)
@@ -294,10 +383,20 @@ pub(crate) fn run(
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
-    let pipe = ctx.pipeline(&PipelineKey::for_problem(
-        tier.kernel(ctx.adapter_info(), p),
-        p,
-    ))?;
+    let key = PipelineKey::for_problem(tier.kernel(ctx.adapter_info(), p), p);
+    // Per chunk: its subgroup layout (None on the other tiers) and pipeline (the subgroup
+    // tier's R may differ between chunks).
+    let layouts = chunks
+        .iter()
+        .map(|c| {
+            let layout = (tier == Tier::Subgroup).then(|| chunk_layout(p, c));
+            let key = match layout {
+                Some(l) => key.clone().with_rows_per_invocation(l.rows_per_invocation),
+                None => key.clone(),
+            };
+            Ok((layout, ctx.pipeline(&key)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let passes = key_passes(ctx.adapter_info(), p, tier);
     let keys_per_pass = keys_per_pass(ctx.adapter_info(), p, tier);
     // Partial outputs and LSEs of the passes, reused by every chunk (merge.wgsl's layout:
@@ -322,10 +421,16 @@ pub(crate) fn run(
             label: Some(tier.name()),
             timestamp_writes: None,
         });
-        for c in chunks {
+        for (c, (layout, pipe)) in chunks.iter().zip(&layouts) {
             let (_, m_win, strides) = mask_params(p, c);
-            let row_groups = c.rows.div_ceil(tier.rows_per_group(p));
-            let total = (c.n_heads * row_groups) as u64;
+            let (row_groups, total, unit_heads) = match layout {
+                Some(l) => (l.row_groups, l.workgroups, l.unit_heads),
+                None => {
+                    let row_groups = c.rows.div_ceil(tier.rows_per_group());
+                    (row_groups, c.n_heads * row_groups, 1)
+                }
+            };
+            let total = total as u64;
             let params = FusedParams {
                 n_heads: c.n_heads as u32,
                 lq: d.lq as u32,
@@ -354,7 +459,7 @@ pub(crate) fn run(
                 key0: 0,
                 key1: d.lk as u32,
                 o_rows: d.lq as u32,
-                pad0: 0,
+                unit_heads: unit_heads as u32,
                 pad1: 0,
             };
             let bind =
@@ -364,7 +469,7 @@ pub(crate) fn run(
                 };
             let Some((part_o, part_l, merge_pipe)) = &partial else {
                 let bg = bind(&params, c.out.bind(out), c.lse.bind(lse));
-                budget.dispatch(&mut pass, &pipe, &bg, total);
+                budget.dispatch(&mut pass, pipe, &bg, total);
                 continue;
             };
             // Pass s writes row i of head bh at (bh - bh0) * o_rows + s * rows + (i - row0) of
@@ -385,7 +490,7 @@ pub(crate) fn run(
                     ..params
                 };
                 let bg = bind(&pass_params, scratch.bind(part_o), lse_scratch.bind(part_l));
-                budget.dispatch(&mut pass, &pipe, &bg, total);
+                budget.dispatch(&mut pass, pipe, &bg, total);
             }
             // merge.wgsl with one "group" per batch-head (Hq = Hkv, group 1) and the chunk's
             // rows; its output row bh * Lq + r is shifted to row0 + r by the window starts.

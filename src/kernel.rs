@@ -336,18 +336,21 @@ impl PipelineKey {
             .mask
             .as_ref()
             .map_or((false, false), |m| (m.bias.is_some(), m.allow.is_some()));
-        let mut constants = vec![
+        let constants = vec![
             ("D", p.dims.d as u32),
             ("DV", p.dims.dv as u32),
             ("CAUSAL", u32::from(p.causal_offset.is_some())),
             ("HAS_BIAS", u32::from(has_bias)),
             ("HAS_ALLOW", u32::from(has_allow)),
         ];
-        if kernel.is_subgroup_tier() {
-            let rows = crate::fused::subgroup_rows(p.dims.d, p.dims.dv);
-            constants.push(("R", rows as u32));
-        }
         PipelineKey { kernel, constants }
+    }
+
+    /// The subgroup tier's key for `rows` query rows per invocation (its `override R`,
+    /// chosen per chunk by crate::fused::subgroup_layout).
+    pub(crate) fn with_rows_per_invocation(mut self, rows: usize) -> Self {
+        self.constants.push(("R", rows as u32));
+        self
     }
 
     /// A kernel without specialisation constants.

@@ -121,7 +121,7 @@ pub struct FusedParams {
     pub m_si: u32,
     /// See `m_sb`.
     pub m_sj: u32,
-    /// Workgroups per head along the rows (`Tier::rows_per_group` rows each).
+    /// Workgroups per head (per unit on the subgroup tier) along the rows.
     pub row_groups: u32,
     /// First key of this pass (a multiple of the tier's key block).
     pub key0: u32,
@@ -130,9 +130,11 @@ pub struct FusedParams {
     /// Rows per batch-head in the output binding: `lq`, or in a key pass the rows of all
     /// passes of one head in the partial buffer.
     pub o_rows: u32,
+    /// Subgroup tier: query heads per unit, the heads that share one kv head and whose rows
+    /// one workgroup may mix (the GQA group when the chunk holds whole groups, else 1); 1 on
+    /// the other tiers.
+    pub unit_heads: u32,
     /// Padding to a multiple of 16 bytes.
-    pub pad0: u32,
-    /// See `pad0`.
     pub pad1: u32,
 }
 

@@ -84,9 +84,10 @@ fn widths_that_are_not_multiples_of_four_are_padded() {
     }
 }
 
-/// The subgroup tier gives each invocation R = 512 / max(D, Dv) rows (4..16): row counts
-/// that leave partial workgroups and partial invocations, for R = 16, a non-power-of-two R
-/// and R = 4, must still cover every row exactly once.
+/// The subgroup tier gives each invocation up to R = 512 / max(D, Dv) rows (4..16): row
+/// counts that leave partial workgroups and partial invocations, for R = 16, a
+/// non-power-of-two R and R = 4 (long enough rows to get them on 2 threads), must still
+/// cover every row exactly once.
 #[test]
 fn rows_per_invocation_cover_every_row() {
     use wgpu_attention::fused::subgroup_rows;
@@ -115,6 +116,78 @@ fn rows_per_invocation_cover_every_row() {
                 &opts,
                 Tolerance::F32,
             );
+        }
+    }
+}
+
+/// The subgroup tier's layout: the heads of a GQA group share workgroups when a chunk holds
+/// whole groups, and R drops below 512 / max(D, Dv) when few rows would leave most row slots
+/// empty or a thread idle.
+#[test]
+fn subgroup_layout_fits_units_and_rows() {
+    use wgpu_attention::fused::{subgroup_layout, SubgroupLayout};
+    let layout = |unit_heads, rows_per_invocation, row_groups, workgroups| SubgroupLayout {
+        unit_heads,
+        rows_per_invocation,
+        row_groups,
+        workgroups,
+    };
+    // B1 H8 L1024 D64: R = 8, 128 rows a workgroup.
+    assert_eq!(
+        subgroup_layout(64, 64, 1, 0..8, 1024, 2),
+        layout(1, 8, 8, 64)
+    );
+    // Lq = 64: R = 4 fills one workgroup a head (R = 8 would leave half of it empty).
+    assert_eq!(subgroup_layout(64, 64, 1, 0..8, 64, 2), layout(1, 4, 1, 8));
+    // One head of 64 rows: R = 2 gives the second thread a workgroup.
+    assert_eq!(subgroup_layout(64, 64, 1, 0..1, 64, 2), layout(1, 2, 2, 2));
+    // Hq 32 over Hkv 8, Lq 32: the 4 heads of a group are one unit of 128 rows.
+    assert_eq!(
+        subgroup_layout(128, 128, 4, 0..32, 32, 2),
+        layout(4, 4, 2, 16)
+    );
+    // A chunk that does not hold whole groups runs head by head.
+    assert_eq!(
+        subgroup_layout(128, 128, 4, 2..8, 32, 2),
+        layout(1, 2, 1, 6)
+    );
+    // One thread: no balancing, the largest R that leaves no slot empty.
+    assert_eq!(subgroup_layout(64, 64, 1, 0..1, 64, 1), layout(1, 4, 1, 1));
+}
+
+/// Units of several heads (GQA groups), with rows that fill part of a workgroup or several,
+/// each causal rule, and masks that differ per head: every row of every head exactly once.
+#[test]
+fn subgroup_units_mix_heads_of_a_group() {
+    let Some(ctx) = common::ctx() else { return };
+    if !tiers(&ctx).contains(&PathChoice::FusedSubgroup) {
+        return;
+    }
+    let mut rng = Rng::new(47);
+    for lq in [5, 40, 200] {
+        let (q, k, v) = inputs(&mut rng, [2, 8, 2, lq, 90, 64, 64], 1.0);
+        let mask = rng.bool_array(&[2, 8, lq, 90], 0.7);
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            for masked in [false, true] {
+                let mut opts = AttentionOptions::default()
+                    .causal(causal)
+                    .path(PathChoice::FusedSubgroup)
+                    .with_lse();
+                if masked {
+                    opts = opts.mask(Mask::Bool(mask.view()));
+                }
+                let r = assert_parity(
+                    &ctx,
+                    &format!("GQA 8/2 Lq{lq} {causal:?} mask {masked}"),
+                    &q,
+                    &k,
+                    &v,
+                    &opts,
+                    Tolerance::F32,
+                );
+                let shared = "the 4 query heads of a GQA group share workgroups";
+                assert!(r.plan.reason.contains(shared), "{}", r.plan.reason);
+            }
         }
     }
 }

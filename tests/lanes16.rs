@@ -65,8 +65,9 @@ fn subgroup<'a>(causal: Causal) -> AttentionOptions<'a> {
 }
 
 /// Lq and Lk around the 16-key block (one key, a partial block, a block, one past it), each
-/// causal rule, and (D, Dv) pairs that give R = 16, 8 and 4 rows per invocation, one of them
-/// padded from widths that are not multiples of 4; then three row blocks of one head.
+/// causal rule, and (D, Dv) pairs whose rows per invocation range from 16 to 2 (R falls for
+/// short rows, see fused::subgroup_layout), one of them padded from widths that are not
+/// multiples of 4; then nine row blocks of one head, and R = 16 over long rows.
 fn lengths_widths_and_causal_rules(ctx: &Context) {
     let mut rng = Rng::new(161);
     for (d, dv) in [(16, 32), (64, 64), (5, 63), (128, 128)] {
@@ -79,12 +80,27 @@ fn lengths_widths_and_causal_rules(ctx: &Context) {
             }
         }
     }
-    // Three row blocks of 512 rows (R = 8), which causal runs number from both ends.
+    // Nine row blocks of 128 rows (R = 8), which causal runs number from both ends.
     let (q, k, v) = inputs(&mut rng, [1, 1, 1, 1100, 1100, 64, 64], 1.0);
     for causal in [Causal::TopLeft, Causal::BottomRight] {
         let what = format!("Lq1100 Lk1100 {causal:?}");
         assert_parity(ctx, &what, &q, &k, &v, &subgroup(causal), Tolerance::F32);
     }
+    // R = 16 (D = 16, Dv = 32) over rows enough for two workgroups a thread.
+    let threads = wgpu_attention::fused::cpu_adapter_threads();
+    let lq = 512 * threads;
+    let layout = wgpu_attention::fused::subgroup_layout(16, 32, 1, 0..1, lq, threads);
+    assert_eq!(layout.rows_per_invocation, 16, "{layout:?}");
+    let (q, k, v) = inputs(&mut rng, [1, 1, 1, lq, 40, 16, 32], 1.0);
+    assert_parity(
+        ctx,
+        "R16",
+        &q,
+        &k,
+        &v,
+        &subgroup(Causal::None),
+        Tolerance::F32,
+    );
     // Auto picks the subgroup tier on lavapipe, so it runs the 16-key variant too.
     let (q, k, v) = inputs(&mut rng, [2, 3, 3, 200, 250, 64, 64], 1.0);
     let auto = AttentionOptions::default()
