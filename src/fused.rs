@@ -22,11 +22,11 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 pub const ROWS_PER_GROUP: usize = 256;
 
 /// Query rows per invocation of the subgroup tier (the shader's `R`) where rows are many
-/// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), between 2 and 16 (4 to 16 up to D = 128; 2 or 3 on the wide variant). More rows share
-/// each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27,
-/// R = 16 about 28), but per-invocation state and the driver's compile time grow with R x D
-/// (lavapipe: D = 128 at R = 16 took 82 s to compile, D = 64 at R = 8 takes 8 s), so R x D
-/// stays at 512.
+/// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), between 2 and 16 (4 to 16 up to
+/// D = 128; 2 or 3 on the wide variant). More rows share each key/value load (on lavapipe,
+/// B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but
+/// per-invocation state and the driver's compile time grow with R x D (lavapipe: D = 128 at
+/// R = 16 took 82 s to compile, D = 64 at R = 8 takes 8 s), so R x D stays at 512.
 pub fn subgroup_rows(d: usize, dv: usize) -> usize {
     (512 / d.max(dv).max(1)).clamp(2, 16)
 }
