@@ -92,10 +92,11 @@ fn hmax(a: vec4<f32>) -> f32 {
 }
 
 // Query rows per invocation (R <= MAX_R, specialised by the host from D, DV and the rows
-// of a unit: see fused::subgroup_layout). Each key/value load and broadcast is shared by the R rows of 8 lanes,
-// so a larger R spreads that cost over more arithmetic; the price is per-invocation state
-// (R x (D + DV) floats) and driver compile time, both growing with R x D. Loops run MAX_R
-// times with a guard that folds once R is specialised (like the MAX_D4 loops).
+// of a unit: see fused::subgroup_layout). Each key/value load and broadcast is shared by
+// the R rows of every lane, so a larger R spreads that cost over more arithmetic; the price
+// is per-invocation state (R x (D + DV) floats) and driver compile time, both growing with
+// R x D. Loops run MAX_R times with a guard that folds once R is specialised (like the
+// MAX_D4 loops).
 override R: u32 = 4u;
 
 // Invocations per workgroup: one 16-lane subgroup (two of 8 lanes), so that a workgroup's
@@ -132,7 +133,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let d4 = D / 4u;
     let dv4 = DV / 4u;
 
-    // Slots past the unit are clamped duplicates of its last row; they are never written.
+    // Slots past the unit are clamped duplicates of its last slot; they are never written.
     var rows: array<u32, MAX_R>;
     var bhs: array<u32, MAX_R>;
     for (var r = 0u; r < MAX_R; r = r + 1u) {
