@@ -8,6 +8,11 @@
 #   there:  device run, carry [".h200", ".gl"], command:
 #           bash scripts/h200.sh device     # writes $OUT/h200.md and $OUT/log
 #   then:   paste $OUT/h200.md into README "Measured".
+#
+# To compare builds of the tool side by side (kernel variants, an older revision), build each
+# here first and name them: H200_VARIANTS="old=/tmp/wa-old dc16=/tmp/wa-dc16" scripts/h200.sh
+# prepare. The device step then also runs each with `--path fused-tiled` over
+# H200_VARIANT_GRID (default: the goal's shape, non-causal and causal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +37,12 @@ for line in sys.stdin:
     # Carried paths are limited to 64 MiB: strip, and pack the test binaries (which share
     # most of their code) into one xz archive.
     strip .h200/wgpu-attention .h200/tests/*
+    if [ -n "${H200_VARIANTS:-}" ]; then
+        mkdir -p .h200/variants
+        for nv in $H200_VARIANTS; do
+            cp "${nv#*=}" ".h200/variants/${nv%%=*}" && strip ".h200/variants/${nv%%=*}"
+        done
+    fi
     tar -C .h200 -cJf .h200/tests.tar.xz tests && rm -rf .h200/tests
     mkdir -p .gl /tmp/amd64/partial
     o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
@@ -55,6 +66,20 @@ device)
     exec > >(tee "$out/log") 2>&1
     step() { echo "== [$SECONDS s] $*"; }
     tar -C .h200 -xJf .h200/tests.tar.xz
+    # One table row per JSON line of a bench run: row FILE SHAPE KVH CAUSAL [LABEL].
+    row() {
+        python3 - "$@" <<'PY'
+import json, sys
+path, shape, kvh, causal = sys.argv[1:5]
+label = sys.argv[5] if len(sys.argv) > 5 else ""
+for line in open(path):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {r['ms']:.3f} "
+          f"| {r['gflops']:.1f} | {r['gbps']:.1f} | {r['max_abs_err']:.1e} |")
+PY
+    }
     if [ -z "${H200_LOCAL:-}" ]; then
         for f in .gl/*.deb; do dpkg -x "$f" /; done
         ldconfig
@@ -71,11 +96,13 @@ device)
     # The D = 256 entries measure the wide variants on a GPU (auto keeps the unfused path
     # there until they are measured). The last records what the subgroup tier does on this
     # driver (its error, if any).
-    grid="${H200_GRID:-4,32,4096,4096,128 none 32 auto,unfused,fused-tiled,fused-portable
-4,32,4096,4096,128 top-left 32 auto,fused-tiled,fused-portable
-1,8,1024,1024,64 none 8 auto,unfused,fused-tiled,fused-portable
+    grid="${H200_GRID:-4,32,4096,4096,128 none 32 auto,unfused,fused-portable
+4,32,4096,4096,128 top-left 32 auto,fused-portable
+1,8,1024,1024,64 none 8 auto,unfused,fused-portable
+1,8,1024,1024,64 top-left 8 auto
 1,32,1,4096,128 none 8 auto,unfused,fused-tiled,decode
-2,16,2048,2048,256 none 16 auto,unfused,fused-tiled,fused-portable
+2,16,2048,2048,256 none 16 auto,unfused,fused-tiled
+2,16,2048,2048,256 top-left 16 unfused,fused-tiled
 1,16,1,4096,256 none 8 auto,unfused,fused-tiled,decode
 1,2,256,256,128 none 2 fused-subgroup}"
     if [ "$part" != tests ]; then
@@ -90,16 +117,23 @@ device)
             timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
             echo "exit $?"
             cat /tmp/bench.json
-            python3 - /tmp/bench.json "$shape" "$kvh" "$causal" >> "$out/h200.md" <<'PY'
-import json, sys
-for line in open(sys.argv.pop(1)):
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    print(f"| {sys.argv[1]} | {sys.argv[2]} | {sys.argv[3]} | {r['path']} | {r['ms']:.3f} "
-          f"| {r['gflops']:.1f} | {r['gbps']:.1f} | {r['max_abs_err']:.1e} |")
-PY
+            row /tmp/bench.json "$shape" "$kvh" "$causal" >> "$out/h200.md"
         done <<< "$grid"
+        vgrid="${H200_VARIANT_GRID:-4,32,4096,4096,128 none 32
+4,32,4096,4096,128 top-left 32}"
+        for bin in .h200/variants/*; do
+            [ -x "$bin" ] || continue
+            while read -r shape causal kvh; do
+                [ -z "$shape" ] && continue
+                args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-tiled --reps 10 --json)
+                [ "$causal" != none ] && args+=(--causal "$causal")
+                step "$bin ${args[*]}"
+                timeout 180 "$bin" "${args[@]}" > /tmp/bench.json
+                echo "exit $?"
+                cat /tmp/bench.json
+                row /tmp/bench.json "$shape" "$kvh" "$causal" " [${bin##*/}]" >> "$out/h200.md"
+            done <<< "$vgrid"
+        done
         cat "$out/h200.md"
         if [ -z "${H200_LOCAL:-}" ]; then
             step "torch SDPA on the same GPU (CUDA), for comparison"

@@ -1,20 +1,20 @@
 // fused_tiled.wgsl — FlashAttention-2 style forward for GPUs: one workgroup owns a 64-row
 // block of queries and walks the keys in blocks of 64, staging Q, K and V through workgroup
 // memory and computing register tiles (each invocation 4 rows x 8 keys of the scores, then
-// 4 rows x Dv/8 columns of the output). Needs no optional feature, only 26 KiB of workgroup
+// 4 rows x Dv/8 columns of the output). Needs no optional feature, only 24 KiB of workgroup
 // memory and 128 invocations per workgroup. Same math and bindings as the other fused tiers.
 //
-// Output columns per invocation, MAX_COLS (Dv up to 32 x MAX_COLS), and the keys per staged V
-// chunk, V_CHUNK: in tiled_width_128.wgsl (Kernel::FusedTiled) or tiled_width_256.wgsl
-// (Kernel::FusedTiledWide), which the registry puts between the two files. The scores walk D
-// in chunks of 16, so D needs no array size; the host keeps D and Dv within the variant's width.
+// Output columns per invocation, MAX_COLS (Dv up to 32 x MAX_COLS): in tiled_width_128.wgsl
+// (Kernel::FusedTiled) or tiled_width_256.wgsl (Kernel::FusedTiledWide), which the registry
+// puts between the two files. The scores walk D in chunks of 16, so D needs no array size;
+// the host keeps D and Dv within the variant's width.
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per 64 query rows of one head,
-// numbered linearly (row block fastest, then head; causal: see below) and spread over x and y. Invocation
+// numbered linearly (row block fastest, then head) and spread over x and y. Invocation
 // (ty, tx) = (index / 8, index % 8) owns rows 4ty .. 4ty+3 of the block; for the scores it
 // owns keys 4tx .. 4tx+3 and 32+4tx .. 32+4tx+3 of each key block, for the output the
 // columns (as vec4) tx, tx+8, tx+16, tx+24.
@@ -24,36 +24,45 @@
 //      stored transposed ([d][row], [d][key]) so that one vec4 load gives 4 rows or 4 keys:
 //      per d an invocation loads 3 vec4 and does 32 multiply-adds.
 //   2. Masks (only on blocks that need them), the row maxima across the 8 invocations of a
-//      row group through `red`, the running max, and the weights P, written to `pt` as
-//      [key][row].
+//      row group (exchanged through the first slots of `pt`), the running max, and the
+//      weights P, written to `pt` as [key][row].
 //   3. Output: V in chunks of V_CHUNK keys ([key][column], V_ROW = 8 x MAX_COLS vec4 a key,
 //      512 vec4 a chunk); acc += P V, and the row sums of P accumulate in the same loop.
 // Online softmax as in the other tiers: masked scores become the sentinel NO_SCORE (no real
 // score reaches it: validation bounds |score| <= 2e30) and weigh exactly 0; a row with no
 // visible key ends with l = 0 and writes zeros and an LSE of -inf.
-// Measured (README "Measured"): NVIDIA H200 14.3 TFLOP/s at B4 H32 L4096 D128, 2.1x the
-// unfused path and 2.5x the portable tier; causal took as long as non-causal there (75 ms
-// against 77), which is not understood yet. On lavapipe 3.5 GFLOP/s at B1 H8 L1024 D64:
-// workgroup-memory loads are per-lane loops there, so the planner uses this tier on GPUs.
+// Measured (README "Measured", NVIDIA H200, B4 H32 L4096 D128, one run): 19.1 TFLOP/s, where
+// the previous version of this kernel (scalar stores into the transposed tiles, the row
+// maxima in an array of their own) ran 15.9 beside it. Staging 32 values of d per chunk
+// instead of 16 (32 KiB, half the barriers of the score phase) ran slower: 14.2-15.0.
+// On lavapipe 3.5 GFLOP/s at B1 H8 L1024 D64: workgroup-memory loads are per-lane loops
+// there, so the planner uses this tier on GPUs.
 //
 // Causal: the workgroup stops at the last key its last row may see, and the per-element
-// causal test runs only on blocks that cross its first row's diagonal. Causal workgroups
-// are numbered head fastest and last row block first, so the longest start first. Loop bounds depend
-// only on the workgroup and the parameters, so every barrier is in uniform control flow.
+// causal test runs only on blocks that cross its first row's diagonal. Within a head, causal
+// workgroups are numbered last row block first, so the longest start first. Loop bounds
+// depend only on the workgroup and the parameters, so every barrier is in uniform control
+// flow.
 
 const BLOCK_ROWS: u32 = 64u;
 const BLOCK_KEYS: u32 = 64u;
 const D_CHUNK: u32 = 16u;
+// vec4 of a staged Q or K chunk: D_CHUNK values of d x 16 quads of rows (or keys).
+const QK_STAGE: u32 = D_CHUNK * 16u;
+// Staging tile, in vec4: a Q chunk and a K chunk.
+const STAGE: u32 = 2u * QK_STAGE;
 // A staged V row: the output columns of the 8 invocations of a row group, in vec4.
 const V_ROW: u32 = 8u * MAX_COLS;
+// Keys per staged V chunk: as many V rows as fill the staging tile.
+const V_CHUNK: u32 = STAGE / V_ROW;
 
-// Staging, 8 KiB, used in turn by the score phase (Q chunk at 0..256 as [d][row/4], K chunk
-// at 256..512 as [d][key/4]) and the output phase (V chunk as [key][column], V_ROW vec4 a key).
-var<workgroup> stage: array<vec4<f32>, 512>;
-// Weights of the current key block, [key][row/4]: 16 KiB.
+// Staging, 8 KiB, used in turn by the score phase (Q chunk at 0..QK_STAGE as [d][row/4], K
+// chunk after it as [d][key/4]) and the output phase (V chunk as [key][column], V_ROW vec4 a
+// key).
+var<workgroup> stage: array<vec4<f32>, STAGE>;
+// Weights of the current key block, [key][row/4]: 16 KiB. Before they are written, its first
+// 128 slots carry the row maxima, so that the tile fits 24 KiB (Apple GPUs allow 32 KiB).
 var<workgroup> pt: array<vec4<f32>, 1024>;
-// Per row group, the 8 invocations' block maxima of its 4 rows: [tx][ty].
-var<workgroup> red: array<vec4<f32>, 128>;
 
 fn max4(a: vec4<f32>) -> f32 {
     return max(max(a.x, a.y), max(a.z, a.w));
@@ -67,13 +76,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (wg >= p.total_groups) {
         return;
     }
-    // Causal: the row blocks with the most keys start first, over all heads, so that the
-    // short ones fill the tail of the dispatch (FlashAttention-2's ordering).
-    var hl = wg / p.row_groups;
+    // Workgroups run roughly in this order, so a head's row blocks run side by side and
+    // share its K/V rows in the L2 cache. Causal: within a head the row blocks with the
+    // most keys start first, so that the short ones fill the tail. (Longest first over all
+    // heads, FlashAttention-2's order, had every head in flight at once: on the H200 that
+    // left K/V to stream from memory and took 2.5x as long.)
+    let hl = wg / p.row_groups;
     var row_block = wg % p.row_groups;
     if (CAUSAL != 0u) {
-        hl = wg % p.n_heads;
-        row_block = p.row_groups - 1u - wg / p.n_heads;
+        row_block = p.row_groups - 1u - row_block;
     }
     let bh = p.bh0 + hl;
     let kvh = (bh / p.hq) * p.hkv + (bh % p.hq) / p.group;
@@ -119,32 +130,50 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         for (var c0 = 0u; c0 < d4; c0 = c0 + D_CHUNK / 4u) {
             workgroupBarrier();
-            // 64 rows (or keys) x 4 vec4 of this chunk each: 256 loads, 2 per invocation.
-            for (var u = 0u; u < 2u; u = u + 1u) {
-                let idx = lindex + 128u * u;
-                let row = idx / 4u;
-                let dq = idx % 4u;
+            // Each task loads one vec4 column (4 values of d) of a quad of 4 rows (or keys)
+            // and stores it transposed, as 4 vec4 of 4 rows: whole-vec4 stores that a warp
+            // spreads over every bank (scalar stores into the transpose met 4-way bank
+            // conflicts). 16 quads x D_CHUNK/4 columns of Q, then as many of K.
+            for (var u = 0u; u < D_CHUNK / 16u; u = u + 1u) {
+                let task = lindex + 128u * u;
+                let is_k = task >= QK_STAGE / 4u;
+                let t = task % (QK_STAGE / 4u);
+                let quad = t % 16u;
+                let dq = t / 16u;
                 let c = c0 + dq;
-                var qv = vec4<f32>(0.0);
-                var kv = vec4<f32>(0.0);
+                var x0 = vec4<f32>(0.0);
+                var x1 = vec4<f32>(0.0);
+                var x2 = vec4<f32>(0.0);
+                var x3 = vec4<f32>(0.0);
                 if (c < d4) {
-                    let qi = min(block_first + row, last);
-                    // The scale is folded into q once, instead of into every score.
-                    qv = p.scale * q[(bh * p.lq + qi) * d4 + c - p.q_win];
-                    let kj = min(j0 + row, p.lk - 1u);
-                    kv = k[(k_row0 + kj) * d4 + c - p.k_win];
+                    if (is_k) {
+                        let at = k_row0 * d4 + c - p.k_win;
+                        let kj = j0 + 4u * quad;
+                        x0 = k[at + min(kj, p.lk - 1u) * d4];
+                        x1 = k[at + min(kj + 1u, p.lk - 1u) * d4];
+                        x2 = k[at + min(kj + 2u, p.lk - 1u) * d4];
+                        x3 = k[at + min(kj + 3u, p.lk - 1u) * d4];
+                    } else {
+                        // The scale is folded into q here, instead of into every score.
+                        let at = bh * p.lq * d4 + c - p.q_win;
+                        let qi = block_first + 4u * quad;
+                        x0 = p.scale * q[at + min(qi, last) * d4];
+                        x1 = p.scale * q[at + min(qi + 1u, last) * d4];
+                        x2 = p.scale * q[at + min(qi + 2u, last) * d4];
+                        x3 = p.scale * q[at + min(qi + 3u, last) * d4];
+                    }
                 }
-                for (var e = 0u; e < 4u; e = e + 1u) {
-                    let d = dq * 4u + e;
-                    stage[d * 16u + row / 4u][row % 4u] = qv[e];
-                    stage[256u + d * 16u + row / 4u][row % 4u] = kv[e];
-                }
+                let base = select(0u, QK_STAGE, is_k) + dq * 64u + quad;
+                stage[base] = vec4<f32>(x0.x, x1.x, x2.x, x3.x);
+                stage[base + 16u] = vec4<f32>(x0.y, x1.y, x2.y, x3.y);
+                stage[base + 32u] = vec4<f32>(x0.z, x1.z, x2.z, x3.z);
+                stage[base + 48u] = vec4<f32>(x0.w, x1.w, x2.w, x3.w);
             }
             workgroupBarrier();
             for (var d = 0u; d < D_CHUNK; d = d + 1u) {
                 let qr = stage[d * 16u + ty];
-                let ka = stage[256u + d * 16u + tx];
-                let kb = stage[256u + d * 16u + 8u + tx];
+                let ka = stage[QK_STAGE + d * 16u + tx];
+                let kb = stage[QK_STAGE + d * 16u + 8u + tx];
                 for (var r = 0u; r < 4u; r = r + 1u) {
                     sa[r] = sa[r] + qr[r] * ka;
                     sb[r] = sb[r] + qr[r] * kb;
@@ -178,12 +207,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
             local_max[r] = max(max4(sa[r]), max4(sb[r]));
         }
-        red[tx * 16u + ty] = local_max;
+        // The row maxima meet in the first 128 slots of `pt` ([tx][ty]): the last block's
+        // weights are spent (every invocation passed a barrier since), and this block's are
+        // written only after the barrier below, once every invocation has read the maxima.
+        pt[tx * 16u + ty] = local_max;
         workgroupBarrier();
         var m_new = m;
         for (var t = 0u; t < 8u; t = t + 1u) {
-            m_new = max(m_new, red[t * 16u + ty]);
+            m_new = max(m_new, pt[t * 16u + ty]);
         }
+        workgroupBarrier();
         let alpha = exp(m - m_new);
         m = m_new;
         var wa: array<vec4<f32>, 4>;
@@ -203,13 +236,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
 
-        // 3. acc += P V over chunks of 16 keys; l gathers the row sums of P on the way.
+        // 3. acc += P V over chunks of V_CHUNK keys; l gathers the row sums of P on the way.
         for (var jc = 0u; jc < BLOCK_KEYS; jc = jc + V_CHUNK) {
             if (jc > 0u) {
                 workgroupBarrier();
             }
-            // V_CHUNK keys x V_ROW vec4: 512 slots, 4 per invocation.
-            for (var u = 0u; u < 4u; u = u + 1u) {
+            // V_CHUNK keys x V_ROW vec4: STAGE slots, STAGE / 128 per invocation.
+            for (var u = 0u; u < STAGE / 128u; u = u + 1u) {
                 let idx = lindex + 128u * u;
                 let key = idx / V_ROW;
                 let c = idx % V_ROW;

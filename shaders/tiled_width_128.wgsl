@@ -5,5 +5,3 @@
 // Output columns per invocation, in vec4: Dv/4 spread over the 8 invocations of a row
 // group, at most 4 each (4 rows x 4 vec4 of accumulators).
 const MAX_COLS: u32 = 4u;
-// Keys per staged V chunk: V_CHUNK x 8 x MAX_COLS = 512 vec4 fill the 8 KiB staging tile.
-const V_CHUNK: u32 = 16u;

@@ -8,5 +8,3 @@
 
 // Output columns per invocation, in vec4: Dv/4 spread over 8 invocations, at most 8 each.
 const MAX_COLS: u32 = 8u;
-// Keys per staged V chunk: V_CHUNK x 8 x MAX_COLS = 512 vec4 fill the 8 KiB staging tile.
-const V_CHUNK: u32 = 8u;

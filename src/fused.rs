@@ -124,9 +124,9 @@ pub const PORTABLE_WORKGROUP_BYTES: u32 = 2 * 256 * 16;
 /// Workgroup memory of the portable tier's wide variant (rows of up to 256 floats), which
 /// runs D or Dv above [`MAX_WIDTH`]: 16 KiB, WebGPU's default limit.
 pub const PORTABLE_WIDE_WORKGROUP_BYTES: u32 = 2 * 512 * 16;
-/// Workgroup memory the tiled tier declares: an 8 KiB staging tile, the 64 x 64 weights
-/// (16 KiB) and the row-maximum exchange (2 KiB).
-pub const TILED_WORKGROUP_BYTES: u32 = (512 + 1024 + 128) * 16;
+/// Workgroup memory the tiled tier declares: an 8 KiB staging tile and the 64 x 64 weights
+/// (16 KiB), whose first slots also carry the row maxima.
+pub const TILED_WORKGROUP_BYTES: u32 = (512 + 1024) * 16;
 /// Invocations per workgroup of the tiled tier.
 pub const TILED_INVOCATIONS: u32 = 128;
 /// Query rows one tiled-tier workgroup covers.
@@ -146,7 +146,7 @@ pub enum Tier {
     /// Key/value blocks shared through workgroup memory; needs nothing optional.
     Portable,
     /// 64-row query blocks against 64-key blocks staged in workgroup memory, with register
-    /// tiles; needs nothing optional but 26 KiB of workgroup memory. Built for GPUs.
+    /// tiles; needs nothing optional but 24 KiB of workgroup memory. Built for GPUs.
     Tiled,
 }
 

@@ -56,7 +56,7 @@ pub enum PathChoice {
     /// The fused kernel's portable tier (needs nothing optional).
     FusedPortable,
     /// The fused kernel's tiled tier: 64 x 64 tiles in workgroup memory, register tiles,
-    /// for GPUs (needs 26 KiB of workgroup memory and 128 invocations per workgroup).
+    /// for GPUs (needs 24 KiB of workgroup memory and 128 invocations per workgroup).
     FusedTiled,
     /// Split-K decode: keys split across invocations, partial results merged. For few query
     /// rows per kv head (Hq/Hkv x Lq up to about 16) over many keys.

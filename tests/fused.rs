@@ -457,18 +457,22 @@ fn planner_chooses_and_explains() {
         wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("padded");
     assert!(r.plan.path.starts_with("fused"), "{}", r.plan.path);
     assert!(r.plan.reason.contains("padded to 8"), "{}", r.plan.reason);
-    // D = 130 is above 128: the tiers' wide variants (and decode's) take it. Auto picks one
-    // of the tiers on CPU adapters (subgroup where the adapter runs it) and the unfused path
-    // on GPUs, and says why either way; forcing the tiled tier runs its wide variant.
+    // D = 130 is above 128: the tiers' wide variants (and decode's) take it. Auto picks the
+    // adapter's first tier that runs it (subgroup where a CPU adapter runs it, on GPUs the
+    // tiled tier, else the unfused path there), and says why; forcing the fused path takes
+    // the same tier, forcing the tiled tier runs its wide variant.
     let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 9, 130, 130], 1.0);
     let r =
         wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("auto");
-    let wide_tier = if tier_obstacle(&ctx, Tier::Subgroup).is_none() {
+    let cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    let wide_tier = if !cpu && tier_obstacle(&ctx, Tier::Tiled).is_none() {
+        "fused-tiled"
+    } else if tier_obstacle(&ctx, Tier::Subgroup).is_none() {
         "fused-subgroup"
     } else {
         "fused-portable"
     };
-    let want = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+    let want = if cpu || wide_tier == "fused-tiled" {
         wide_tier
     } else {
         "unfused"
@@ -594,9 +598,11 @@ fn small_workgroup_memory() {
     let e = wgpu_attention::attention(&ctx, &qw, &kw, &vw, &forced).expect_err("wide: 16 KiB");
     assert!(e.to_string().contains("needs 16384 bytes"), "{e}");
     let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
-    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("tiled needs 26 KiB");
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("tiled needs more");
+    let needs = wgpu_attention::fused::TILED_WORKGROUP_BYTES;
     assert!(
-        e.to_string().contains("tiled tier needs 26624 bytes"),
+        e.to_string()
+            .contains(&format!("tiled tier needs {needs} bytes")),
         "{e}"
     );
     let r = assert_parity(
