@@ -11,9 +11,11 @@
 //!   ([`crate::kernel::Kernel::FusedSubgroup16`]): every lane loads a key row of its own and
 //!   the subgroup shares it, so each load feeds twice the rows and each vector instruction
 //!   twice the lanes. B1 H8 L1024 D64 went from about 28 to 40-51 GFLOP/s.
-//! - 8 lanes suit decode (few query rows over many keys). Its loads are not shared across
-//!   lanes, and per-lane loads took twice as long at 512 bits: decode at B1 Hq32 Hkv8 Lk4096
-//!   D128 took 27 ms against 12 ms, and a plain copy kernel 40 ms against 18 ms.
+//! - 8 lanes suit decode (up to 4 query rows per kv head over many keys). Its loads are not
+//!   shared across lanes, and per-lane loads took twice as long at 512 bits: decode at B1
+//!   Hq32 Hkv8 Lk4096 D128 took 27 ms against 12 ms, and a plain copy kernel 40 ms against
+//!   18 ms. From 5 rows per kv head the subgroup tier at 16 lanes beat decode at 8, so the
+//!   planner sends those to it (crate::decode::auto_rows).
 //! - Widths above 128 compile slowly at 512 bits: the subgroup tier's wide pipeline took
 //!   about 2 minutes at D = 256 (30 s at 256 bits), for 17 against 12 GFLOP/s at
 //!   B1 H8 L512 D256. The tool keeps 256 bits for them.
@@ -49,10 +51,14 @@ pub fn cpu_has_512() -> bool {
 
 /// Whether 16-lane vectors suit a problem with `rows_per_kv_head` query rows per kv head
 /// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
-/// planner sends to decode, and widths above [`crate::fused::MAX_WIDTH`], whose wide
-/// pipelines took about 2 minutes to compile at 512 bits (30 s at 256).
+/// planner sends to decode at 16 lanes (up to 4 rows per kv head: [`crate::decode::auto_rows`];
+/// 5-8 rows then run on the subgroup tier at 16 lanes, which beat decode at 8), and widths
+/// above [`crate::fused::MAX_WIDTH`], whose wide pipelines took about 2 minutes to compile
+/// at 512 bits (30 s at 256).
 pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
-    !crate::decode::is_decode_shape(rows_per_kv_head, lk) && d.max(dv) <= crate::fused::MAX_WIDTH
+    let decode_rows = crate::decode::auto_rows(Some(16));
+    !crate::decode::is_decode_shape(rows_per_kv_head, lk, decode_rows)
+        && d.max(dv) <= crate::fused::MAX_WIDTH
 }
 
 /// The variable that moves Mesa's on-disk shader cache.

@@ -17,15 +17,32 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 
 /// Invocations per workgroup in both decode kernels.
 const WG: u64 = 64;
-/// Rows per group (Hq/Hkv x Lq) up to which the planner prefers decode.
+/// Rows per group (Hq/Hkv x Lq) up to which the planner prefers decode on GPUs, and on CPU
+/// adapters that cannot run the subgroup tier.
 pub const MAX_AUTO_ROWS: usize = 16;
 /// Keys below which splitting is not worth a second kernel.
 pub const MIN_AUTO_KEYS: usize = 256;
-/// Whether a problem is a decode shape: at most [`MAX_AUTO_ROWS`] query rows per kv head
-/// (Hq/Hkv x Lq) over at least [`MIN_AUTO_KEYS`] keys. The planner prefers decode for these
-/// (where decode can run them), and crate::cpu_vectors keeps lavapipe's 8 lanes for them.
-pub fn is_decode_shape(rows_per_kv_head: usize, lk: usize) -> bool {
-    rows_per_kv_head <= MAX_AUTO_ROWS && lk >= MIN_AUTO_KEYS
+
+/// Rows per kv head up to which the planner prefers decode: [`MAX_AUTO_ROWS`], but on a CPU
+/// adapter where the subgroup tier runs the problem (`cpu_subgroup_lanes`: its subgroup
+/// width), 8 at 8 lanes and 4 at 16. There the subgroup tier serves a GQA group's query
+/// heads from one K/V load, and it beat decode from 9 rows at 8 lanes (256-bit vectors) and
+/// from 5 at 16 lanes, measured on lavapipe over Lk 256-4096 and D 64-256 (README
+/// "Measured": "Decode or the subgroup tier").
+pub fn auto_rows(cpu_subgroup_lanes: Option<usize>) -> usize {
+    match cpu_subgroup_lanes {
+        None => MAX_AUTO_ROWS,
+        Some(lanes) if lanes >= 16 => 4,
+        Some(_) => 8,
+    }
+}
+
+/// Whether a problem is a decode shape: at most `max_rows` ([`auto_rows`]) query rows per kv
+/// head (Hq/Hkv x Lq) over at least [`MIN_AUTO_KEYS`] keys. The planner prefers decode for
+/// these (where decode can run them), and crate::cpu_vectors keeps lavapipe's 8 lanes for
+/// them.
+pub fn is_decode_shape(rows_per_kv_head: usize, lk: usize, max_rows: usize) -> bool {
+    rows_per_kv_head <= max_rows && lk >= MIN_AUTO_KEYS
 }
 /// Largest D and Dv of the decode path (through the wide variant above 128).
 pub const MAX_WIDTH: usize = crate::fused::WIDE_MAX_WIDTH;

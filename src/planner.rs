@@ -101,11 +101,17 @@ fn fused_or_fallback(
         fused::MAX_WIDTH
     );
     let rows = d.hq / d.hkv * d.lq;
-    if !explicit && decode::is_decode_shape(rows, d.lk) && decode_obstacle(ctx, p, None).is_none() {
+    let cpu_subgroup_lanes = (on_cpu && fused::problem_obstacle(ctx, p, Tier::Subgroup).is_none())
+        .then(|| fused::subgroup_keys(ctx.adapter_info()));
+    let max_rows = decode::auto_rows(cpu_subgroup_lanes);
+    if !explicit
+        && decode::is_decode_shape(rows, d.lk, max_rows)
+        && decode_obstacle(ctx, p, None).is_none()
+    {
         return Ok((
             Path::Decode,
             format!(
-                "{rows} query rows per kv head over {} keys: split-K decode",
+                "{rows} query rows per kv head (at most {max_rows} here) over {} keys: split-K decode",
                 d.lk
             ),
         ));

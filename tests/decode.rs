@@ -138,6 +138,51 @@ fn planner_picks_decode_for_few_rows() {
     assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
 }
 
+/// Rows per kv head up to which auto takes decode: 16 on GPUs, fewer on CPU adapters whose
+/// subgroup tier serves a GQA group's heads from one K/V load (8 at 8 lanes, 4 at 16; the
+/// 16-lane case runs in tests/lanes16.rs). Either way the answer matches the reference.
+#[test]
+fn decode_rows_follow_the_adapter() {
+    use wgpu_attention::decode::{auto_rows, is_decode_shape, MAX_AUTO_ROWS};
+    use wgpu_attention::fused::{subgroup_keys, tier_obstacle, Tier};
+    assert_eq!(auto_rows(None), MAX_AUTO_ROWS);
+    assert_eq!(auto_rows(Some(8)), 8);
+    assert_eq!(auto_rows(Some(16)), 4);
+    assert!(is_decode_shape(8, 256, 8) && !is_decode_shape(9, 256, 8));
+    assert!(!is_decode_shape(4, 255, 8));
+    // The tool keeps 8 lanes only for what decode takes at 16 lanes.
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(4, 4096, 128, 128));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(5, 4096, 128, 128));
+
+    let Some(ctx) = common::ctx() else { return };
+    let cpu_subgroups = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu
+        && tier_obstacle(&ctx, Tier::Subgroup).is_none();
+    let lanes = subgroup_keys(ctx.adapter_info());
+    let mut rng = Rng::new(56);
+    // Hq 16 over Hkv 4 (4 heads a group) with Lq 1, 2 and 3: 4, 8 and 12 rows per kv head.
+    for lq in [1, 2, 3] {
+        let rows = 4 * lq;
+        let (q, k, v) = inputs(&mut rng, [1, 16, 4, lq, 300, 32, 32], 1.0);
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .with_lse();
+        let what = format!("{rows} rows per kv head");
+        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        let max_rows = if cpu_subgroups {
+            auto_rows(Some(lanes))
+        } else {
+            MAX_AUTO_ROWS
+        };
+        // Past max_rows only on CPU adapters (every case here is within MAX_AUTO_ROWS).
+        let want = if rows <= max_rows {
+            "decode"
+        } else {
+            "fused-subgroup"
+        };
+        assert_eq!(r.plan.path, want, "{what}: {}", r.plan.reason);
+    }
+}
+
 /// D or Dv above 128 (up to 256) on the decode kernel's wide variant: a Gemma-like GQA
 /// shape (head dimension 256), padded widths, both causal alignments, a mask with an empty
 /// row. One rule per shape: each is a pipeline that lavapipe compiles in 10-30 s.

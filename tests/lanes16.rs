@@ -35,11 +35,12 @@ fn main() {
         wgpu_attention::cpu_vectors::VAR,
         ctx.adapter_info()
     );
-    let cases: [(&str, Case); 5] = [
+    let cases: [(&str, Case); 6] = [
         (
             "lengths, widths and causal rules",
             lengths_widths_and_causal_rules,
         ),
+        ("decode up to 4 rows per kv head", decode_rows),
         ("GQA and masks", gqa_and_masks),
         (
             "large logits and rows with no key",
@@ -62,6 +63,23 @@ fn subgroup<'a>(causal: Causal) -> AttentionOptions<'a> {
         .causal(causal)
         .path(PathChoice::FusedSubgroup)
         .with_lse()
+}
+
+/// At 16 lanes auto takes decode for up to 4 query rows per kv head and the subgroup tier
+/// from 5 (decode::auto_rows): 4, 6 and 8 rows of a GQA group over 300 keys.
+fn decode_rows(ctx: &Context) {
+    let mut rng = Rng::new(167);
+    for (hq, lq, want) in [
+        (4, 1, "decode"),
+        (2, 3, "fused-subgroup"),
+        (4, 2, "fused-subgroup"),
+    ] {
+        let (q, k, v) = inputs(&mut rng, [1, hq, 1, lq, 300, 32, 32], 1.0);
+        let what = format!("Hq{hq} Hkv1 Lq{lq}");
+        let opts = AttentionOptions::default().with_lse();
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert_eq!(r.plan.path, want, "{what}: {}", r.plan.reason);
+    }
 }
 
 /// Lq and Lk around the 16-key block (one key, a partial block, a block, one past it), each
