@@ -93,9 +93,9 @@ PY
     step devices
     timeout 60 ./.h200/wgpu-attention devices
     # Each entry is one bench invocation: its paths share one set of inputs, side by side.
-    # The D = 256 entries measure the wide variants on a GPU (auto keeps the unfused path
-    # there until they are measured). The last records what the subgroup tier does on this
-    # driver (its error, if any).
+    # The D = 256 entries measure the wide variants (auto takes decode's and the tiled
+    # tier's there since the second H200 session). The last records what the subgroup tier
+    # does on this driver (refused on GPUs: its error).
     grid="${H200_GRID:-4,32,4096,4096,128 none 32 auto,unfused,fused-portable
 4,32,4096,4096,128 top-left 32 auto,fused-portable
 1,8,1024,1024,64 none 8 auto,unfused,fused-portable
