@@ -35,8 +35,9 @@
 // the previous version of this kernel (scalar stores into the transposed tiles, the row
 // maxima in an array of their own) ran 15.9 beside it. Staging 32 values of d per chunk
 // instead of 16 (32 KiB, half the barriers of the score phase) ran slower: 14.2-15.0.
-// On lavapipe 3.5 GFLOP/s at B1 H8 L1024 D64: workgroup-memory loads are per-lane loops
-// there, so the planner uses this tier on GPUs.
+// On lavapipe 0.9-1.0 GFLOP/s at B1 H8 L1024 D64 at 512 bits, before and after that
+// change (3.5 at 256 bits, earlier): workgroup-memory loads are per-lane loops there, so
+// the planner uses this tier on GPUs.
 //
 // Causal: the workgroup stops at the last key its last row may see, and the per-element
 // causal test runs only on blocks that cross its first row's diagonal. Within a head, causal
