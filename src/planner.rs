@@ -123,9 +123,10 @@ fn fused_or_fallback(
     // Above 128, auto on a GPU takes the tiled tier or nothing fused: on an H200 at D = 256
     // the wide tiled variant ran level with the unfused path (18.9 against 19.2 ms) in O(L)
     // memory instead of O(L^2), the wide portable one 2.3x slower (44.6 ms).
+    let tiled_only = wide && !on_cpu && !explicit;
     let order: &[Tier] = if on_cpu {
         &[Tier::Subgroup, Tier::Portable, Tier::Tiled]
-    } else if wide && !explicit {
+    } else if tiled_only {
         &[Tier::Tiled]
     } else {
         &[Tier::Tiled, Tier::Portable]
@@ -151,7 +152,7 @@ fn fused_or_fallback(
         };
         passed_over.push(format!("{}: {why}", tier.name()));
     }
-    if wide && !on_cpu && !explicit {
+    if tiled_only {
         passed_over.push(
             "fused-portable: its wide variant measured 2.3x slower than the unfused path on GPUs"
                 .into(),
