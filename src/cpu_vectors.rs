@@ -79,12 +79,17 @@ pub fn request_wide() -> Option<String> {
 
 /// Sets `LP_NATIVE_VECTOR_WIDTH=512` whatever the CPU (without AVX-512, LLVM splits the
 /// vectors: slower, same results), and, unless `MESA_SHADER_CACHE_DIR` is set, points
-/// Mesa's shader cache at a directory kept for 512-bit code. Same caveat as
-/// [`request_wide`]: before the first context and before other threads start.
+/// Mesa's shader cache at a directory kept for 512-bit code (created here if missing). Same
+/// caveat as [`request_wide`]: before the first context and before other threads start.
 pub fn use_wide() {
     std::env::set_var(VAR, "512");
     if std::env::var_os(CACHE_VAR).is_none() {
         if let Some(dir) = wide_cache_dir() {
+            // Mesa creates only the last component of a directory it is given: on a machine
+            // without ~/.cache it printed "Failed to create ... for shader cache" and
+            // compiled every pipeline again in every process. Best effort: if this fails,
+            // Mesa fails the same way and runs without its cache, as before.
+            let _ = std::fs::create_dir_all(&dir);
             std::env::set_var(CACHE_VAR, dir);
         }
     }

@@ -23,6 +23,15 @@ fn main() {
     // Before the first context (common::ctx creates it): the driver reads it when it loads.
     // Also a cache directory of its own, so 512-bit code never lands in other tests' cache.
     wgpu_attention::cpu_vectors::use_wide();
+    // Mesa creates only the last component of the directory it is given, so use_wide
+    // creates ours (on a machine without ~/.cache, Mesa ran without any cache).
+    let ours = wgpu_attention::cpu_vectors::wide_cache_dir();
+    let set = std::env::var_os(wgpu_attention::cpu_vectors::CACHE_VAR);
+    if let (Some(ours), Some(set)) = (ours, set) {
+        if std::path::Path::new(&set) == ours {
+            assert!(ours.is_dir(), "use_wide did not create {}", ours.display());
+        }
+    }
     let Some(ctx) = common::ctx() else { return };
     if !loops::limited(ctx.adapter_info()) {
         eprintln!("not llvmpipe: no 16-lane variant to test");
