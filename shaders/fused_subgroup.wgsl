@@ -20,8 +20,9 @@
 // HAS_ALLOW (0 or 1). With constant trip counts the compiler unrolls the loops and the
 // per-invocation arrays get constant indices.
 //
-// Dispatch: INVOCATIONS (16) invocations per workgroup, R consecutive row slots per
-// invocation, so one workgroup covers 16 x R slots of one unit. A unit is the p.unit_heads
+// Dispatch: INVOCATIONS (16) invocations per workgroup, R row slots per invocation, so one
+// workgroup covers 16 x R slots of one unit; a subgroup of `lanes` lanes holds lanes x R
+// consecutive slots, and row r of its lanes is the r-th run of `lanes` slots (row group r). A unit is the p.unit_heads
 // query heads of one GQA group that the host put in one chunk (or a single head): its
 // unit_heads x rows slots are numbered row-major over (row, head), slot = (i - row0) x
 // unit_heads + head, so all of them read the same K/V rows. The host picks R per chunk
@@ -36,7 +37,13 @@
 // rescales acc once by exp(m_old - m_new). Masked scores become the sentinel NO_SCORE, which
 // no real score can reach (validation bounds |score| <= 2e30), and contribute exactly 0.
 // Causal: a subgroup stops at the last key its own last row may see (subgroupMax), and the
-// per-element causal test runs only on blocks that cross its diagonal. Causal row blocks are
+// per-element causal test runs only on blocks that cross its diagonal. Past the last key
+// that the lower half of its row groups may see, it runs the upper half only (key_block's
+// live_from): a 16-lane subgroup spans 16 x R rows, so at L = 1024 a quarter of a diagonal
+// triangle's blocks need half the rows. Measured on lavapipe at 512 bits (AMD EPYC, B1 H8
+// D64, `bench --causal top-left`, paired runs): +2-3 % at L1024, +2-5 % at L512 and L256
+// (H32); a split in quarters was no faster at L1024 and took twice the compile time (22 s
+// against 12 s; 8 s without a split). Causal row blocks are
 // numbered from both ends in turn, so that any contiguous range of workgroups (what each
 // lavapipe thread runs) holds long and short ones alike.
 //
@@ -104,10 +111,105 @@ override R: u32 = 4u;
 // in eight of its row slots.
 const INVOCATIONS: u32 = 16u;
 
+// One invocation's state, private so that key_block() can update it; after Mesa inlines
+// key_block() these are plain registers and constant-indexed arrays, as locals would be.
+var<private> rows: array<u32, MAX_R>;
+var<private> bhs: array<u32, MAX_R>;
+var<private> qs: array<array<vec4<f32>, MAX_D4>, MAX_R>;
+var<private> acc: array<array<vec4<f32>, MAX_D4>, MAX_R>;
+var<private> m: array<f32, MAX_R>;
+var<private> l: array<f32, MAX_R>;
+
+// One block of KEYS keys from j0, for row groups live_from .. R-1 (row r of every lane is
+// row group r). live_from is a constant at every call, so after inlining the groups below
+// it are gone from the code: llvmpipe runs an `if` as an execution mask, not a branch, so
+// this is the only way it skips work. Skipping a group is exact only where all its scores
+// in the block are masked (the caller's causal bounds): they would add weight 0 and leave
+// m, l and acc as they are.
+fn key_block(j0: u32, live_from: u32, lane: u32, k_row0: u32, diag: u32) {
+    let d4 = D / 4u;
+    let dv4 = DV / 4u;
+    let jl = min(j0 + (lane & (KEYS - 1u)), p.lk - 1u);
+    let kbase = (k_row0 + jl) * d4 - p.k_win;
+    // Scores of each row against keys j0 + 4t .. j0 + 4t + 3 (s[r][t]).
+    var s: array<array<vec4<f32>, QUADS>, MAX_R>;
+    for (var r = 0u; r < MAX_R; r = r + 1u) {
+        if (r < R && r >= live_from) {
+            for (var t = 0u; t < QUADS; t = t + 1u) {
+                s[r][t] = vec4<f32>(0.0);
+            }
+        }
+    }
+    for (var c = 0u; c < MAX_D4; c = c + 1u) {
+        if (c < d4) {
+            let kb = broadcast_keys(k[kbase + c]);
+            for (var r = 0u; r < MAX_R; r = r + 1u) {
+                if (r < R && r >= live_from) {
+                    let x = qs[r][c];
+                    for (var t = 0u; t < QUADS; t = t + 1u) {
+                        s[r][t] = s[r][t] + vec4<f32>(dot(x, kb[4u * t]), dot(x, kb[4u * t + 1u]),
+                            dot(x, kb[4u * t + 2u]), dot(x, kb[4u * t + 3u]));
+                    }
+                }
+            }
+        }
+    }
+    // Masking only where needed: the tail block, blocks crossing the diagonal, masks.
+    let causal_block = j0 + KEYS > diag;
+    let masked = j0 + KEYS > p.lk || causal_block || HAS_ALLOW != 0u || HAS_BIAS != 0u;
+    var alpha: array<f32, MAX_R>;
+    var pw: array<array<vec4<f32>, QUADS>, MAX_R>;
+    for (var r = 0u; r < MAX_R; r = r + 1u) {
+        if (r < R && r >= live_from) {
+            var top = m[r];
+            for (var t = 0u; t < QUADS; t = t + 1u) {
+                if (masked) {
+                    s[r][t] = mask4(s[r][t], bhs[r], rows[r], j0 + 4u * t, causal_block);
+                }
+                top = max(top, hmax(s[r][t]));
+            }
+            alpha[r] = exp(m[r] - top);
+            m[r] = top;
+            var total = vec4<f32>(0.0);
+            for (var t = 0u; t < QUADS; t = t + 1u) {
+                pw[r][t] = weights(s[r][t], top);
+                total = total + pw[r][t];
+            }
+            l[r] = l[r] * alpha[r] + dot(total, vec4<f32>(1.0));
+        }
+    }
+
+    let vbase = (k_row0 + jl) * dv4 - p.v_win;
+    for (var c = 0u; c < MAX_D4; c = c + 1u) {
+        if (c < dv4) {
+            let vb = broadcast_keys(v[vbase + c]);
+            for (var r = 0u; r < MAX_R; r = r + 1u) {
+                if (r < R && r >= live_from) {
+                    var sum = acc[r][c] * alpha[r];
+                    for (var t = 0u; t < QUADS; t = t + 1u) {
+                        let a = pw[r][t];
+                        sum = sum + a.x * vb[4u * t] + a.y * vb[4u * t + 1u] + a.z * vb[4u * t + 2u]
+                            + a.w * vb[4u * t + 3u];
+                    }
+                    acc[r][c] = sum;
+                }
+            }
+        }
+    }
+}
+
+// The first key that no row of row groups 0 .. g-1 of this subgroup may see (causal), in
+// 0 ..= lk. Call in uniform control flow (subgroupMax).
+fn causal_end(g: u32) -> u32 {
+    let hi = i32(subgroupMax(rows[g - 1u])) + p.causal_offset + 1;
+    return u32(clamp(hi, 0, i32(p.lk)));
+}
+
 @compute @workgroup_size(INVOCATIONS, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lindex: u32,
-        @builtin(subgroup_invocation_id) lane: u32) {
+        @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(subgroup_size) subgroup_size: u32) {
     let wg = wid.x + wid.y * nwg.x;
     // Workgroup-uniform, so every subgroup operation below runs in uniform control flow.
     if (wg >= p.total_groups) {
@@ -129,22 +231,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let unit_rows = heads * p.rows;
     let bh_first = p.bh0 + unit * heads;
     let kvh = (bh_first / p.hq) * p.hkv + (bh_first % p.hq) / p.group;
-    let first = row_block * (INVOCATIONS * R) + lindex * R;
     let d4 = D / 4u;
     let dv4 = DV / 4u;
 
+    // Slots: a subgroup of `lanes` lanes holds lanes x R consecutive slots, row r of its
+    // lanes being the r-th run of `lanes` slots (row group r), so that each row group's
+    // causal limit is near its neighbours' and whole groups drop out near the diagonal.
     // Slots past the unit are clamped duplicates of its last slot; they are never written.
-    var rows: array<u32, MAX_R>;
-    var bhs: array<u32, MAX_R>;
+    let lanes = min(subgroup_size, INVOCATIONS);
+    let first = row_block * (INVOCATIONS * R) + (lindex / lanes) * (lanes * R) + lindex % lanes;
     for (var r = 0u; r < MAX_R; r = r + 1u) {
         if (r < R) {
-            let slot = min(first + r, unit_rows - 1u);
+            let slot = min(first + r * lanes, unit_rows - 1u);
             rows[r] = p.row0 + slot / heads;
             bhs[r] = bh_first + slot % heads;
         }
     }
-    var qs: array<array<vec4<f32>, MAX_D4>, MAX_R>;
-    var acc: array<array<vec4<f32>, MAX_D4>, MAX_R>;
     for (var c = 0u; c < MAX_D4; c = c + 1u) {
         if (c < d4) {
             for (var r = 0u; r < MAX_R; r = r + 1u) {
@@ -162,8 +264,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
     }
-    var m: array<f32, MAX_R>;
-    var l: array<f32, MAX_R>;
     for (var r = 0u; r < MAX_R; r = r + 1u) {
         if (r < R) {
             m[r] = NO_SCORE;
@@ -171,91 +271,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
 
-    // Key range of this subgroup: up to the last key its last row may see.
-    var key_end = p.lk;
-    var diag = p.lk;
-    if (CAUSAL != 0u) {
-        let hi = i32(subgroupMax(rows[R - 1u])) + p.causal_offset + 1;
-        key_end = u32(clamp(hi, 0, i32(p.lk)));
-        // Blocks starting at or after `diag` may hold keys some row here must not see.
-        let lo = i32(subgroupMin(rows[0])) + p.causal_offset + 1;
-        diag = u32(clamp(lo, 0, i32(p.lk)));
-    }
     let k_row0 = kvh * p.lk;
-    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + KEYS) {
-        let jl = min(j0 + (lane & (KEYS - 1u)), p.lk - 1u);
-        let kbase = (k_row0 + jl) * d4 - p.k_win;
-        // Scores of each row against keys j0 + 4t .. j0 + 4t + 3 (s[r][t]).
-        var s: array<array<vec4<f32>, QUADS>, MAX_R>;
-        for (var r = 0u; r < MAX_R; r = r + 1u) {
-            if (r < R) {
-                for (var t = 0u; t < QUADS; t = t + 1u) {
-                    s[r][t] = vec4<f32>(0.0);
-                }
-            }
+    var j0 = p.key0;
+    if (CAUSAL == 0u) {
+        for (; j0 < p.key1; j0 = j0 + KEYS) {
+            key_block(j0, 0u, lane, k_row0, p.lk);
         }
-        for (var c = 0u; c < MAX_D4; c = c + 1u) {
-            if (c < d4) {
-                let kb = broadcast_keys(k[kbase + c]);
-                for (var r = 0u; r < MAX_R; r = r + 1u) {
-                    if (r < R) {
-                        let x = qs[r][c];
-                        for (var t = 0u; t < QUADS; t = t + 1u) {
-                            s[r][t] = s[r][t] + vec4<f32>(dot(x, kb[4u * t]), dot(x, kb[4u * t + 1u]),
-                                dot(x, kb[4u * t + 2u]), dot(x, kb[4u * t + 3u]));
-                        }
-                    }
-                }
-            }
+    } else {
+        // Blocks from `diag` on may hold keys that some row here must not see. From
+        // causal_end(R / 2) on, the lower half of the row groups sees none of a block's
+        // keys, so the loop goes on with the upper half only; it stops at the last key its
+        // last row may see.
+        let diag = u32(clamp(i32(subgroupMin(rows[0])) + p.causal_offset + 1, 0, i32(p.lk)));
+        let half = R / 2u;
+        let half_end = min(causal_end(half), p.key1);
+        let key_end = min(causal_end(R), p.key1);
+        for (; j0 < half_end; j0 = j0 + KEYS) {
+            key_block(j0, 0u, lane, k_row0, diag);
         }
-        // Masking only where needed: the tail block, blocks crossing the diagonal, masks.
-        let causal_block = j0 + KEYS > diag;
-        let masked = j0 + KEYS > p.lk || causal_block || HAS_ALLOW != 0u || HAS_BIAS != 0u;
-        var alpha: array<f32, MAX_R>;
-        var pw: array<array<vec4<f32>, QUADS>, MAX_R>;
-        for (var r = 0u; r < MAX_R; r = r + 1u) {
-            if (r < R) {
-                var top = m[r];
-                for (var t = 0u; t < QUADS; t = t + 1u) {
-                    if (masked) {
-                        s[r][t] = mask4(s[r][t], bhs[r], rows[r], j0 + 4u * t, causal_block);
-                    }
-                    top = max(top, hmax(s[r][t]));
-                }
-                alpha[r] = exp(m[r] - top);
-                m[r] = top;
-                var total = vec4<f32>(0.0);
-                for (var t = 0u; t < QUADS; t = t + 1u) {
-                    pw[r][t] = weights(s[r][t], top);
-                    total = total + pw[r][t];
-                }
-                l[r] = l[r] * alpha[r] + dot(total, vec4<f32>(1.0));
-            }
-        }
-
-        let vbase = (k_row0 + jl) * dv4 - p.v_win;
-        for (var c = 0u; c < MAX_D4; c = c + 1u) {
-            if (c < dv4) {
-                let vb = broadcast_keys(v[vbase + c]);
-                for (var r = 0u; r < MAX_R; r = r + 1u) {
-                    if (r < R) {
-                        var sum = acc[r][c] * alpha[r];
-                        for (var t = 0u; t < QUADS; t = t + 1u) {
-                            let a = pw[r][t];
-                            sum = sum + a.x * vb[4u * t] + a.y * vb[4u * t + 1u] + a.z * vb[4u * t + 2u]
-                                + a.w * vb[4u * t + 3u];
-                        }
-                        acc[r][c] = sum;
-                    }
-                }
-            }
+        for (; j0 < key_end; j0 = j0 + KEYS) {
+            key_block(j0, half, lane, k_row0, diag);
         }
     }
 
     // Normalise and write the rows that belong to the chunk.
     for (var r = 0u; r < MAX_R; r = r + 1u) {
         if (r < R) {
-            if (first + r < unit_rows) {
+            if (first + r * lanes < unit_rows) {
                 let i = rows[r];
                 let bh = bhs[r];
                 var inv = 0.0;
