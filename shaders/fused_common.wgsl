@@ -34,7 +34,7 @@ struct FusedParams {
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
     lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
     m_si: u32, m_sj: u32, row_groups: u32, key0: u32,
-    key1: u32, o_rows: u32, unit_heads: u32, pad1: u32,
+    key1: u32, o_rows: u32, unit_heads: u32, splits: u32,
 }
 
 override D: u32 = 64u;

@@ -27,7 +27,10 @@
 // unit_heads x rows slots are numbered row-major over (row, head), slot = (i - row0) x
 // unit_heads + head, so all of them read the same K/V rows. The host picks R per chunk
 // (fused::subgroup_layout) so that few slots are padding. Workgroups are numbered linearly
-// (row block fastest, then unit) and spread over x and y. Keys are processed in blocks of
+// (row block fastest, then unit, then key range) and spread over x and y. Key ranges: where
+// row blocks alone would leave lavapipe's threads idle, or its loop limit would cut long
+// rows short, the host splits the keys into p.splits ranges run side by side, each writing
+// a partial output and LSE that merge.wgsl combines (fused::key_passes). Keys are processed in blocks of
 // KEYS: lane t (t < KEYS) of each subgroup loads key/value row j0 + t once and
 // subgroupBroadcast shares it (constant lane indices) with the subgroup's lanes x R rows.
 // The scores of a row against a block are QUADS = KEYS/4 vec4 (s[r][t]: keys j0 + 4t ..
@@ -221,8 +224,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Causal: a unit's row blocks alternate from both ends (0, n-1, 1, n-2, ..), since
     // lavapipe hands each thread a contiguous range of workgroups: in order, the first half
     // of a head's blocks would see a quarter of its keys.
-    let unit = wg / p.row_groups;
-    var row_block = wg % p.row_groups;
+    // Key ranges side by side: the host may split the keys into p.splits ranges, numbered
+    // range-major, each writing a partial output p.rows rows further on (merged later).
+    let per_split = p.total_groups / p.splits;
+    let split = wg / per_split;
+    let unit = (wg % per_split) / p.row_groups;
+    var row_block = (wg % per_split) % p.row_groups;
     if (CAUSAL != 0u) {
         let turn = row_block / 2u;
         row_block = select(p.row_groups - 1u - turn, turn, row_block % 2u == 0u);
@@ -271,10 +278,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
 
+    // This range's keys: the host's keys per range is at least this many (a multiple of
+    // KEYS with splits x it >= key1 - key0), so no range runs more blocks than it planned
+    // for llvmpipe's loop limit. A range past a row's last key leaves it with no weight.
+    let split_keys = ((p.key1 - p.key0 + p.splits - 1u) / p.splits + KEYS - 1u) / KEYS * KEYS;
+    let key_lo = p.key0 + split * split_keys;
+    let key_hi = min(key_lo + split_keys, p.key1);
     let k_row0 = kvh * p.lk;
-    var j0 = p.key0;
+    var j0 = key_lo;
     if (CAUSAL == 0u) {
-        for (; j0 < p.key1; j0 = j0 + KEYS) {
+        for (; j0 < key_hi; j0 = j0 + KEYS) {
             key_block(j0, 0u, lane, k_row0, p.lk);
         }
     } else {
@@ -284,8 +297,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // last row may see.
         let diag = u32(clamp(i32(subgroupMin(rows[0])) + p.causal_offset + 1, 0, i32(p.lk)));
         let half = R / 2u;
-        let half_end = min(causal_end(half), p.key1);
-        let key_end = min(causal_end(R), p.key1);
+        let half_end = min(causal_end(half), key_hi);
+        let key_end = min(causal_end(R), key_hi);
         for (; j0 < half_end; j0 = j0 + KEYS) {
             key_block(j0, 0u, lane, k_row0, diag);
         }
@@ -298,7 +311,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var r = 0u; r < MAX_R; r = r + 1u) {
         if (r < R) {
             if (first + r * lanes < unit_rows) {
-                let i = rows[r];
+                let i = rows[r] + split * p.rows; // its row in this range's output
                 let bh = bhs[r];
                 var inv = 0.0;
                 var bits = NEG_INF_BITS;

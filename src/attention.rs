@@ -217,11 +217,20 @@ fn plan_call(
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
         Path::Decode => decode::plan(ctx, &problem)?,
     };
+    // Passes over the keys: several only for a fused tier on llvmpipe with long rows, or on
+    // the subgroup tier where its row blocks alone would leave threads idle.
+    let passes = match path {
+        Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
+        Path::Unfused | Path::Decode => 1,
+    };
     if path == Path::Fused(fused::Tier::Subgroup) {
         if fused::subgroup_keys(ctx.adapter_info()) == 16 {
             reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
         }
-        if let Some(layout) = chunks.first().map(|c| fused::chunk_layout(&problem, c)) {
+        if let Some(layout) = chunks
+            .first()
+            .map(|c| fused::chunk_layout(&problem, c, passes))
+        {
             reason = format!(
                 "{reason}; {} rows per invocation",
                 layout.rows_per_invocation
@@ -234,17 +243,18 @@ fn plan_call(
             }
         }
     }
-    // Passes over the keys: several only for a fused tier on llvmpipe with long rows.
-    let passes = match path {
-        Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
-        Path::Unfused | Path::Decode => 1,
-    };
-    if passes > 1 {
-        reason =
-            format!("{reason}; in {passes} passes over the keys (llvmpipe's loop limit), merged");
+    if let (Path::Fused(tier), true) = (path, passes > 1) {
+        let why = fused::key_passes_reason(ctx.adapter_info(), &problem, tier);
+        let how = if tier == fused::Tier::Subgroup {
+            "key ranges side by side"
+        } else {
+            "passes over the keys"
+        };
+        reason = format!("{reason}; in {passes} {how} ({why}), merged");
     }
     let dispatches_per_chunk = match path {
         Path::Unfused => 3,
+        Path::Fused(fused::Tier::Subgroup) if passes > 1 => 2,
         Path::Fused(_) if passes > 1 => passes as u64 + 1,
         Path::Fused(_) => 1,
         Path::Decode => 2,

@@ -67,6 +67,20 @@ pub fn subgroup_layout(
     rows: usize,
     threads: usize,
 ) -> SubgroupLayout {
+    subgroup_split_layout(d, dv, group, heads, rows, threads, 1)
+}
+
+/// [`subgroup_layout`] where the keys run in `splits` ranges side by side (one dispatch of
+/// `workgroups x splits` workgroups): R is chosen for that many workgroups.
+pub fn subgroup_split_layout(
+    d: usize,
+    dv: usize,
+    group: usize,
+    heads: std::ops::Range<usize>,
+    rows: usize,
+    threads: usize,
+    splits: usize,
+) -> SubgroupLayout {
     let group = group.max(1);
     let n_heads = heads.len();
     let unit_heads = if heads.start.is_multiple_of(group) && n_heads.is_multiple_of(group) {
@@ -86,8 +100,7 @@ pub fn subgroup_layout(
             workgroups: units * row_groups,
         }
     };
-    let cost =
-        |l: &SubgroupLayout| l.workgroups.div_ceil(threads.max(1)) * (l.rows_per_invocation + 3);
+    let cost = |l: &SubgroupLayout| layout_cost(l, threads, splits.max(1));
     [most, most / 2, most / 4]
         .into_iter()
         .filter(|&r| r >= 2)
@@ -96,15 +109,74 @@ pub fn subgroup_layout(
         .unwrap_or_else(|| layout(most))
 }
 
-/// The subgroup tier's layout of one of the problem's chunks, on this machine's threads.
-pub(crate) fn chunk_layout(p: &Problem, c: &Chunk) -> SubgroupLayout {
+/// The time estimate of [`subgroup_layout`] with the keys in `splits` ranges side by side:
+/// rounds of workgroups per thread times 16 x (R + 3) per key, each workgroup taking a
+/// 1/splits share of the keys (in units of an eighth of the keys, for splits up to 8).
+fn layout_cost(l: &SubgroupLayout, threads: usize, splits: usize) -> usize {
+    let rounds = (l.workgroups * splits).div_ceil(threads.max(1));
+    rounds * (l.rows_per_invocation + 3) * 8 / splits
+}
+
+/// Fewest keys the subgroup tier gives one of the key ranges it runs side by side: each
+/// range also loads its rows' queries, writes a partial output and has it merged.
+pub const MIN_SPLIT_KEYS: usize = 512;
+
+/// Key ranges the subgroup tier runs side by side (1, 2, 4 or 8) for a problem with query
+/// heads `heads` of `rows` rows over `lk` keys (the other arguments as for
+/// [`subgroup_layout`]): more than 1 only when its row blocks alone would leave some of the
+/// adapter's `threads` idle or unevenly loaded, such as one kv head with few query rows over
+/// many keys. Each range writes a partial output and its LSE, which merge.wgsl combines,
+/// as it combines llvmpipe's key passes. With `s` ranges the estimate of
+/// [`subgroup_layout`] becomes ceil(workgroups x s / threads) rounds of 1/s of the keys;
+/// ties keep fewer ranges.
+pub fn subgroup_splits(
+    d: usize,
+    dv: usize,
+    group: usize,
+    heads: std::ops::Range<usize>,
+    rows: usize,
+    lk: usize,
+    threads: usize,
+) -> usize {
+    let best_cost = |s: usize| {
+        let l = subgroup_split_layout(d, dv, group, heads.clone(), rows, threads, s);
+        layout_cost(&l, threads, s)
+    };
+    [1, 2, 4, 8]
+        .into_iter()
+        .filter(|&s| s == 1 || lk >= s * MIN_SPLIT_KEYS)
+        .map(|s| (s, best_cost(s)))
+        .reduce(|best, c| if c.1 < best.1 { c } else { best })
+        .map_or(1, |(s, _)| s)
+}
+
+/// The subgroup tier's layout of one of the problem's chunks, on this machine's threads,
+/// with its keys in `splits` ranges side by side ([`key_passes`]).
+pub(crate) fn chunk_layout(p: &Problem, c: &Chunk, splits: usize) -> SubgroupLayout {
     let d = &p.dims;
-    subgroup_layout(
+    subgroup_split_layout(
         d.d,
         d.dv,
         d.hq / d.hkv.max(1),
         c.bh0..c.bh0 + c.n_heads,
         c.rows,
+        cpu_adapter_threads(),
+        splits,
+    )
+}
+
+/// Key ranges the subgroup tier would run side by side for the whole problem on this
+/// machine's threads ([`subgroup_splits`]; a problem in several chunks has enough
+/// workgroups without).
+fn side_by_side(p: &Problem) -> usize {
+    let d = &p.dims;
+    subgroup_splits(
+        d.d,
+        d.dv,
+        d.hq / d.hkv.max(1),
+        0..d.b * d.hq,
+        d.lq,
+        d.lk,
         cpu_adapter_threads(),
     )
 }
@@ -254,22 +326,41 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
 
 /// Keys one pass of the tier visits: all of them, or on llvmpipe as many key blocks as fit
 /// its loop limit (crate::loops); more keys run in several passes whose partial outputs
-/// merge.wgsl combines.
+/// merge.wgsl combines. The subgroup tier also splits the keys where its row blocks alone
+/// would leave the adapter's threads idle ([`subgroup_splits`]), and runs its passes side by
+/// side in one dispatch; the other tiers run theirs one after another.
 pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
     let lk = p.dims.lk.max(1);
-    if !loops::limited(info) {
-        return lk;
-    }
     let (block, per_block) = key_block(info, p, tier);
-    let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
-    (blocks as usize * block)
-        .max(block)
-        .min(lk.next_multiple_of(block))
+    let mut keys = lk;
+    if tier == Tier::Subgroup {
+        keys = lk.div_ceil(side_by_side(p)).next_multiple_of(block);
+    }
+    if loops::limited(info) {
+        let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
+        keys = keys.min((blocks as usize * block).max(block));
+    }
+    keys.min(lk.next_multiple_of(block))
 }
 
-/// Key passes of the tier on this adapter (1 but on llvmpipe with long rows).
+/// Key passes of the tier on this adapter (1 but on llvmpipe with long rows, or on the
+/// subgroup tier where [`subgroup_splits`] asks for more).
 pub fn key_passes(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
     p.dims.lk.div_ceil(keys_per_pass(info, p, tier)).max(1)
+}
+
+/// Why the tier runs its keys in several passes ([`key_passes`]), for the planner's
+/// explanation.
+pub fn key_passes_reason(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> &'static str {
+    let lk = p.dims.lk.max(1);
+    let (block, per_block) = key_block(info, p, tier);
+    let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
+    let limited_keys = (blocks as usize * block).max(block);
+    if loops::limited(info) && lk > limited_keys {
+        "llvmpipe's loop limit"
+    } else {
+        "to keep the adapter's threads busy"
+    }
 }
 
 /// Why the merge of the tier's key passes would cross llvmpipe's loop limit (it loops over
@@ -341,9 +432,12 @@ pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>>
         } else {
             0
         },
-        // With passes, the merge's invocations (one per output vec4) too.
+        // With passes, the merge's invocations (one per output vec4) too; the subgroup tier
+        // runs all its passes in one dispatch.
         max_groups: if passes > 1 {
-            (n * rows.div_ceil(tier.rows_per_group())).max((n * rows * p.dims.dv / 4).div_ceil(64))
+            let side_by_side = if tier == Tier::Subgroup { passes } else { 1 };
+            (n * rows.div_ceil(tier.rows_per_group()) * side_by_side)
+                .max((n * rows * p.dims.dv / 4).div_ceil(64))
         } else {
             n * rows.div_ceil(tier.rows_per_group())
         } as u64,
@@ -384,12 +478,14 @@ pub(crate) fn run(
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
     let key = PipelineKey::for_problem(tier.kernel(ctx.adapter_info(), p), p);
+    let passes = key_passes(ctx.adapter_info(), p, tier);
+    let keys_per_pass = keys_per_pass(ctx.adapter_info(), p, tier);
     // Per chunk: its subgroup layout (None on the other tiers) and pipeline (the subgroup
     // tier's R may differ between chunks).
     let layouts = chunks
         .iter()
         .map(|c| {
-            let layout = (tier == Tier::Subgroup).then(|| chunk_layout(p, c));
+            let layout = (tier == Tier::Subgroup).then(|| chunk_layout(p, c, passes));
             let key = match layout {
                 Some(l) => key.clone().with_rows_per_invocation(l.rows_per_invocation),
                 None => key.clone(),
@@ -397,8 +493,6 @@ pub(crate) fn run(
             Ok((layout, ctx.pipeline(&key)?))
         })
         .collect::<Result<Vec<_>>>()?;
-    let passes = key_passes(ctx.adapter_info(), p, tier);
-    let keys_per_pass = keys_per_pass(ctx.adapter_info(), p, tier);
     // Partial outputs and LSEs of the passes, reused by every chunk (merge.wgsl's layout:
     // head, pass, row).
     let partial = if passes > 1 {
@@ -460,7 +554,7 @@ pub(crate) fn run(
                 key1: d.lk as u32,
                 o_rows: d.lq as u32,
                 unit_heads: unit_heads as u32,
-                pad1: 0,
+                splits: 1,
             };
             let bind =
                 |params: &FusedParams, o: wgpu::BufferBinding<'_>, l: wgpu::BufferBinding<'_>| {
@@ -476,7 +570,28 @@ pub(crate) fn run(
             // the partial buffers: u32 window starts wrap, as the shader's index arithmetic does.
             let o_rows = (passes * c.rows) as u32;
             let (scratch, lse_scratch) = partial_windows(c.scratch_bytes, d.dv);
-            for s in 0..passes {
+            if tier == Tier::Subgroup {
+                // All passes in one dispatch, pass-major: the shader adds s * rows to the
+                // rows it writes, so the windows are pass 0's.
+                let first = (c.bh0 as u32)
+                    .wrapping_mul(o_rows)
+                    .wrapping_add(c.row0 as u32);
+                let split_params = FusedParams {
+                    total_groups: (total * passes as u64) as u32,
+                    splits: passes as u32,
+                    o_rows,
+                    o_win: first.wrapping_mul(dv4 as u32),
+                    lse_win: first,
+                    ..params
+                };
+                let bg = bind(
+                    &split_params,
+                    scratch.bind(part_o),
+                    lse_scratch.bind(part_l),
+                );
+                budget.dispatch(&mut pass, pipe, &bg, total * passes as u64);
+            }
+            for s in (0..passes).filter(|_| tier != Tier::Subgroup) {
                 let first = (c.bh0 as u32)
                     .wrapping_mul(o_rows)
                     .wrapping_add(c.row0 as u32)

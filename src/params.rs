@@ -134,8 +134,11 @@ pub struct FusedParams {
     /// one workgroup may mix (the GQA group when the chunk holds whole groups, else 1); 1 on
     /// the other tiers.
     pub unit_heads: u32,
-    /// Padding to a multiple of 16 bytes.
-    pub pad1: u32,
+    /// Subgroup tier: key ranges run side by side in this dispatch (1 on the other tiers).
+    /// Workgroups are numbered range-major; range s takes keys key0 + s x n .. (n: (key1 -
+    /// key0) / splits rounded up to the key block) and writes its rows s x rows further on
+    /// in the partial buffers.
+    pub splits: u32,
 }
 
 /// Parameters of one chunk for `decode_partial.wgsl`. A group is one (batch, kv head) pair

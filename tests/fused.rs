@@ -155,6 +155,78 @@ fn subgroup_layout_fits_units_and_rows() {
     assert_eq!(subgroup_layout(64, 64, 1, 0..1, 64, 1), layout(1, 4, 1, 1));
 }
 
+/// Key ranges side by side: only where the row blocks alone leave a thread idle or unevenly
+/// loaded, and only with at least MIN_SPLIT_KEYS keys a range.
+#[test]
+fn subgroup_splits_fill_idle_threads() {
+    use wgpu_attention::fused::{subgroup_split_layout, subgroup_splits, MIN_SPLIT_KEYS};
+    // B1 H8 L1024 D64: 64 workgroups keep 2 threads busy.
+    assert_eq!(subgroup_splits(64, 64, 1, 0..8, 1024, 1024, 2), 1);
+    // One head of 64 rows over 4096 keys: 2 ranges of R = 4 (one workgroup each) instead of
+    // R = 2 row blocks.
+    assert_eq!(subgroup_splits(64, 64, 1, 0..1, 64, 4096, 2), 2);
+    assert_eq!(
+        subgroup_split_layout(64, 64, 1, 0..1, 64, 2, 2).rows_per_invocation,
+        4
+    );
+    // 8 query heads of one kv head, 2 rows each: one workgroup; 8 threads take 8 ranges.
+    assert_eq!(subgroup_splits(64, 64, 8, 0..8, 2, 8192, 8), 8);
+    // Too few keys for two ranges, or one thread: no split.
+    assert_eq!(
+        subgroup_splits(64, 64, 1, 0..1, 16, 2 * MIN_SPLIT_KEYS - 1, 2),
+        1
+    );
+    assert_eq!(subgroup_splits(64, 64, 1, 0..1, 16, 8192, 1), 1);
+}
+
+/// The subgroup tier with its keys in ranges side by side (one kv head, few rows, many
+/// keys), against the reference: key counts that are not block multiples, both causal
+/// alignments (where whole ranges see no key for some rows), GQA, a bool mask with an empty
+/// row, large logits.
+#[test]
+fn subgroup_key_ranges_side_by_side() {
+    let Some(ctx) = common::ctx() else { return };
+    if !tiers(&ctx).contains(&PathChoice::FusedSubgroup) {
+        return;
+    }
+    let split = wgpu_attention::fused::cpu_adapter_threads() > 1;
+    let mut rng = Rng::new(47);
+    for (hq, lq, lk) in [(4, 16, 2100), (1, 40, 1500), (8, 3, 4099)] {
+        let (q, k, v) = inputs(&mut rng, [1, hq, 1, lq, lk, 64, 64], 1.0);
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            let opts = AttentionOptions::default()
+                .causal(causal)
+                .path(PathChoice::FusedSubgroup)
+                .with_lse();
+            let what = format!("Hq{hq} Lq{lq} Lk{lk} {causal:?}");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            assert!(
+                !split || r.plan.reason.contains("key ranges side by side (to keep"),
+                "{what}: {}",
+                r.plan.reason
+            );
+        }
+    }
+    let (q, k, v) = inputs(&mut rng, [1, 2, 1, 16, 2050, 64, 64], 1.0);
+    let mut mask = rng.bool_array(&[16, 2050], 0.3);
+    mask.slice_mut(ndarray::s![5, ..]).fill(false);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .mask(Mask::Bool(mask.view()))
+        .path(PathChoice::FusedSubgroup)
+        .with_lse();
+    let r = assert_parity(&ctx, "ranges, mask", &q, &k, &v, &opts, Tolerance::F32);
+    let lse = r.lse.expect("lse");
+    assert_eq!(lse[[0, 1, 5]], f32::NEG_INFINITY);
+    assert!(
+        (0..64).all(|c| r.out[[0, 1, 5, c]] == 0.0),
+        "row 5 must be zeros"
+    );
+    let (q, k, v) = inputs(&mut rng, [1, 2, 1, 16, 2050, 64, 64], 50.0);
+    let opts = AttentionOptions::default().path(PathChoice::FusedSubgroup);
+    assert_parity_conditioned(&ctx, "ranges, x50", &q, &k, &v, &opts);
+}
+
 /// Units of several heads (GQA groups), with rows that fill part of a workgroup or several,
 /// each causal rule, and masks that differ per head: every row of every head exactly once.
 #[test]

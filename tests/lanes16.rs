@@ -107,6 +107,19 @@ fn lengths_widths_and_causal_rules(ctx: &Context) {
             }
         }
     }
+    // One kv head with 32 rows over 3000 keys: key ranges side by side (with 2+ threads),
+    // in 16-key blocks, each causal rule.
+    let (q, k, v) = inputs(&mut rng, [1, 4, 1, 8, 3000, 64, 64], 1.0);
+    for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+        let what = format!("key ranges {causal:?}");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &subgroup(causal), Tolerance::F32);
+        let threads = wgpu_attention::fused::cpu_adapter_threads();
+        assert!(
+            threads < 2 || r.plan.reason.contains("key ranges side by side"),
+            "{what}: {}",
+            r.plan.reason
+        );
+    }
     // Nine row blocks of 128 rows (R = 8), which causal runs number from both ends.
     let (q, k, v) = inputs(&mut rng, [1, 1, 1, 1100, 1100, 64, 64], 1.0);
     for causal in [Causal::TopLeft, Causal::BottomRight] {
@@ -226,21 +239,28 @@ fn wide_variant(ctx: &Context) {
 }
 
 /// Each variant at the most keys one pass may take on llvmpipe (crate::loops, in 16-key
-/// blocks here), then one block past it, which takes two passes and a merge. The standard
-/// variant's limit (one iteration a block: 1 040 368 keys) needs narrow rows to fit one
-/// storage binding (128 MiB on lavapipe), hence D = Dv = 4.
+/// blocks here), then one block past it, which takes two key ranges and a merge. The
+/// standard variant's limit (one iteration a block: 1 040 368 keys) needs narrow rows to fit
+/// one storage binding (128 MiB on lavapipe), hence D = Dv = 4. One kv head per thread of
+/// the adapter, so that its row blocks keep every thread busy and the keys are not split
+/// for that (fused::subgroup_splits): one invocation then runs all the keys at the limit.
 fn loop_limit(ctx: &Context) {
     let mut rng = Rng::new(165);
+    let threads = wgpu_attention::fused::cpu_adapter_threads();
     for (wide, d, dv) in [(false, 4, 4), (true, 16, 129)] {
         let at_limit = ((LLVMPIPE_LOOP_LIMIT - SLACK) / subgroup_block(wide)) as usize * 16;
-        for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 passes"))] {
-            let (q, k, v) = inputs(&mut rng, [1, 2, 1, 5, lk, d, dv], 1.0);
+        for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 key ranges"))] {
+            let (q, k, v) = inputs(&mut rng, [1, 2 * threads, threads, 5, lk, d, dv], 1.0);
             let what = format!("D{d} Dv{dv} Lk{lk}");
             let opts = subgroup(Causal::BottomRight);
             let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
             match passes {
-                None => assert!(!r.plan.reason.contains("passes"), "{}", r.plan.reason),
-                Some(p) => assert!(r.plan.reason.contains(p), "{}", r.plan.reason),
+                None => assert!(!r.plan.reason.contains("merged"), "{}", r.plan.reason),
+                Some(p) => assert!(
+                    r.plan.reason.contains(p) && r.plan.reason.contains("loop limit"),
+                    "{}",
+                    r.plan.reason
+                ),
             }
         }
     }
