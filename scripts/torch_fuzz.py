@@ -9,6 +9,7 @@ torch's result in f64; cases with large logits get the allowance the Rust tests 
 (see allowance()). The widths come
 from a short list so that lavapipe compiles few new pipelines.
 Usage: python3 scripts/torch_fuzz.py [N] [SEED] [path/to/wgpu-attention]
+       (TORCH_FUZZ_LK=a,b,c: the key lengths to draw from instead of 1 .. 1000)
 """
 import os
 import random
@@ -27,6 +28,9 @@ tp.TOOL = TOOL
 rnd = random.Random(SEED)
 g = torch.Generator().manual_seed(SEED)
 WIDTHS = [8, 16, 32, 64, 128, 5, 63, 160]
+# Key lengths to draw from; TORCH_FUZZ_LK=1100,2100,4099 (say) draws long rows instead, where
+# the subgroup tier splits the keys into ranges side by side for few query rows.
+LK_CHOICES = [int(x) for x in os.environ.get("TORCH_FUZZ_LK", "1,5,16,64,257,300,1000").split(",")]
 
 
 def case():
@@ -35,7 +39,7 @@ def case():
     hq = hkv * rnd.choice([1, 2, 4])
     b = rnd.choice([1, 2])
     lq = rnd.choice([1, 2, 7, 16, 33, 64, 100])
-    lk = rnd.choice([1, 5, 16, 64, 257, 300, 1000])
+    lk = rnd.choice(LK_CHOICES)
     d = rnd.choice(WIDTHS)
     dv = d if rnd.random() < 0.7 else rnd.choice(WIDTHS)
     lead = {2: [], 3: [hq], 4: [b, hq], 5: [b, 2, hq]}[rank]

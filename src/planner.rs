@@ -135,12 +135,12 @@ fn fused_or_fallback(
     for &tier in order {
         let Some(why) = fused::problem_obstacle(ctx, p, tier) else {
             let mut reason = if wide && !on_cpu {
-                format!("one pass, O(L) memory; {why_wide}; on GPUs the wide fused-tiled measured level with the unfused path, which needs O(L^2)")
+                format!("one fused kernel, O(L) memory; {why_wide}; on GPUs the wide fused-tiled measured level with the unfused path, which needs O(L^2)")
             } else if wide {
-                format!("one pass, O(L) memory; {why_wide}")
+                format!("one fused kernel, O(L) memory; {why_wide}")
             } else {
                 format!(
-                    "one pass, O(L) memory; {} tier, the fastest measured on {} adapters",
+                    "one fused kernel, O(L) memory; {} tier, the fastest measured on {} adapters",
                     tier.name(),
                     if on_cpu { "CPU" } else { "GPU" }
                 )
