@@ -254,8 +254,9 @@ fn plan_call(
     }
     let dispatches_per_chunk = match path {
         Path::Unfused => 3,
-        Path::Fused(fused::Tier::Subgroup) if passes > 1 => 2,
-        Path::Fused(_) if passes > 1 => passes as u64 + 1,
+        Path::Fused(tier) if passes > 1 => {
+            (passes / fused::passes_per_dispatch(tier, passes)) as u64 + 1
+        }
         Path::Fused(_) => 1,
         Path::Decode => 2,
     };

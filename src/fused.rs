@@ -331,16 +331,35 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
 /// side in one dispatch; the other tiers run theirs one after another.
 pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
     let lk = p.dims.lk.max(1);
-    let (block, per_block) = key_block(info, p, tier);
+    let (block, _) = key_block(info, p, tier);
     let mut keys = lk;
     if tier == Tier::Subgroup {
         keys = lk.div_ceil(side_by_side(p)).next_multiple_of(block);
     }
-    if loops::limited(info) {
-        let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
-        keys = keys.min((blocks as usize * block).max(block));
+    if let Some(most) = loop_limited_keys(info, p, tier) {
+        keys = keys.min(most);
     }
     keys.min(lk.next_multiple_of(block))
+}
+
+/// The most keys one pass of the tier may visit within llvmpipe's loop limit, or `None` on
+/// adapters without the limit.
+fn loop_limited_keys(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> Option<usize> {
+    loops::limited(info).then(|| {
+        let (block, per_block) = key_block(info, p, tier);
+        let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
+        (blocks as usize * block).max(block)
+    })
+}
+
+/// Key passes one dispatch of the tier runs: the subgroup tier runs all of them side by
+/// side (`FusedParams::splits`), the other tiers one a dispatch.
+pub fn passes_per_dispatch(tier: Tier, passes: usize) -> usize {
+    if tier == Tier::Subgroup {
+        passes.max(1)
+    } else {
+        1
+    }
 }
 
 /// Key passes of the tier on this adapter (1 but on llvmpipe with long rows, or on the
@@ -353,10 +372,7 @@ pub fn key_passes(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
 /// explanation.
 pub fn key_passes_reason(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> &'static str {
     let lk = p.dims.lk.max(1);
-    let (block, per_block) = key_block(info, p, tier);
-    let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
-    let limited_keys = (blocks as usize * block).max(block);
-    if loops::limited(info) && lk > limited_keys {
+    if loop_limited_keys(info, p, tier).is_some_and(|most| lk > most) {
         "llvmpipe's loop limit"
     } else {
         "to keep the adapter's threads busy"
@@ -432,11 +448,10 @@ pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>>
         } else {
             0
         },
-        // With passes, the merge's invocations (one per output vec4) too; the subgroup tier
-        // runs all its passes in one dispatch.
+        // With passes, the merge's invocations (one per output vec4) too, and the passes a
+        // dispatch runs side by side.
         max_groups: if passes > 1 {
-            let side_by_side = if tier == Tier::Subgroup { passes } else { 1 };
-            (n * rows.div_ceil(tier.rows_per_group()) * side_by_side)
+            (n * rows.div_ceil(tier.rows_per_group()) * passes_per_dispatch(tier, passes))
                 .max((n * rows * p.dims.dv / 4).div_ceil(64))
         } else {
             n * rows.div_ceil(tier.rows_per_group())
@@ -570,42 +585,27 @@ pub(crate) fn run(
             // the partial buffers: u32 window starts wrap, as the shader's index arithmetic does.
             let o_rows = (passes * c.rows) as u32;
             let (scratch, lse_scratch) = partial_windows(c.scratch_bytes, d.dv);
-            if tier == Tier::Subgroup {
-                // All passes in one dispatch, pass-major: the shader adds s * rows to the
-                // rows it writes, so the windows are pass 0's.
-                let first = (c.bh0 as u32)
-                    .wrapping_mul(o_rows)
-                    .wrapping_add(c.row0 as u32);
-                let split_params = FusedParams {
-                    total_groups: (total * passes as u64) as u32,
-                    splits: passes as u32,
-                    o_rows,
-                    o_win: first.wrapping_mul(dv4 as u32),
-                    lse_win: first,
-                    ..params
-                };
-                let bg = bind(
-                    &split_params,
-                    scratch.bind(part_o),
-                    lse_scratch.bind(part_l),
-                );
-                budget.dispatch(&mut pass, pipe, &bg, total * passes as u64);
-            }
-            for s in (0..passes).filter(|_| tier != Tier::Subgroup) {
+            // Each dispatch runs `n` passes from pass s side by side (the subgroup tier all of
+            // them, numbering workgroups pass-major and adding its pass's s * rows to the
+            // rows it writes), so its windows are those of pass s.
+            let n = passes_per_dispatch(tier, passes);
+            for s in (0..passes).step_by(n) {
                 let first = (c.bh0 as u32)
                     .wrapping_mul(o_rows)
                     .wrapping_add(c.row0 as u32)
                     .wrapping_sub((s * c.rows) as u32);
                 let pass_params = FusedParams {
                     key0: (s * keys_per_pass) as u32,
-                    key1: ((s + 1) * keys_per_pass).min(d.lk) as u32,
+                    key1: ((s + n) * keys_per_pass).min(d.lk) as u32,
+                    splits: n as u32,
+                    total_groups: (total * n as u64) as u32,
                     o_rows,
                     o_win: first.wrapping_mul(dv4 as u32),
                     lse_win: first,
                     ..params
                 };
                 let bg = bind(&pass_params, scratch.bind(part_o), lse_scratch.bind(part_l));
-                budget.dispatch(&mut pass, pipe, &bg, total);
+                budget.dispatch(&mut pass, pipe, &bg, total * n as u64);
             }
             // merge.wgsl with one "group" per batch-head (Hq = Hkv, group 1) and the chunk's
             // rows; its output row bh * Lq + r is shifted to row0 + r by the window starts.
