@@ -6,8 +6,9 @@
 // Bindings (group 0):
 //   0 params : uniform DecodeParams (mirrors src/params.rs)
 //   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
-//   2 k      : storage read  vec4<f32>, window of k (B, Hkv, Lk, D)
-//   3 v      : storage read  vec4<f32>, window of v (B, Hkv, Lk, Dv)
+//   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), read through load_k()
+//              and load_v(): decode_loads_f32.wgsl (vec4<f32>) or, on CPU adapters with
+//              64-bit integers, decode_loads_u64.wgsl (the same data as 64-bit words)
 //   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
 //   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
 //   6 part_o : storage read_write vec4<f32>, (groups, splits, R, Dv) partial outputs
@@ -17,8 +18,9 @@
 // r = (head within group) * Lq + i. All of them share every K/V load: grouped-query decode
 // reads K and V once, not once per query head.
 //
-// Array size MAX_D4 (D/4 and DV/4 at most): decode_width_128.wgsl (Kernel::DecodePartial)
-// or decode_width_256.wgsl (Kernel::DecodePartialWide), which the registry puts in front.
+// Array size MAX_D4 (D/4 and DV/4 at most): decode_width_128.wgsl (Kernel::DecodePartial,
+// DecodePartialU64) or decode_width_256.wgsl (the *Wide kernels); the registry puts that
+// file and the loads file in front.
 //
 // Specialisation: D, DV (multiples of 4, at most 4 x MAX_D4), CAUSAL, HAS_BIAS, HAS_ALLOW.
 //
@@ -48,8 +50,6 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 
 @group(0) @binding(0) var<uniform> p: DecodeParams;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> allow: array<u32>;
 @group(0) @binding(6) var<storage, read_write> part_o: array<vec4<f32>>;
@@ -159,10 +159,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var sd = vec4<f32>(0.0);
         for (var c = 0u; c < MAX_D4; c = c + 1u) {
             if (c < d4) {
-                let k0 = k[ja * d4 + c - p.k_win];
-                let k1 = k[jb * d4 + c - p.k_win];
-                let k2 = k[jc * d4 + c - p.k_win];
-                let k3 = k[jd * d4 + c - p.k_win];
+                let k0 = load_k(ja * d4 + c - p.k_win);
+                let k1 = load_k(jb * d4 + c - p.k_win);
+                let k2 = load_k(jc * d4 + c - p.k_win);
+                let k3 = load_k(jd * d4 + c - p.k_win);
                 sa = sa + vec4<f32>(dot(qa[c], k0), dot(qa[c], k1), dot(qa[c], k2), dot(qa[c], k3));
                 sb = sb + vec4<f32>(dot(qb[c], k0), dot(qb[c], k1), dot(qb[c], k2), dot(qb[c], k3));
                 sc = sc + vec4<f32>(dot(qc[c], k0), dot(qc[c], k1), dot(qc[c], k2), dot(qc[c], k3));
@@ -192,10 +192,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         l = l * alpha + vec4<f32>(dot(pa, one), dot(pb, one), dot(pc, one), dot(pd, one));
         for (var c = 0u; c < MAX_D4; c = c + 1u) {
             if (c < dv4) {
-                let v0 = v[ja * dv4 + c - p.v_win];
-                let v1 = v[jb * dv4 + c - p.v_win];
-                let v2 = v[jc * dv4 + c - p.v_win];
-                let v3 = v[jd * dv4 + c - p.v_win];
+                let v0 = load_v(ja * dv4 + c - p.v_win);
+                let v1 = load_v(jb * dv4 + c - p.v_win);
+                let v2 = load_v(jc * dv4 + c - p.v_win);
+                let v3 = load_v(jd * dv4 + c - p.v_win);
                 acc_a[c] = acc_a[c] * alpha.x + pa.x * v0 + pa.y * v1 + pa.z * v2 + pa.w * v3;
                 acc_b[c] = acc_b[c] * alpha.y + pb.x * v0 + pb.y * v1 + pb.z * v2 + pb.w * v3;
                 acc_c[c] = acc_c[c] * alpha.z + pc.x * v0 + pc.y * v1 + pc.z * v2 + pc.w * v3;

@@ -223,6 +223,9 @@ fn plan_call(
         Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
         Path::Unfused | Path::Decode => 1,
     };
+    if path == Path::Decode {
+        reason = format!("{reason}; {}", decode::describe(ctx, &problem));
+    }
     if path == Path::Fused(fused::Tier::Subgroup) {
         if fused::subgroup_keys(ctx.adapter_info()) == 16 {
             reason = format!("{reason}; 16-key blocks on 16-lane subgroups");

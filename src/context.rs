@@ -14,7 +14,8 @@ mod transfer;
 /// Optional features we use when the adapter has them; never required.
 const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::TIMESTAMP_QUERY)
-    .union(wgpu::Features::SHADER_F16);
+    .union(wgpu::Features::SHADER_F16)
+    .union(wgpu::Features::SHADER_INT64);
 
 /// How to build a [`Context`]. The defaults pick the best adapter and request its own limits.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +35,11 @@ pub struct ContextOptions {
     /// higher where the driver's figure is nominal (lavapipe reports a 2 GiB heap on a
     /// machine with 23 GiB, and allocates from host memory).
     pub memory_limit: Option<u64>,
+    /// Optional features to enable, instead of every one the crate can use that the adapter
+    /// has (subgroups, timestamps, f16, 64-bit integers); intersected with both. Kernels that
+    /// need a feature left out are not chosen, so this is how tests run, on one adapter, the
+    /// kernels that adapters without the feature take.
+    pub features: Option<wgpu::Features>,
 }
 
 /// A GPU device ready for attention: cheap to clone, `Send + Sync`.
@@ -142,7 +148,9 @@ impl Context {
         let limits = options.limits.clone().unwrap_or_else(|| adapter.limits());
         let desc = wgpu::DeviceDescriptor {
             label: Some("wgpu-attention"),
-            required_features: adapter.features() & WANTED_FEATURES,
+            required_features: adapter.features()
+                & WANTED_FEATURES
+                & options.features.unwrap_or(WANTED_FEATURES),
             required_limits: limits,
             ..Default::default()
         };

@@ -56,16 +56,44 @@ pub struct Split {
     pub splits: usize,
 }
 
-/// Splits of about Lk/128 keys (at least 16): enough invocations to fill a device, few
-/// enough partials that writing and merging them stays small next to reading K and V. At
-/// most `max_keys_per_split` keys a split (a multiple of 4), so that on llvmpipe no
-/// invocation crosses the driver's loop limit (see crate::loops).
+/// The GPU rule: splits of about Lk/128 keys (at least 16), enough invocations to fill a
+/// device, few enough partials that writing and merging them stays small next to reading K
+/// and V. At most `max_keys_per_split` keys a split (a multiple of 4), so that on llvmpipe
+/// no invocation crosses the driver's loop limit (see crate::loops).
 pub fn split_for(lk: usize, max_keys_per_split: usize) -> Split {
-    let keys_per_split = lk
-        .div_ceil(128)
+    split_of(lk, lk.div_ceil(128), max_keys_per_split)
+}
+
+/// Workgroups of the partial kernel per CPU thread that [`split_for_threads`] aims for: two,
+/// so that a thread slowed by the machine's other work leaves less of a tail.
+pub const CPU_WORKGROUPS_PER_THREAD: usize = 2;
+
+/// The CPU rule: as few splits as give each of the adapter's `threads` (lavapipe runs one
+/// workgroup per thread at a time) [`CPU_WORKGROUPS_PER_THREAD`] workgroups, where one split
+/// of every group takes `invocations_per_split` invocations. Each split costs its query
+/// rows' loads, a partial output and its share of the merge, all per-lane work on llvmpipe:
+/// on lavapipe (AMD EPYC, 2 threads), B1 Hq32 Hkv8 Lq1 Lk4096 D128 took about 7.0 ms with
+/// the GPU rule's 128 splits of 32 keys and 4.5-4.8 with 16-32 splits; B4 Hq32 Hkv8 Lk2048
+/// 19-26 ms against 9-11 (README "Measured"). At least 16 keys a split, and at most
+/// `max_keys_per_split` (a multiple of 4).
+pub fn split_for_threads(
+    lk: usize,
+    max_keys_per_split: usize,
+    invocations_per_split: usize,
+    threads: usize,
+) -> Split {
+    let wanted = threads.max(1) * CPU_WORKGROUPS_PER_THREAD * WG as usize;
+    let splits = wanted.div_ceil(invocations_per_split.max(1));
+    split_of(lk, lk.div_ceil(splits), max_keys_per_split)
+}
+
+/// Splits of about `keys` keys: at least 16 and at most `max_keys_per_split`, a multiple of 4.
+fn split_of(lk: usize, keys: usize, max_keys_per_split: usize) -> Split {
+    let keys_per_split = keys
         .max(16)
         .next_multiple_of(4)
-        .min(max_keys_per_split);
+        .min(max_keys_per_split)
+        .max(4);
     Split {
         keys_per_split,
         splits: lk.div_ceil(keys_per_split),
@@ -89,13 +117,61 @@ impl Layout {
         let d = &p.dims;
         let group = d.hq / d.hkv;
         let rows = group * d.lq;
+        let quads = rows.div_ceil(4);
+        let max_keys = max_keys_per_split(info, p);
+        // Splits are chosen for the whole problem; one split into chunks by device limits
+        // has more groups than the threads need anyway.
+        let split = if info.device_type == wgpu::DeviceType::Cpu {
+            let invocations = d.b * d.hkv * quads;
+            split_for_threads(
+                d.lk,
+                max_keys,
+                invocations,
+                crate::fused::cpu_adapter_threads(),
+            )
+        } else {
+            split_for(d.lk, max_keys)
+        };
         Layout {
             group,
             rows,
-            quads: rows.div_ceil(4),
-            split: split_for(d.lk, max_keys_per_split(info, p)),
+            quads,
+            split,
             dv4: d.dv / 4,
         }
+    }
+}
+
+/// Whether the partial kernel reads K and V as 64-bit words (shaders/decode_loads_u64.wgsl):
+/// on CPU adapters whose device has `Features::SHADER_INT64`, where it halves llvmpipe's
+/// per-lane load work (measured in that file). GPUs keep vec4 loads.
+pub(crate) fn reads_words(ctx: &Context) -> bool {
+    ctx.adapter_info().device_type == wgpu::DeviceType::Cpu
+        && ctx.features().contains(wgpu::Features::SHADER_INT64)
+}
+
+/// How the path will run the problem, for the plan's reason: its key splits, and how the
+/// partial kernel reads K and V.
+pub(crate) fn describe(ctx: &Context, p: &Problem) -> String {
+    let split = Layout::of(ctx.adapter_info(), p).split;
+    let loads = if reads_words(ctx) {
+        "K/V read as 64-bit words"
+    } else {
+        "K/V read as vec4<f32>"
+    };
+    format!(
+        "{} key splits of {} keys, merged; {loads}",
+        split.splits, split.keys_per_split
+    )
+}
+
+/// The partial kernel for the problem's widths and the device's loads.
+fn partial_kernel(ctx: &Context, p: &Problem) -> Kernel {
+    match (crate::fused::wide(p), reads_words(ctx)) {
+        (false, false) => Kernel::DecodePartial,
+        (true, false) => Kernel::DecodePartialWide,
+        (false, true) => Kernel::DecodePartialU64,
+        (true, true) => Kernel::DecodePartialWideU64,
     }
 }
 
@@ -182,12 +258,7 @@ pub(crate) fn run(
     let (partial_o, partial_l) = partial_bytes(p, chunks);
     let part_o = ctx.scratch_buffer("decode partial outputs", partial_o)?;
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
-    let partial_kernel = if crate::fused::wide(p) {
-        Kernel::DecodePartialWide
-    } else {
-        Kernel::DecodePartial
-    };
-    let partial_pipe = ctx.pipeline(&PipelineKey::for_problem(partial_kernel, p))?;
+    let partial_pipe = ctx.pipeline(&PipelineKey::for_problem(partial_kernel(ctx, p), p))?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {

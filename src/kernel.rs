@@ -55,6 +55,11 @@ pub enum Kernel {
     DecodePartial,
     /// The same kernel for D and Dv up to 256 (`shaders/decode_width_256.wgsl`).
     DecodePartialWide,
+    /// [`Kernel::DecodePartial`] reading K and V as 64-bit words
+    /// (`shaders/decode_loads_u64.wgsl`; needs `Features::SHADER_INT64`), for CPU adapters.
+    DecodePartialU64,
+    /// [`Kernel::DecodePartialWide`] reading K and V as 64-bit words.
+    DecodePartialWideU64,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
@@ -74,7 +79,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 20] = [
+    pub const ALL: [Kernel; 22] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -88,6 +93,8 @@ impl Kernel {
         Kernel::FusedTiledWide,
         Kernel::DecodePartial,
         Kernel::DecodePartialWide,
+        Kernel::DecodePartialU64,
+        Kernel::DecodePartialWideU64,
         Kernel::Merge,
         Kernel::Copy,
         Kernel::Matmul,
@@ -152,10 +159,22 @@ impl Kernel {
             ),
             Kernel::DecodePartial => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
+                include_str!("../shaders/decode_loads_f32.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWide => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
+                include_str!("../shaders/decode_loads_f32.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
+            Kernel::DecodePartialU64 => concat!(
+                include_str!("../shaders/decode_width_128.wgsl"),
+                include_str!("../shaders/decode_loads_u64.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
+            Kernel::DecodePartialWideU64 => concat!(
+                include_str!("../shaders/decode_width_256.wgsl"),
+                include_str!("../shaders/decode_loads_u64.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
@@ -184,6 +203,8 @@ impl Kernel {
             Kernel::FusedTiledWide => "fused_tiled_wide",
             Kernel::DecodePartial => "decode_partial",
             Kernel::DecodePartialWide => "decode_partial_wide",
+            Kernel::DecodePartialU64 => "decode_partial_u64",
+            Kernel::DecodePartialWideU64 => "decode_partial_wide_u64",
             Kernel::Merge => "merge",
             Kernel::Copy => "copy",
             Kernel::Matmul => "matmul",
@@ -227,7 +248,9 @@ impl Kernel {
             | Kernel::FusedTiled
             | Kernel::FusedTiledWide
             | Kernel::DecodePartial
-            | Kernel::DecodePartialWide => &[
+            | Kernel::DecodePartialWide
+            | Kernel::DecodePartialU64
+            | Kernel::DecodePartialWideU64 => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
@@ -278,9 +301,10 @@ impl Kernel {
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
             | Kernel::FusedTiledWide => std::mem::size_of::<crate::params::FusedParams>(),
-            Kernel::DecodePartial | Kernel::DecodePartialWide => {
-                std::mem::size_of::<crate::params::DecodeParams>()
-            }
+            Kernel::DecodePartial
+            | Kernel::DecodePartialWide
+            | Kernel::DecodePartialU64
+            | Kernel::DecodePartialWideU64 => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
             Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),
@@ -296,6 +320,7 @@ impl Kernel {
     pub fn required_features(self) -> wgpu::Features {
         match self {
             k if k.is_subgroup_tier() => wgpu::Features::SUBGROUP,
+            Kernel::DecodePartialU64 | Kernel::DecodePartialWideU64 => wgpu::Features::SHADER_INT64,
             _ => wgpu::Features::empty(),
         }
     }

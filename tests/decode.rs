@@ -229,6 +229,117 @@ fn decode_widths_above_128() {
     assert_eq!(r.lse.expect("lse")[[1, 2, 1]], f32::NEG_INFINITY);
 }
 
+/// The partial kernel reads K and V as 64-bit words on CPU adapters with
+/// `Features::SHADER_INT64` (what lavapipe runs) and as vec4<f32> elsewhere (what GPUs run).
+/// The other tests run the first form here; this one runs the second on the same adapter,
+/// on a context without the feature: every causal rule, a mask with an empty row, large
+/// logits, and the wide variant.
+#[test]
+fn decode_reads_k_and_v_as_vec4_without_int64() {
+    let Some(ctx) = common::ctx() else { return };
+    let words = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu
+        && ctx.features().contains(wgpu::Features::SHADER_INT64);
+    let mut rng = Rng::new(57);
+    let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 1000, 64, 64], 1.0);
+    let r = assert_parity(
+        &ctx,
+        "decode, default features",
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default().path(PathChoice::Decode),
+        Tolerance::F32,
+    );
+    let form = if words {
+        "K/V read as 64-bit words"
+    } else {
+        "K/V read as vec4<f32>"
+    };
+    assert!(r.plan.reason.contains(form), "{}", r.plan.reason);
+
+    let ctx = Context::with_options(&ContextOptions {
+        features: Some(wgpu::Features::all() - wgpu::Features::SHADER_INT64),
+        ..Default::default()
+    })
+    .expect("ctx");
+    assert!(!ctx.features().contains(wgpu::Features::SHADER_INT64));
+    let check = |what: &str, q, k, v, opts: &AttentionOptions<'_>| {
+        let r = assert_parity(&ctx, what, q, k, v, opts, Tolerance::F32);
+        assert!(
+            r.plan.reason.contains("K/V read as vec4<f32>"),
+            "{}",
+            r.plan.reason
+        );
+        r
+    };
+    for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+        let opts = AttentionOptions::default()
+            .causal(causal)
+            .path(PathChoice::Decode)
+            .with_lse();
+        check(&format!("decode vec4 {causal:?}"), &q, &k, &v, &opts);
+    }
+    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 3, 301, 16, 8], 1.0);
+    let mut allow = rng.bool_array(&[2, 4, 3, 301], 0.6);
+    allow.slice_mut(s![1, 2, 1, ..]).fill(false);
+    let opts = AttentionOptions::default()
+        .mask(Mask::Bool(allow.view()))
+        .path(PathChoice::Decode)
+        .with_lse();
+    let r = check("decode vec4 masked", &q, &k, &v, &opts);
+    assert_eq!(r.lse.expect("lse")[[1, 2, 1]], f32::NEG_INFINITY);
+    let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 700, 64, 64], 50.0);
+    let opts = AttentionOptions::default().path(PathChoice::Decode);
+    common::assert_parity_conditioned(&ctx, "decode vec4 x50", &q, &k, &v, &opts);
+    let (q, k, v) = inputs(&mut rng, [1, 4, 1, 5, 77, 130, 250], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::TopLeft)
+        .path(PathChoice::Decode)
+        .with_lse();
+    check("decode vec4 D130 Dv250", &q, &k, &v, &opts);
+}
+
+/// How decode splits the keys: the GPU rule (about Lk/128 keys a split) and, on CPU
+/// adapters, as few splits as give every thread two workgroups of the partial kernel.
+#[test]
+fn decode_splits_follow_the_adapter() {
+    use wgpu_attention::decode::{split_for, split_for_threads, Split};
+    let split = |keys_per_split, splits| Split {
+        keys_per_split,
+        splits,
+    };
+    assert_eq!(split_for(4096, usize::MAX), split(32, 128));
+    assert_eq!(split_for(100, usize::MAX), split(16, 7));
+    // B1 Hq32 Hkv8 Lq1 on 2 threads: 8 invocations a split, 256 wanted, so 32 splits.
+    assert_eq!(split_for_threads(4096, usize::MAX, 8, 2), split(128, 32));
+    // Enough groups for every thread: one split; past the loop limit's cap, more.
+    assert_eq!(split_for_threads(4096, usize::MAX, 512, 2), split(4096, 1));
+    assert_eq!(split_for_threads(4096, 1968, 512, 2), split(1968, 3));
+    // Few keys: at least 16 a split.
+    assert_eq!(split_for_threads(300, usize::MAX, 1, 2), split(16, 19));
+    assert_eq!(split_for_threads(4, usize::MAX, 1, 16), split(16, 1));
+    // A machine with more threads takes more splits.
+    assert_eq!(split_for_threads(4096, usize::MAX, 8, 16), split(16, 256));
+
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(58);
+    let (q, k, v) = inputs(&mut rng, [1, 32, 8, 1, 4096, 16, 16], 1.0);
+    let opts = AttentionOptions::default().path(PathChoice::Decode);
+    let r = assert_parity(&ctx, "decode splits", &q, &k, &v, &opts, Tolerance::F32);
+    let want = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        split_for_threads(
+            4096,
+            usize::MAX,
+            8,
+            wgpu_attention::fused::cpu_adapter_threads(),
+        )
+    } else {
+        split_for(4096, usize::MAX)
+    };
+    let text = format!("{} key splits of {} keys", want.splits, want.keys_per_split);
+    assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+}
+
 /// Attention over the union of two key shards equals the merge of attention over each.
 #[test]
 fn merging_shards_equals_attention_over_all_keys() {

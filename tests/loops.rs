@@ -161,6 +161,36 @@ fn decode_splits_are_capped() {
     assert!(capped.keys_per_split as u64 / 4 * decode_block(true) + SLACK <= LLVMPIPE_LOOP_LIMIT);
 }
 
+/// Decode's wide variant (the one with rolled loops) at the most keys one split may take,
+/// and one 4-key block past it, where it takes two splits. On CPU adapters decode takes as
+/// few splits as keep every thread busy (decode::split_for_threads), so with enough query
+/// rows one split is the whole key row. Bottom-right causal: the last row sees every key,
+/// so a split cut short by the limit changes its result.
+#[test]
+fn decode_runs_up_to_the_loop_limit() {
+    use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
+    let Some(ctx) = common::ctx() else { return };
+    if !loops::limited(ctx.adapter_info()) {
+        eprintln!("not llvmpipe: no loop limit to test");
+        return;
+    }
+    let cap = max_keys(decode_block(true), 4);
+    // 64 invocations a workgroup, 4 query rows each.
+    let lq = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD * 64 * 4;
+    let mut rng = Rng::new(74);
+    for (lk, splits) in [(cap, 1), (cap + 4, 2)] {
+        let (q, k, v) = inputs(&mut rng, [1, 1, 1, lq, lk, 256, 256], 1.0);
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(PathChoice::Decode)
+            .with_lse();
+        let what = format!("decode D256 Lq{lq} Lk{lk}");
+        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        let text = format!("{splits} key splits of {cap} keys");
+        assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+    }
+}
+
 /// Far past every fused tier's limit and the unfused path's, auto runs the subgroup tier's
 /// wide variant in many key passes; with a mask and a causal rule, so that whole passes
 /// see no key for some rows. Asking for the weights there, which only the unfused path

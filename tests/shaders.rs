@@ -21,7 +21,8 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
         Kernel::FusedSubgroup
         | Kernel::FusedPortable
         | Kernel::FusedTiled
-        | Kernel::DecodePartial => vec![
+        | Kernel::DecodePartial
+        | Kernel::DecodePartialU64 => vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -35,7 +36,8 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
         Kernel::FusedPortableWide
         | Kernel::FusedSubgroupWide
         | Kernel::FusedTiledWide
-        | Kernel::DecodePartialWide => vec![
+        | Kernel::DecodePartialWide
+        | Kernel::DecodePartialWideU64 => vec![
             vec![],
             vec![
                 ("D", 4.0),
