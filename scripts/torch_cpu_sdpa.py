@@ -64,4 +64,8 @@ print(f"B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} causal {a.causal or 'none'}; "
       f"adapter: {rows[0].get('adapter', '?')}")
 print("| path | ms | GFLOP/s | max err |\n|---|---:|---:|---:|")
 for r in rows:
+    if r["path"] == "copy":
+        # The decode bandwidth baseline: no FLOPs, no reference.
+        print(f"| copy kernel, same bytes as K and V | {r['ms']:.1f} | | |")
+        continue
     print(f"| {r['path']} | {r['ms']:.1f} | {r['gflops']:.2f} | {r['max_abs_err']:.1e} |")

@@ -1,5 +1,6 @@
-// decode_loads_u64.wgsl — how decode_partial.wgsl reads K and V on CPU adapters that have
-// Features::SHADER_INT64 (Kernel::DecodePartialU64, DecodePartialWideU64): each vec4 of
+// decode_loads_u64.wgsl — how decode_partial.wgsl reads K and V on CPU adapters with 8-lane
+// subgroups and Features::SHADER_INT64 (Kernel::DecodePartialU64, DecodePartialWideU64;
+// crate::decode::reads_words): each vec4 of
 // floats as two 64-bit words, split back into floats by bit casts. Not a kernel on its own;
 // the registry puts it in front of decode_partial.wgsl. The same buffers, windows and
 // indices as decode_loads_f32.wgsl (16 bytes an element), so the host binds them alike.
@@ -12,7 +13,9 @@
 // D128, the two builds in turn over 8 rounds: 6.4 ms against 7.8 (median). As vec4<u64>
 // (32 bytes a load) it was slower again (8.6), and the subgroup tier, whose loads feed a
 // whole subgroup, ran slower with these loads (61 against 79 GFLOP/s at B1 H8 L1024 D64),
-// so only decode uses them. GPUs keep vec4<f32> loads (not measured there).
+// so only decode uses them, and only at 8 lanes: at 16 (lavapipe at 512 bits) decode ran
+// twice as slow with them (19-22 ms against 8-11). GPUs keep vec4<f32> loads (not measured
+// there).
 //
 // Bindings (group 0):
 //   2 k : storage read vec2<u64>, window of k (B, Hkv, Lk, D), two floats a word

@@ -72,7 +72,7 @@ pub const CPU_WORKGROUPS_PER_THREAD: usize = 2;
 /// workgroup per thread at a time) [`CPU_WORKGROUPS_PER_THREAD`] workgroups, where one split
 /// of every group takes `invocations_per_split` invocations. Each split costs its query
 /// rows' loads, a partial output and its share of the merge, all per-lane work on llvmpipe:
-/// on lavapipe (AMD EPYC, 2 threads), B1 Hq32 Hkv8 Lq1 Lk4096 D128 took about 7.0 ms with
+/// on lavapipe (AMD EPYC, 2 threads), B1 Hq32 Hkv8 Lq1 Lk4096 D128 took about 7.4 ms with
 /// the GPU rule's 128 splits of 32 keys and 4.5-4.8 with 16-32 splits; B4 Hq32 Hkv8 Lk2048
 /// 19-26 ms against 9-11 (README "Measured"). At least 16 keys a split, and at most
 /// `max_keys_per_split` (a multiple of 4).
@@ -143,10 +143,14 @@ impl Layout {
 }
 
 /// Whether the partial kernel reads K and V as 64-bit words (shaders/decode_loads_u64.wgsl):
-/// on CPU adapters whose device has `Features::SHADER_INT64`, where it halves llvmpipe's
-/// per-lane load work (measured in that file). GPUs keep vec4 loads.
+/// on CPU adapters with 8-lane subgroups whose device has `Features::SHADER_INT64`, where
+/// it halves llvmpipe's per-lane load work (measured in that file). At 16 lanes (lavapipe
+/// at 512 bits) the same kernel ran twice as slow as with vec4 loads (B1 Hq32 Hkv8 Lk4096
+/// D128: 19-22 ms against 8-11), and GPUs keep vec4 loads (not measured there).
 pub(crate) fn reads_words(ctx: &Context) -> bool {
-    ctx.adapter_info().device_type == wgpu::DeviceType::Cpu
+    let info = ctx.adapter_info();
+    info.device_type == wgpu::DeviceType::Cpu
+        && info.subgroup_max_size <= 8
         && ctx.features().contains(wgpu::Features::SHADER_INT64)
 }
 

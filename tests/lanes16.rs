@@ -75,7 +75,8 @@ fn subgroup<'a>(causal: Causal) -> AttentionOptions<'a> {
 }
 
 /// At 16 lanes auto takes decode for up to 4 query rows per kv head and the subgroup tier
-/// from 5 (decode::auto_rows): 4, 6 and 8 rows of a GQA group over 300 keys.
+/// from 5 (decode::auto_rows): 4, 6 and 8 rows of a GQA group over 300 keys. Decode reads
+/// K and V as vec4 here: its 64-bit loads ran twice as slow at 16 lanes (decode::reads_words).
 fn decode_rows(ctx: &Context) {
     let mut rng = Rng::new(167);
     for (hq, lq, want) in [
@@ -88,6 +89,13 @@ fn decode_rows(ctx: &Context) {
         let opts = AttentionOptions::default().with_lse();
         let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
         assert_eq!(r.plan.path, want, "{what}: {}", r.plan.reason);
+        if want == "decode" {
+            assert!(
+                r.plan.reason.contains("K/V read as vec4<f32>"),
+                "{}",
+                r.plan.reason
+            );
+        }
     }
 }
 
