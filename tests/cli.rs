@@ -359,6 +359,47 @@ fn bench_json_and_plot() {
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
 }
 
+/// `bench` with the decode path times the copy kernel beside it and relates the two; the
+/// decode row gives tokens/s.
+#[test]
+fn bench_decode_against_the_copy_kernel() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = tool()
+        .args([
+            "bench",
+            "--shape",
+            "1,4,1,300,16",
+            "--kv-heads",
+            "2",
+            "--path",
+            "decode",
+            "--reps",
+            "1",
+        ])
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let row = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row in {stdout}"))
+            .to_string()
+    };
+    assert!(
+        row("decode ").contains("tokens/s (1 query position a call)"),
+        "{stdout}"
+    );
+    assert!(row("copy ").contains("decode read K/V at"), "{stdout}");
+}
+
 /// `heatmap --demo` and `heatmap` on .npy files with labels write PNGs; bad input is exit 2.
 #[test]
 fn heatmap_demo_and_files() {

@@ -362,18 +362,33 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
             table.push(row);
         }
     }
-    // The decode path reads K and V once: compare with a plain copy of the same bytes.
-    if table.iter().any(|r| r.path == "decode") {
+    // The decode path reads K and V once: compare with a plain copy of the same bytes, and
+    // say how many query positions a second one call's time gives (tokens/s of one layer).
+    if let Some(decode) = table.iter_mut().find(|r| r.path == "decode") {
+        let ms = decode
+            .timing
+            .median_gpu_ms()
+            .unwrap_or(decode.timing.median_ms());
+        let tokens = sh.b * sh.lq;
+        let positions = if tokens == 1 { "position" } else { "positions" };
+        decode.note = format!(
+            "{}; {:.0} tokens/s ({tokens} query {positions} a call)",
+            decode.note,
+            tokens as f64 * 1e3 / ms
+        );
+        let decode_gbps = decode.gbps;
         let kv_bytes = 8 * (sh.b * sh.hkv * sh.lk * sh.d) as u64;
         let (copied, t) = time_copy(&ctx, kv_bytes, 2, reps).map_err(Failure::from_error)?;
         let ms = t.median_gpu_ms().unwrap_or(t.median_ms());
+        let gbps = 2.0 * copied as f64 / (ms * 1e6);
         table.push(Row {
             path: "copy".to_string(),
             gflops: 0.0,
-            gbps: 2.0 * copied as f64 / (ms * 1e6),
+            gbps,
             max_abs_err: 0.0,
             note: format!(
-                "baseline: plain copy kernel of {copied} bytes (GB/s counts read + write)"
+                "baseline: plain copy kernel of {copied} bytes (GB/s counts read + write); decode read K/V at {:.0}% of this",
+                100.0 * decode_gbps / gbps
             ),
             timing: t,
         });
