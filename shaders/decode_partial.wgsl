@@ -7,8 +7,8 @@
 //   0 params : uniform DecodeParams (mirrors src/params.rs)
 //   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
 //   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), read through load_k()
-//              and load_v(): decode_loads_f32.wgsl (vec4<f32>) or, on CPU adapters with
-//              64-bit integers, decode_loads_u64.wgsl (the same data as 64-bit words)
+//              and load_v(): kv_loads_f32.wgsl (vec4<f32>) or, on CPU adapters with 8-lane
+//              subgroups and 64-bit integers, kv_loads_u64.wgsl (64-bit words)
 //   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
 //   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
 //   6 part_o : storage read_write vec4<f32>, (groups, splits, R, Dv) partial outputs

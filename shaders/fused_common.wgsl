@@ -6,8 +6,9 @@
 // Bindings (group 0), the same for every tier:
 //   0 params : uniform FusedParams (mirrors src/params.rs)
 //   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
-//   2 k      : storage read  vec4<f32>, window of k (B, Hkv, Lk, D)
-//   3 v      : storage read  vec4<f32>, window of v (B, Hkv, Lk, Dv)
+//   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), declared by the loads
+//              file the registry also puts in front: kv_loads_f32.wgsl (vec4<f32>), or for
+//              the subgroup tier's 8-lane CPU kernels kv_loads_u64.wgsl (64-bit words)
 //   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
 //   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
 //   6 o      : storage read_write vec4<f32>, window of out (B, Hq, Lq, Dv)
@@ -49,8 +50,6 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 
 @group(0) @binding(0) var<uniform> p: FusedParams;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 @group(0) @binding(5) var<storage, read> allow: array<u32>;
 @group(0) @binding(6) var<storage, read_write> o: array<vec4<f32>>;

@@ -7,6 +7,9 @@
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
+// K and V are read through load_k() and load_v(): kv_loads_f32.wgsl, or on CPU adapters
+// with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (Kernel::FusedSubgroupU64,
+// FusedSubgroupWideU64), which the registry puts in front.
 //
 // Array sizes MAX_D4 (D/4 and DV/4 at most) and MAX_R (R at most): in
 // subgroup_width_128.wgsl (Kernel::FusedSubgroup, FusedSubgroup16) or subgroup_width_256.wgsl
@@ -145,7 +148,7 @@ fn key_block(j0: u32, live_from: u32, lane: u32, k_row0: u32, diag: u32) {
     }
     for (var c = 0u; c < MAX_D4; c = c + 1u) {
         if (c < d4) {
-            let kb = broadcast_keys(k[kbase + c]);
+            let kb = broadcast_keys(load_k(kbase + c));
             for (var r = 0u; r < MAX_R; r = r + 1u) {
                 if (r < R && r >= live_from) {
                     let x = qs[r][c];
@@ -185,7 +188,7 @@ fn key_block(j0: u32, live_from: u32, lane: u32, k_row0: u32, diag: u32) {
     let vbase = (k_row0 + jl) * dv4 - p.v_win;
     for (var c = 0u; c < MAX_D4; c = c + 1u) {
         if (c < dv4) {
-            let vb = broadcast_keys(v[vbase + c]);
+            let vb = broadcast_keys(load_v(vbase + c));
             for (var r = 0u; r < MAX_R; r = r + 1u) {
                 if (r < R && r >= live_from) {
                     var sum = acc[r][c] * alpha[r];

@@ -230,6 +230,9 @@ fn plan_call(
         if fused::subgroup_keys(ctx.adapter_info()) == 16 {
             reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
         }
+        if fused::reads_words(ctx, fused::Tier::Subgroup) {
+            reason = format!("{reason}; K/V read as 64-bit words");
+        }
         if let Some(layout) = chunks
             .first()
             .map(|c| fused::chunk_layout(&problem, c, passes))

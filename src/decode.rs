@@ -142,16 +142,10 @@ impl Layout {
     }
 }
 
-/// Whether the partial kernel reads K and V as 64-bit words (shaders/decode_loads_u64.wgsl):
-/// on CPU adapters with 8-lane subgroups whose device has `Features::SHADER_INT64`, where
-/// it halves llvmpipe's per-lane load work (measured in that file). At 16 lanes (lavapipe
-/// at 512 bits) the same kernel ran twice as slow as with vec4 loads (B1 Hq32 Hkv8 Lk4096
-/// D128: 19-22 ms against 8-11), and GPUs keep vec4 loads (not measured there).
-pub(crate) fn reads_words(ctx: &Context) -> bool {
-    let info = ctx.adapter_info();
-    info.device_type == wgpu::DeviceType::Cpu
-        && info.subgroup_max_size <= 8
-        && ctx.features().contains(wgpu::Features::SHADER_INT64)
+/// Whether the partial kernel reads K and V as 64-bit words (shaders/kv_loads_u64.wgsl):
+/// crate::cpu_vectors::kv_words.
+fn reads_words(ctx: &Context) -> bool {
+    crate::cpu_vectors::kv_words(ctx.adapter_info(), ctx.features())
 }
 
 /// How the path will run the problem, for the plan's reason: its key splits, and how the

@@ -223,12 +223,15 @@ pub enum Tier {
 }
 
 impl Tier {
-    fn kernel(self, info: &wgpu::AdapterInfo, p: &Problem) -> Kernel {
-        let lanes16 = subgroup_keys(info) == 16;
+    fn kernel(self, ctx: &Context, p: &Problem) -> Kernel {
+        let lanes16 = subgroup_keys(ctx.adapter_info()) == 16;
+        let words = reads_words(ctx, self);
         match self {
             Tier::Subgroup if wide(p) && lanes16 => Kernel::FusedSubgroupWide16,
+            Tier::Subgroup if wide(p) && words => Kernel::FusedSubgroupWideU64,
             Tier::Subgroup if wide(p) => Kernel::FusedSubgroupWide,
             Tier::Subgroup if lanes16 => Kernel::FusedSubgroup16,
+            Tier::Subgroup if words => Kernel::FusedSubgroupU64,
             Tier::Subgroup => Kernel::FusedSubgroup,
             Tier::Portable if wide(p) => Kernel::FusedPortableWide,
             Tier::Portable => Kernel::FusedPortable,
@@ -255,6 +258,13 @@ impl Tier {
             Tier::Tiled => "fused-tiled",
         }
     }
+}
+
+/// Whether `tier` reads K and V as 64-bit words here (shaders/kv_loads_u64.wgsl): the
+/// subgroup tier where crate::cpu_vectors::kv_words says so (8-lane CPU subgroups); the
+/// portable and tiled tiers, built for GPUs, keep vec4 loads.
+pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
+    tier == Tier::Subgroup && crate::cpu_vectors::kv_words(ctx.adapter_info(), ctx.features())
 }
 
 /// Keys per block of the subgroup tier on this adapter: 16 where every subgroup has at least
@@ -492,7 +502,7 @@ pub(crate) fn run(
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
-    let key = PipelineKey::for_problem(tier.kernel(ctx.adapter_info(), p), p);
+    let key = PipelineKey::for_problem(tier.kernel(ctx, p), p);
     let passes = key_passes(ctx.adapter_info(), p, tier);
     let keys_per_pass = keys_per_pass(ctx.adapter_info(), p, tier);
     // Per chunk: its subgroup layout (None on the other tiers) and pipeline (the subgroup

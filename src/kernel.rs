@@ -38,6 +38,12 @@ pub enum Kernel {
     FusedSubgroup16,
     /// [`Kernel::FusedSubgroupWide`] in 16-key blocks, for subgroups of 16 lanes or more.
     FusedSubgroupWide16,
+    /// [`Kernel::FusedSubgroup`] reading K and V as 64-bit words
+    /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64` too), for CPU adapters
+    /// with 8-lane subgroups (crate::cpu_vectors::kv_words).
+    FusedSubgroupU64,
+    /// [`Kernel::FusedSubgroupWide`] reading K and V as 64-bit words.
+    FusedSubgroupWideU64,
     /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory
     /// (D and Dv up to 128: `shaders/portable_width_128.wgsl`).
     FusedPortable,
@@ -56,7 +62,7 @@ pub enum Kernel {
     /// The same kernel for D and Dv up to 256 (`shaders/decode_width_256.wgsl`).
     DecodePartialWide,
     /// [`Kernel::DecodePartial`] reading K and V as 64-bit words
-    /// (`shaders/decode_loads_u64.wgsl`; needs `Features::SHADER_INT64`), for CPU adapters.
+    /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64`), for CPU adapters.
     DecodePartialU64,
     /// [`Kernel::DecodePartialWide`] reading K and V as 64-bit words.
     DecodePartialWideU64,
@@ -79,7 +85,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 22] = [
+    pub const ALL: [Kernel; 24] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -87,6 +93,8 @@ impl Kernel {
         Kernel::FusedSubgroupWide,
         Kernel::FusedSubgroup16,
         Kernel::FusedSubgroupWide16,
+        Kernel::FusedSubgroupU64,
+        Kernel::FusedSubgroupWideU64,
         Kernel::FusedPortable,
         Kernel::FusedPortableWide,
         Kernel::FusedTiled,
@@ -115,66 +123,88 @@ impl Kernel {
             // (shaders/fused_common.wgsl); WGSL has no include, so it is prepended here.
             Kernel::FusedSubgroup => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
                 include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWide => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
                 include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroup16 => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
                 include_str!("../shaders/subgroup_lanes_16.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWide16 => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
                 include_str!("../shaders/subgroup_lanes_16.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
+            Kernel::FusedSubgroupU64 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_u64.wgsl"),
+                include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupWideU64 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_u64.wgsl"),
+                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
             Kernel::FusedPortable => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/portable_width_128.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedPortableWide => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/portable_width_256.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedTiled => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/tiled_width_128.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::FusedTiledWide => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/tiled_width_256.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::DecodePartial => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
-                include_str!("../shaders/decode_loads_f32.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWide => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
-                include_str!("../shaders/decode_loads_f32.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialU64 => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
-                include_str!("../shaders/decode_loads_u64.wgsl"),
+                include_str!("../shaders/kv_loads_u64.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWideU64 => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
-                include_str!("../shaders/decode_loads_u64.wgsl"),
+                include_str!("../shaders/kv_loads_u64.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
@@ -197,6 +227,8 @@ impl Kernel {
             Kernel::FusedSubgroupWide => "fused_subgroup_wide",
             Kernel::FusedSubgroup16 => "fused_subgroup_16",
             Kernel::FusedSubgroupWide16 => "fused_subgroup_wide_16",
+            Kernel::FusedSubgroupU64 => "fused_subgroup_u64",
+            Kernel::FusedSubgroupWideU64 => "fused_subgroup_wide_u64",
             Kernel::FusedPortable => "fused_portable",
             Kernel::FusedPortableWide => "fused_portable_wide",
             Kernel::FusedTiled => "fused_tiled",
@@ -243,6 +275,8 @@ impl Kernel {
             | Kernel::FusedSubgroupWide
             | Kernel::FusedSubgroup16
             | Kernel::FusedSubgroupWide16
+            | Kernel::FusedSubgroupU64
+            | Kernel::FusedSubgroupWideU64
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
@@ -297,6 +331,8 @@ impl Kernel {
             | Kernel::FusedSubgroupWide
             | Kernel::FusedSubgroup16
             | Kernel::FusedSubgroupWide16
+            | Kernel::FusedSubgroupU64
+            | Kernel::FusedSubgroupWideU64
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
@@ -319,14 +355,18 @@ impl Kernel {
     /// Optional device features the kernel needs.
     pub fn required_features(self) -> wgpu::Features {
         match self {
+            Kernel::FusedSubgroupU64 | Kernel::FusedSubgroupWideU64 => {
+                wgpu::Features::SUBGROUP.union(wgpu::Features::SHADER_INT64)
+            }
             k if k.is_subgroup_tier() => wgpu::Features::SUBGROUP,
             Kernel::DecodePartialU64 | Kernel::DecodePartialWideU64 => wgpu::Features::SHADER_INT64,
             _ => wgpu::Features::empty(),
         }
     }
 
-    /// Whether this is one of the subgroup tier's four variants (standard or wide, 8- or
-    /// 16-key blocks): they need `Features::SUBGROUP` and take the override R.
+    /// Whether this is one of the subgroup tier's six variants (standard or wide; 8-key
+    /// blocks with vec4 or 64-bit loads, or 16-key blocks): they need `Features::SUBGROUP`
+    /// and take the override R.
     pub fn is_subgroup_tier(self) -> bool {
         matches!(
             self,
@@ -334,6 +374,8 @@ impl Kernel {
                 | Kernel::FusedSubgroupWide
                 | Kernel::FusedSubgroup16
                 | Kernel::FusedSubgroupWide16
+                | Kernel::FusedSubgroupU64
+                | Kernel::FusedSubgroupWideU64
         )
     }
 

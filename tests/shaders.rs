@@ -19,6 +19,7 @@ fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
 fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
     match kernel {
         Kernel::FusedSubgroup
+        | Kernel::FusedSubgroupU64
         | Kernel::FusedPortable
         | Kernel::FusedTiled
         | Kernel::DecodePartial
@@ -35,6 +36,7 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
         ],
         Kernel::FusedPortableWide
         | Kernel::FusedSubgroupWide
+        | Kernel::FusedSubgroupWideU64
         | Kernel::FusedTiledWide
         | Kernel::DecodePartialWide
         | Kernel::DecodePartialWideU64 => vec![

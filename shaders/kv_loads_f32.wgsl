@@ -1,0 +1,21 @@
+// kv_loads_f32.wgsl — the K and V bindings of the fused tiers and of decode, read as
+// vec4<f32>: what every kernel but the 8-lane CPU forms uses (kv_loads_u64.wgsl is the
+// other form). Not a kernel on its own; the registry puts it in front of fused_subgroup.wgsl,
+// fused_portable.wgsl, fused_tiled.wgsl and decode_partial.wgsl. The portable and tiled
+// tiers index k and v directly; the subgroup tier and decode read through load_k/load_v,
+// so that either file can stand here.
+//
+// Bindings (group 0):
+//   2 k : storage read vec4<f32>, window of k (B, Hkv, Lk, D)
+//   3 v : storage read vec4<f32>, window of v (B, Hkv, Lk, Dv)
+
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
+
+// Four consecutive floats of k (of v) from vec4 index i of the window.
+fn load_k(i: u32) -> vec4<f32> {
+    return k[i];
+}
+fn load_v(i: u32) -> vec4<f32> {
+    return v[i];
+}
