@@ -13,8 +13,9 @@
 // Measured on lavapipe (Mesa 22.3, AMD EPYC), the builds in turn (paired rounds):
 // - decode at 256 bits (8 lanes), B1 Hq32 Hkv8 Lq1 Lk4096 D128: 6.4 ms against 7.8 (median
 //   of 8 rounds); as vec4<u64> (32 bytes a load) slower again (8.6);
-// - the subgroup tier at 256 bits: B1 H8 L1024 D64 33.8 against 32.6 GFLOP/s (causal 31.5
-//   against 28.9), B1 H8 L512 D256 (wide) 18.5 against 16.5 (causal 15.5 against 14.1);
+// - the subgroup tier at 256 bits: B1 H8 L1024 D64 66.0 against 63.2 GFLOP/s (causal 59.0
+//   against 56.1; medians of 8 rounds), B1 H8 L512 D256 (wide) 30.1 against 29.3 (causal
+//   28.9 against 24.9; 4 rounds);
 // - at 512 bits (16 lanes) both ran slower with these loads: decode 19-22 ms against 8-11,
 //   the subgroup tier 61 against 79 GFLOP/s. A 16-lane vector of 64-bit values spans two
 //   registers, which is the likely reason (not measured). So 16 lanes keep vec4<f32>.

@@ -65,9 +65,11 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
 /// and the subgroup tier): CPU adapters with 8-lane subgroups whose device has
 /// `Features::SHADER_INT64`. llvmpipe loads lane-dependent addresses one lane and one
 /// component at a time, so two 64-bit components instead of four floats save work: at 256
-/// bits decode took 6.4 ms against 7.8 (B1 Hq32 Hkv8 Lk4096 D128) and the subgroup tier's
-/// wide variant ran 18.5 against 16.5 GFLOP/s (B1 H8 L512 D256). At 16 lanes both ran
-/// slower that way (decode 19-22 ms against 8-11), and GPUs keep vec4 loads (not measured).
+/// bits decode took 6.4 ms against 7.8 (B1 Hq32 Hkv8 Lk4096 D128), and the subgroup tier
+/// ran 66.0 against 63.2 GFLOP/s at B1 H8 L1024 D64 (causal 59.0 against 56.1) and 30.1
+/// against 29.3 at D 256 (causal 28.9 against 24.9), medians of paired rounds (README
+/// "Measured"). At 16 lanes both ran slower that way (decode 19-22 ms against 8-11), and
+/// GPUs keep vec4 loads (not measured there).
 pub fn kv_words(info: &wgpu::AdapterInfo, features: wgpu::Features) -> bool {
     info.device_type == wgpu::DeviceType::Cpu
         && info.subgroup_max_size <= 8
