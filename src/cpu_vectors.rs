@@ -70,10 +70,11 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
 /// against 29.3 at D 256 (causal 28.9 against 24.9), medians of paired rounds (README
 /// "Measured"). At 16 lanes both ran slower that way (decode 19-22 ms against 8-11), and
 /// GPUs keep vec4 loads (not measured there).
-pub fn kv_words(info: &wgpu::AdapterInfo, features: wgpu::Features) -> bool {
+pub fn kv_words(ctx: &crate::Context) -> bool {
+    let info = ctx.adapter_info();
     info.device_type == wgpu::DeviceType::Cpu
         && info.subgroup_max_size <= 8
-        && features.contains(wgpu::Features::SHADER_INT64)
+        && ctx.features().contains(wgpu::Features::SHADER_INT64)
 }
 
 /// The variable that moves Mesa's on-disk shader cache.

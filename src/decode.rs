@@ -4,6 +4,7 @@
 //! read, so grouped-query decode reads K and V once.
 
 use crate::context::Context;
+use crate::cpu_vectors::kv_words;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::loops;
@@ -142,17 +143,12 @@ impl Layout {
     }
 }
 
-/// Whether the partial kernel reads K and V as 64-bit words (shaders/kv_loads_u64.wgsl):
-/// crate::cpu_vectors::kv_words.
-fn reads_words(ctx: &Context) -> bool {
-    crate::cpu_vectors::kv_words(ctx.adapter_info(), ctx.features())
-}
-
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
 pub(crate) fn describe(ctx: &Context, p: &Problem) -> String {
     let split = Layout::of(ctx.adapter_info(), p).split;
-    let loads = if reads_words(ctx) {
+    // The partial kernel's loads (shaders/kv_loads_u64.wgsl where kv_words says so).
+    let loads = if kv_words(ctx) {
         "K/V read as 64-bit words"
     } else {
         "K/V read as vec4<f32>"
@@ -165,7 +161,7 @@ pub(crate) fn describe(ctx: &Context, p: &Problem) -> String {
 
 /// The partial kernel for the problem's widths and the device's loads.
 fn partial_kernel(ctx: &Context, p: &Problem) -> Kernel {
-    match (crate::fused::wide(p), reads_words(ctx)) {
+    match (crate::fused::wide(p), kv_words(ctx)) {
         (false, false) => Kernel::DecodePartial,
         (true, false) => Kernel::DecodePartialWide,
         (false, true) => Kernel::DecodePartialU64,

@@ -264,7 +264,7 @@ impl Tier {
 /// subgroup tier where crate::cpu_vectors::kv_words says so (8-lane CPU subgroups); the
 /// portable and tiled tiers, built for GPUs, keep vec4 loads.
 pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
-    tier == Tier::Subgroup && crate::cpu_vectors::kv_words(ctx.adapter_info(), ctx.features())
+    tier == Tier::Subgroup && crate::cpu_vectors::kv_words(ctx)
 }
 
 /// Keys per block of the subgroup tier on this adapter: 16 where every subgroup has at least

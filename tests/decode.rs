@@ -238,9 +238,7 @@ fn decode_widths_above_128() {
 #[test]
 fn decode_reads_k_and_v_as_vec4_without_int64() {
     let Some(ctx) = common::ctx() else { return };
-    let words = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu
-        && ctx.adapter_info().subgroup_max_size <= 8
-        && ctx.features().contains(wgpu::Features::SHADER_INT64);
+    let words = wgpu_attention::cpu_vectors::kv_words(&ctx);
     let mut rng = Rng::new(57);
     let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 1000, 64, 64], 1.0);
     let r = assert_parity(
@@ -259,46 +257,19 @@ fn decode_reads_k_and_v_as_vec4_without_int64() {
     };
     assert!(r.plan.reason.contains(form), "{}", r.plan.reason);
 
-    let ctx = Context::with_options(&ContextOptions {
-        features: Some(wgpu::Features::all() - wgpu::Features::SHADER_INT64),
-        ..Default::default()
-    })
-    .expect("ctx");
-    assert!(!ctx.features().contains(wgpu::Features::SHADER_INT64));
-    let check = |what: &str, q, k, v, opts: &AttentionOptions<'_>| {
-        let r = assert_parity(&ctx, what, q, k, v, opts, Tolerance::F32);
-        assert!(
-            r.plan.reason.contains("K/V read as vec4<f32>"),
-            "{}",
-            r.plan.reason
-        );
-        r
-    };
-    for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
-        let opts = AttentionOptions::default()
-            .causal(causal)
-            .path(PathChoice::Decode)
-            .with_lse();
-        check(&format!("decode vec4 {causal:?}"), &q, &k, &v, &opts);
-    }
-    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 3, 301, 16, 8], 1.0);
-    let mut allow = rng.bool_array(&[2, 4, 3, 301], 0.6);
-    allow.slice_mut(s![1, 2, 1, ..]).fill(false);
-    let opts = AttentionOptions::default()
-        .mask(Mask::Bool(allow.view()))
-        .path(PathChoice::Decode)
-        .with_lse();
-    let r = check("decode vec4 masked", &q, &k, &v, &opts);
-    assert_eq!(r.lse.expect("lse")[[1, 2, 1]], f32::NEG_INFINITY);
-    let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 700, 64, 64], 50.0);
-    let opts = AttentionOptions::default().path(PathChoice::Decode);
-    common::assert_parity_conditioned(&ctx, "decode vec4 x50", &q, &k, &v, &opts);
-    let (q, k, v) = inputs(&mut rng, [1, 4, 1, 5, 77, 130, 250], 1.0);
-    let opts = AttentionOptions::default()
-        .causal(Causal::TopLeft)
-        .path(PathChoice::Decode)
-        .with_lse();
-    check("decode vec4 D130 Dv250", &q, &k, &v, &opts);
+    common::vec4_load_cases(
+        &common::ctx_without_int64(),
+        PathChoice::Decode,
+        [1, 8, 2, 1, 1000, 64, 64],
+        [1, 4, 1, 5, 77, 130, 250],
+        &|plan| {
+            assert!(
+                plan.reason.contains("K/V read as vec4<f32>"),
+                "{}",
+                plan.reason
+            )
+        },
+    );
 }
 
 /// How decode splits the keys: the GPU rule (about Lk/128 keys a split) and, on CPU

@@ -661,7 +661,7 @@ fn subgroup_tier_reads_k_and_v_as_vec4_without_int64() {
     if tier_obstacle(&ctx, Tier::Subgroup).is_some() {
         return;
     }
-    let words = wgpu_attention::cpu_vectors::kv_words(ctx.adapter_info(), ctx.features());
+    let words = wgpu_attention::cpu_vectors::kv_words(&ctx);
     let mut rng = Rng::new(59);
     let (q, k, v) = inputs(&mut rng, [1, 4, 2, 70, 75, 64, 64], 1.0);
     let opts = AttentionOptions::default().path(PathChoice::FusedSubgroup);
@@ -673,41 +673,16 @@ fn subgroup_tier_reads_k_and_v_as_vec4_without_int64() {
         r.plan.reason
     );
 
-    let ctx = Context::with_options(&ContextOptions {
-        features: Some(wgpu::Features::all() - wgpu::Features::SHADER_INT64),
-        ..Default::default()
-    })
-    .expect("ctx");
-    let check = |what: &str, q, k, v, opts: &AttentionOptions<'_>| {
-        let r = assert_parity(&ctx, what, q, k, v, opts, Tolerance::F32);
-        assert_eq!(r.plan.path, "fused-subgroup");
-        assert!(!r.plan.reason.contains("64-bit"), "{}", r.plan.reason);
-        r
-    };
-    for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
-        let opts = AttentionOptions::default()
-            .causal(causal)
-            .path(PathChoice::FusedSubgroup)
-            .with_lse();
-        check(&format!("vec4 {causal:?}"), &q, &k, &v, &opts);
-    }
-    let mut allow = rng.bool_array(&[1, 4, 70, 75], 0.6);
-    allow.slice_mut(ndarray::s![0, 2, 5, ..]).fill(false);
-    let opts = AttentionOptions::default()
-        .mask(Mask::Bool(allow.view()))
-        .path(PathChoice::FusedSubgroup)
-        .with_lse();
-    let r = check("vec4 masked", &q, &k, &v, &opts);
-    assert_eq!(r.lse.expect("lse")[[0, 2, 5]], f32::NEG_INFINITY);
-    let (q, k, v) = inputs(&mut rng, [1, 4, 2, 70, 75, 64, 64], 50.0);
-    let opts = AttentionOptions::default().path(PathChoice::FusedSubgroup);
-    assert_parity_conditioned(&ctx, "vec4 x50", &q, &k, &v, &opts);
-    let (q, k, v) = inputs(&mut rng, [1, 4, 2, 40, 75, 130, 250], 1.0);
-    let opts = AttentionOptions::default()
-        .causal(Causal::TopLeft)
-        .path(PathChoice::FusedSubgroup)
-        .with_lse();
-    check("vec4 D130 Dv250", &q, &k, &v, &opts);
+    common::vec4_load_cases(
+        &common::ctx_without_int64(),
+        PathChoice::FusedSubgroup,
+        [1, 4, 2, 70, 75, 64, 64],
+        [1, 4, 2, 40, 75, 130, 250],
+        &|plan| {
+            assert_eq!(plan.path, "fused-subgroup");
+            assert!(!plan.reason.contains("64-bit"), "{}", plan.reason);
+        },
+    );
 }
 
 /// Too little workgroup memory for the portable tier: forcing it is an error that says so,

@@ -76,7 +76,7 @@ fn subgroup<'a>(causal: Causal) -> AttentionOptions<'a> {
 
 /// At 16 lanes auto takes decode for up to 4 query rows per kv head and the subgroup tier
 /// from 5 (decode::auto_rows): 4, 6 and 8 rows of a GQA group over 300 keys. Decode reads
-/// K and V as vec4 here: its 64-bit loads ran twice as slow at 16 lanes (decode::reads_words).
+/// K and V as vec4 here: its 64-bit loads ran twice as slow at 16 lanes (cpu_vectors::kv_words).
 fn decode_rows(ctx: &Context) {
     let mut rng = Rng::new(167);
     for (hq, lq, want) in [

@@ -6,7 +6,10 @@ use std::sync::OnceLock;
 
 use ndarray::ArrayD;
 pub use wgpu_attention::rng::Rng;
-use wgpu_attention::{check, reference, AttentionOptions, Context, Tolerance};
+use wgpu_attention::{
+    check, reference, AttentionOptions, Causal, Context, ContextOptions, Mask, PathChoice,
+    PlanInfo, Tolerance,
+};
 
 /// The shared context, or `None` when no adapter exists and `REQUIRE_GPU` is unset.
 /// With `REQUIRE_GPU` set (CI sets it), a missing adapter fails the test, so a skip can
@@ -132,4 +135,62 @@ pub fn inputs(
         rng.array(&[b, hkv, lk, d], amp),
         rng.array(&[b, hkv, lk, dv], 1.0),
     )
+}
+
+/// A context on the default adapter without `Features::SHADER_INT64`, so that decode and the
+/// subgroup tier read K and V as vec4 (`cpu_vectors::kv_words`) even where the adapter
+/// could read 64-bit words.
+pub fn ctx_without_int64() -> Context {
+    let ctx = Context::with_options(&ContextOptions {
+        features: Some(wgpu::Features::all() - wgpu::Features::SHADER_INT64),
+        ..Default::default()
+    })
+    .expect("context without SHADER_INT64");
+    assert!(!ctx.features().contains(wgpu::Features::SHADER_INT64));
+    ctx
+}
+
+/// What a kernel's vec4 form runs on [`ctx_without_int64`], `path` forced: `shape` (B, Hq,
+/// Hkv, Lq, Lk, D, Dv; Hq at least 3) under every causal rule, with a mask that leaves the
+/// last row of head 2 no key (an LSE of -inf there), with logits 50 times larger, and `wide`
+/// (widths above 128) under top-left causal. `plan_ok` checks each plan.
+pub fn vec4_load_cases(
+    ctx: &Context,
+    path: PathChoice,
+    shape: [usize; 7],
+    wide: [usize; 7],
+    plan_ok: &dyn Fn(&PlanInfo),
+) {
+    let mut rng = Rng::new(59);
+    let [b, hq, _, lq, lk, _, _] = shape;
+    let (q, k, v) = inputs(&mut rng, shape, 1.0);
+    let check = |what: &str, q, k, v, opts: &AttentionOptions<'_>| {
+        let r = assert_parity(ctx, what, q, k, v, opts, Tolerance::F32);
+        plan_ok(&r.plan);
+        r
+    };
+    for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+        let opts = AttentionOptions::default()
+            .causal(causal)
+            .path(path)
+            .with_lse();
+        check(&format!("{path:?} vec4 {causal:?}"), &q, &k, &v, &opts);
+    }
+    let mut allow = rng.bool_array(&[b, hq, lq, lk], 0.6);
+    allow.slice_mut(ndarray::s![0, 2, lq - 1, ..]).fill(false);
+    let opts = AttentionOptions::default()
+        .mask(Mask::Bool(allow.view()))
+        .path(path)
+        .with_lse();
+    let r = check(&format!("{path:?} vec4 masked"), &q, &k, &v, &opts);
+    assert_eq!(r.lse.expect("lse")[[0, 2, lq - 1]], f32::NEG_INFINITY);
+    let (q, k, v) = inputs(&mut rng, shape, 50.0);
+    let opts = AttentionOptions::default().path(path);
+    assert_parity_conditioned(ctx, &format!("{path:?} vec4 x50"), &q, &k, &v, &opts);
+    let (q, k, v) = inputs(&mut rng, wide, 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::TopLeft)
+        .path(path)
+        .with_lse();
+    check(&format!("{path:?} vec4 wide"), &q, &k, &v, &opts);
 }
