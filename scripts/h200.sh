@@ -11,8 +11,10 @@
 #
 # To compare builds of the tool side by side (kernel variants, an older revision), build each
 # here first and name them: H200_VARIANTS="old=/tmp/wa-old dc16=/tmp/wa-dc16" scripts/h200.sh
-# prepare. The device step then also runs each with `--path fused-tiled` over
-# H200_VARIANT_GRID (default: the goal's shape, non-causal and causal).
+# prepare. The device step then also runs each over H200_VARIANT_GRID (default: the goal's
+# shape with `--path fused-tiled`, non-causal and causal, and two decode shapes with `--path
+# decode`: a build before 2026-12-01, e.g. add6b23, runs decode's invocation form there, so
+# the two forms of decode run side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -101,6 +103,8 @@ PY
 1,8,1024,1024,64 none 8 auto,unfused,fused-portable
 1,8,1024,1024,64 top-left 8 auto
 1,32,1,4096,128 none 8 auto,unfused,fused-tiled,decode
+4,32,1,4096,128 none 32 auto
+1,32,4,4096,128 none 8 auto
 2,16,2048,2048,256 none 16 auto,unfused,fused-tiled
 2,16,2048,2048,256 top-left 16 unfused,fused-tiled
 1,16,1,4096,256 none 8 auto,unfused,fused-tiled,decode
@@ -119,13 +123,18 @@ PY
             cat /tmp/bench.json
             row /tmp/bench.json "$shape" "$kvh" "$causal" >> "$out/h200.md"
         done <<< "$grid"
+        # Each variant build runs these (shape, causal, kv heads, paths; fused-tiled when no
+        # paths are given): the tiled tier at the goal's shape, and decode (a build before
+        # decode_workgroup.wgsl runs decode's invocation form there).
         vgrid="${H200_VARIANT_GRID:-4,32,4096,4096,128 none 32
-4,32,4096,4096,128 top-left 32}"
+4,32,4096,4096,128 top-left 32
+1,32,1,4096,128 none 8 decode
+1,16,1,4096,256 none 8 decode}"
         for bin in .h200/variants/*; do
             [ -x "$bin" ] || continue
-            while read -r shape causal kvh; do
+            while read -r shape causal kvh vpaths; do
                 [ -z "$shape" ] && continue
-                args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-tiled --reps 10 --json)
+                args=(bench --shape "$shape" --kv-heads "$kvh" --path "${vpaths:-fused-tiled}" --reps 10 --json)
                 [ "$causal" != none ] && args+=(--causal "$causal")
                 step "$bin ${args[*]}"
                 timeout 180 "$bin" "${args[@]}" > /tmp/bench.json

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 TOOL = sys.argv[1] if len(sys.argv) > 1 else "target/release/wgpu-attention"
-PATHS = ["auto", "unfused", "fused-subgroup", "fused-portable", "fused-tiled", "decode"]
+PATHS = ["auto", "unfused", "fused-subgroup", "fused-portable", "fused-tiled", "decode",
+         "decode-workgroup"]
 ATOL, RTOL = 1e-4, 1e-3
 g = torch.Generator().manual_seed(0)
 

@@ -33,7 +33,7 @@
 struct DecodeParams {
     lq: u32, lk: u32, hq: u32, hkv: u32,
     group: u32, causal_offset: i32, scale: f32, rows: u32,
-    splits: u32, keys_per_split: u32, quads: u32, total: u32,
+    splits: u32, keys_per_split: u32, tiles: u32, total: u32,
     g0: u32, q_win: u32, k_win: u32, v_win: u32,
     m_win: u32, m_sb: u32, m_sh: u32, m_si: u32,
     m_sj: u32, n_groups: u32, pad0: u32, pad1: u32,
@@ -98,8 +98,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let split = id % p.splits;
-    let quad = (id / p.splits) % p.quads;
-    let g = p.g0 + id / (p.splits * p.quads);  // absolute (batch, kv head) group = b * Hkv + kvh
+    let quad = (id / p.splits) % p.tiles; // a tile of 4 rows
+    let g = p.g0 + id / (p.splits * p.tiles);  // absolute (batch, kv head) group = b * Hkv + kvh
     let b = g / p.hkv;
     let kvh = g % p.hkv;
     let d4 = D / 4u;

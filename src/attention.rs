@@ -191,7 +191,7 @@ fn plan_call(
     // The scale was fixed from the caller's D by validation; padding leaves it alone.
     problem.dims = match path {
         Path::Unfused => widths::nonzero_dims(dims),
-        Path::Fused(_) | Path::Decode => widths::kernel_dims(dims),
+        Path::Fused(_) | Path::Decode(_) => widths::kernel_dims(dims),
     };
     if problem.dims != dims {
         let mut zero = Vec::new();
@@ -215,16 +215,16 @@ fn plan_call(
     let chunks = match path {
         Path::Unfused => unfused::plan(ctx, &problem)?,
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
-        Path::Decode => decode::plan(ctx, &problem)?,
+        Path::Decode(form) => decode::plan(ctx, &problem, form)?,
     };
     // Passes over the keys: several only for a fused tier on llvmpipe with long rows, or on
     // the subgroup tier where its row blocks alone would leave threads idle.
     let passes = match path {
         Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
-        Path::Unfused | Path::Decode => 1,
+        Path::Unfused | Path::Decode(_) => 1,
     };
-    if path == Path::Decode {
-        reason = format!("{reason}; {}", decode::describe(ctx, &problem));
+    if let Path::Decode(form) = path {
+        reason = format!("{reason}; {}", decode::describe(ctx, &problem, form));
     }
     if path == Path::Fused(fused::Tier::Subgroup) {
         if fused::subgroup_keys(ctx.adapter_info()) == 16 {
@@ -264,7 +264,7 @@ fn plan_call(
             (passes / fused::passes_per_dispatch(tier, passes)) as u64 + 1
         }
         Path::Fused(_) => 1,
-        Path::Decode => 2,
+        Path::Decode(_) => 2,
     };
     Ok(Prepared {
         problem,
@@ -296,7 +296,7 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let path_scratch = match plan.path {
         Path::Unfused => unfused::scratch_bytes(&plan.chunks),
         Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks),
-        Path::Decode => decode::scratch_bytes(&plan.problem, &plan.chunks),
+        Path::Decode(_) => decode::scratch_bytes(&plan.problem, &plan.chunks),
     } + widths::copy_bytes(d, &plan.problem.dims);
     // One uniform buffer per dispatch.
     let uniforms = plan.chunks.len() as u64 * plan.dispatches_per_chunk * buffer_bytes(64);
@@ -358,7 +358,7 @@ fn execute(
     } = match path {
         Path::Unfused => unfused::run(ctx, problem, &inputs, &plan.chunks, opts.return_weights)?,
         Path::Fused(tier) => fused::run(ctx, problem, &inputs, &plan.chunks, tier)?,
-        Path::Decode => decode::run(ctx, problem, &inputs, &plan.chunks)?,
+        Path::Decode(form) => decode::run(ctx, problem, form, &inputs, &plan.chunks)?,
     };
     drop((qp, kp, vp));
     if kd.dv != dims.dv {

@@ -1,7 +1,12 @@
 //! The decode path: few query rows over many keys (flash-decoding). The keys of each
-//! (batch, kv head) group are split across invocations; each writes a partial output and
-//! its LSE, and a merge kernel combines them. All query heads of a GQA group share each K/V
-//! read, so grouped-query decode reads K and V once.
+//! (batch, kv head) group are split; each split writes a partial output and its LSE, and a
+//! merge kernel combines them. All query heads of a GQA group share each K/V read, so
+//! grouped-query decode reads K and V once.
+//!
+//! Two forms of the partial kernel ([`Form`]): one invocation per split
+//! (shaders/decode_partial.wgsl), for CPU adapters, where one thread runs a workgroup's
+//! invocations in SIMD lanes; and one workgroup per split (shaders/decode_workgroup.wgsl),
+//! for GPUs, where the first form leaves most of the device idle.
 
 use crate::context::Context;
 use crate::cpu_vectors::kv_words;
@@ -18,6 +23,47 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 
 /// Invocations per workgroup in both decode kernels.
 const WG: u64 = 64;
+/// Keys per block of decode_workgroup.wgsl (one per invocation in its score phase); its
+/// splits are whole blocks.
+const WORKGROUP_KEYS: usize = 64;
+/// Most query rows one workgroup of decode_workgroup.wgsl takes (its MAX_ROWS).
+const WORKGROUP_ROWS: usize = 16;
+/// Workgroups of decode_workgroup.wgsl that [`workgroup_split`] aims for on GPUs: enough to
+/// give every compute unit of a large GPU (132 on an H200) several, each of 64 invocations.
+/// Not measured yet (no device since this form was written).
+pub const WORKGROUP_TARGET: usize = 2048;
+
+/// The form of the partial kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// shaders/decode_partial.wgsl: one invocation runs a split of a group's keys for up to 4
+    /// of its rows. The form for CPU adapters (path name "decode").
+    Invocation,
+    /// shaders/decode_workgroup.wgsl: one workgroup of 64 invocations runs a split for up to
+    /// 16 rows, one key per invocation and then one output column per invocation. The form
+    /// for GPUs (path name "decode-workgroup").
+    Workgroup,
+}
+
+impl Form {
+    /// The form that suits the adapter: one invocation per split on CPU adapters (measured
+    /// on lavapipe, README "Measured"), one workgroup per split on GPUs.
+    pub fn for_adapter(info: &wgpu::AdapterInfo) -> Form {
+        if info.device_type == wgpu::DeviceType::Cpu {
+            Form::Invocation
+        } else {
+            Form::Workgroup
+        }
+    }
+
+    /// The path name the plan reports.
+    pub fn path_name(self) -> &'static str {
+        match self {
+            Form::Invocation => "decode",
+            Form::Workgroup => "decode-workgroup",
+        }
+    }
+}
 /// Rows per group (Hq/Hkv x Lq) up to which the planner prefers decode on GPUs, and on CPU
 /// adapters that cannot run the subgroup tier.
 pub const MAX_AUTO_ROWS: usize = 16;
@@ -88,6 +134,24 @@ pub fn split_for_threads(
     split_of(lk, lk.div_ceil(splits), max_keys_per_split)
 }
 
+/// The rule of the workgroup form: splits of whole 64-key blocks, as many as bring the
+/// dispatch to about `target` workgroups when the problem has `units` (groups x row tiles)
+/// of them per split, but no more than one block each: [`WORKGROUP_TARGET`] on GPUs, and on
+/// CPU adapters (where this form runs only when forced) [`CPU_WORKGROUPS_PER_THREAD`] per
+/// thread, as the CPU rule. At most `max_keys_per_split` keys a split (whole blocks, at
+/// least one).
+pub fn workgroup_split(lk: usize, units: usize, max_keys_per_split: usize, target: usize) -> Split {
+    let blocks = lk.div_ceil(WORKGROUP_KEYS).max(1);
+    let wanted = target.div_ceil(units.max(1)).clamp(1, blocks);
+    let most_blocks = (max_keys_per_split / WORKGROUP_KEYS).max(1);
+    let blocks_per_split = blocks.div_ceil(wanted).min(most_blocks);
+    let keys_per_split = blocks_per_split * WORKGROUP_KEYS;
+    Split {
+        keys_per_split,
+        splits: lk.div_ceil(keys_per_split).max(1),
+    }
+}
+
 /// Splits of about `keys` keys: at least 16 and at most `max_keys_per_split`, a multiple of 4.
 fn split_of(lk: usize, keys: usize, max_keys_per_split: usize) -> Split {
     let keys_per_split = keys
@@ -103,64 +167,103 @@ fn split_of(lk: usize, keys: usize, max_keys_per_split: usize) -> Split {
 
 /// How a problem maps onto the decode kernels: shared by planning and dispatch.
 struct Layout {
+    form: Form,
     /// Query heads per kv head.
     group: usize,
     /// Query rows per kv head (group x Lq).
     rows: usize,
-    /// Invocations per split of one kv head (4 rows each).
-    quads: usize,
+    /// Row tiles per group: of 4 rows (one invocation each) in the invocation form, of
+    /// `tile_rows` (one workgroup each) in the workgroup form.
+    tiles: usize,
+    /// Rows per tile.
+    tile_rows: usize,
     split: Split,
     dv4: usize,
 }
 
 impl Layout {
-    fn of(info: &wgpu::AdapterInfo, p: &Problem) -> Self {
+    fn of(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> Self {
         let d = &p.dims;
         let group = d.hq / d.hkv;
         let rows = group * d.lq;
-        let quads = rows.div_ceil(4);
-        let max_keys = max_keys_per_split(info, p);
-        // Splits are chosen for the whole problem; one split into chunks by device limits
-        // has more groups than the threads need anyway.
-        let split = if info.device_type == wgpu::DeviceType::Cpu {
-            let invocations = d.b * d.hkv * quads;
-            split_for_threads(
-                d.lk,
-                max_keys,
-                invocations,
-                crate::fused::cpu_adapter_threads(),
-            )
-        } else {
-            split_for(d.lk, max_keys)
+        let max_keys = max_keys_per_split(info, p, form);
+        let (tiles, tile_rows, split) = match form {
+            Form::Invocation => {
+                let tiles = rows.div_ceil(4);
+                // Splits are chosen for the whole problem; one split into chunks by device
+                // limits has more groups than the threads need anyway.
+                let split = if info.device_type == wgpu::DeviceType::Cpu {
+                    let invocations = d.b * d.hkv * tiles;
+                    split_for_threads(
+                        d.lk,
+                        max_keys,
+                        invocations,
+                        crate::fused::cpu_adapter_threads(),
+                    )
+                } else {
+                    split_for(d.lk, max_keys)
+                };
+                (tiles, 4, split)
+            }
+            Form::Workgroup => {
+                // As few tiles as hold the rows, then rows spread evenly over them.
+                let tiles = rows.div_ceil(WORKGROUP_ROWS).max(1);
+                let tile_rows = rows.div_ceil(tiles).max(1);
+                let target = if info.device_type == wgpu::DeviceType::Cpu {
+                    crate::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD
+                } else {
+                    WORKGROUP_TARGET
+                };
+                let split = workgroup_split(d.lk, d.b * d.hkv * tiles, max_keys, target);
+                (tiles, tile_rows, split)
+            }
         };
         Layout {
+            form,
             group,
             rows,
-            quads,
+            tiles,
+            tile_rows,
             split,
             dv4: d.dv / 4,
+        }
+    }
+
+    /// Workgroups of the partial kernel for `groups` groups.
+    fn partial_workgroups(&self, groups: usize) -> u64 {
+        let units = (groups * self.tiles * self.split.splits) as u64;
+        match self.form {
+            Form::Invocation => units.div_ceil(WG),
+            Form::Workgroup => units,
         }
     }
 }
 
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
-pub(crate) fn describe(ctx: &Context, p: &Problem) -> String {
-    let split = Layout::of(ctx.adapter_info(), p).split;
-    // The partial kernel's loads (shaders/kv_loads_u64.wgsl where kv_words says so).
-    let loads = if kv_words(ctx) {
-        "K/V read as 64-bit words"
-    } else {
-        "K/V read as vec4<f32>"
+pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
+    let layout = Layout::of(ctx.adapter_info(), p, form);
+    let split = layout.split;
+    let how = match form {
+        // The partial kernel's loads (shaders/kv_loads_u64.wgsl where kv_words says so).
+        Form::Invocation if kv_words(ctx) => "K/V read as 64-bit words".to_string(),
+        Form::Invocation => "K/V read as vec4<f32>".to_string(),
+        Form::Workgroup => format!(
+            "one workgroup per split and tile of {} rows, 64 keys a block",
+            layout.tile_rows
+        ),
     };
     format!(
-        "{} key splits of {} keys, merged; {loads}",
+        "{} key splits of {} keys, merged; {how}",
         split.splits, split.keys_per_split
     )
 }
 
-/// The partial kernel for the problem's widths and the device's loads.
-fn partial_kernel(ctx: &Context, p: &Problem) -> Kernel {
+/// The partial kernel for the form, the problem's widths and the device's loads.
+fn partial_kernel(ctx: &Context, p: &Problem, form: Form) -> Kernel {
+    if form == Form::Workgroup {
+        return Kernel::DecodeWorkgroup;
+    }
     match (crate::fused::wide(p), kv_words(ctx)) {
         (false, false) => Kernel::DecodePartial,
         (true, false) => Kernel::DecodePartialWide,
@@ -169,50 +272,49 @@ fn partial_kernel(ctx: &Context, p: &Problem) -> Kernel {
     }
 }
 
-/// The most keys one split may take: unbounded, but on llvmpipe as many 4-key blocks as fit
+/// The most keys one split may take: unbounded, but on llvmpipe as many key blocks as fit
 /// the loop limit (crate::loops).
-fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem) -> usize {
+fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> usize {
     if !loops::limited(info) {
         return usize::MAX;
     }
-    let per_block = loops::decode_block(crate::fused::wide(p));
+    let (per_block, keys) = match form {
+        Form::Invocation => (loops::decode_block(crate::fused::wide(p)), 4),
+        Form::Workgroup => {
+            let (d4, dv4) = (p.dims.d as u64 / 4, p.dims.dv as u64 / 4);
+            (loops::decode_workgroup_block(d4, dv4), WORKGROUP_KEYS)
+        }
+    };
     let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::keyed(0, per_block)) / per_block;
-    blocks as usize * 4
+    blocks as usize * keys
 }
 
 /// Why the decode path cannot run the problem on this adapter: the merge kernel loops over
 /// the splits, which on llvmpipe must stay within the loop limit.
-pub(crate) fn loop_obstacle(info: &wgpu::AdapterInfo, p: &Problem) -> Option<String> {
-    let split = Layout::of(info, p).split;
+pub(crate) fn loop_obstacle(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> Option<String> {
+    let split = Layout::of(info, p, form).split;
     loops::obstacle(info, "decode's merge", loops::keyed(split.splits as u64, 2))
 }
 
 /// The chunks this path runs in (whole GQA groups), planned against the device's limits.
 /// Each chunk's `scratch_bytes` is its partial outputs.
-pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
+pub(crate) fn plan(ctx: &Context, p: &Problem, form: Form) -> Result<Vec<Chunk>> {
     let d = &p.dims;
-    let Layout {
-        group,
-        rows,
-        quads,
-        split,
-        dv4,
-    } = Layout::of(ctx.adapter_info(), p);
+    let layout = Layout::of(ctx.adapter_info(), p, form);
     let budget = DeviceBudget::from_limits(&ctx.limits());
     // Scratch: partial outputs of the chunk's groups; dispatch: the larger of the two kernels.
     let cost = |n_heads: usize, _rows: usize| {
-        let groups = n_heads / group;
-        let partials = (groups * split.splits * rows) as u64;
-        let partial_invocations = (groups * quads * split.splits) as u64;
-        let merge_invocations = (groups * rows * dv4) as u64;
+        let groups = n_heads / layout.group;
+        let partials = (groups * layout.split.splits * layout.rows) as u64;
+        let merge_invocations = (groups * layout.rows * layout.dv4) as u64;
         ChunkCost {
             scratch_bytes: partials * d.dv as u64 * 4,
-            max_groups: partial_invocations
-                .div_ceil(WG)
+            max_groups: layout
+                .partial_workgroups(groups)
                 .max(merge_invocations.div_ceil(WG)),
         }
     };
-    plan_chunks_with(p, &budget, &cost, group, false)
+    plan_chunks_with(p, &budget, &cost, layout.group, false)
 }
 
 /// Bytes of the largest chunk's partial outputs and of their LSEs (both buffers are reused
@@ -230,21 +332,26 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
 
 /// Runs the decode path over chunks from [`plan`]. The caller has checked the shape with
 /// `fused::width_obstacle` (D and Dv at most [`MAX_WIDTH`], padded to multiples of 4 by the
-/// caller, no weights). Widths above 128 run on the wide variant of the partial kernel.
+/// caller, no weights). In the invocation form, widths above 128 run on the wide variant of
+/// the partial kernel; the workgroup form takes every width up to [`MAX_WIDTH`].
 pub(crate) fn run(
     ctx: &Context,
     p: &Problem,
+    form: Form,
     inputs: &DeviceInputs<'_>,
     chunks: &[Chunk],
 ) -> Result<DeviceOutputs> {
     let d = &p.dims;
+    let layout = Layout::of(ctx.adapter_info(), p, form);
     let Layout {
         group,
         rows,
-        quads,
+        tiles,
+        tile_rows,
         split,
         dv4,
-    } = Layout::of(ctx.adapter_info(), p);
+        ..
+    } = layout;
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let mut outputs = DeviceOutputs::allocate(ctx, p, false)?;
     let (out, lse) = (&outputs.out, &outputs.lse);
@@ -252,7 +359,11 @@ pub(crate) fn run(
     let (partial_o, partial_l) = partial_bytes(p, chunks);
     let part_o = ctx.scratch_buffer("decode partial outputs", partial_o)?;
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
-    let partial_pipe = ctx.pipeline(&PipelineKey::for_problem(partial_kernel(ctx, p), p))?;
+    let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
+    if form == Form::Workgroup {
+        partial_key.constants.push(("ROWS", tile_rows as u32));
+    }
+    let partial_pipe = ctx.pipeline(&partial_key)?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {
@@ -263,7 +374,7 @@ pub(crate) fn run(
             let (_, m_win, strides) = mask_params(p, c);
             let n_groups = c.n_heads / group;
             let g0 = c.bh0 / group;
-            let total = (n_groups * quads * split.splits) as u64;
+            let total = (n_groups * tiles * split.splits) as u64;
             let partial = DecodeParams {
                 lq: d.lq as u32,
                 lk: d.lk as u32,
@@ -275,7 +386,7 @@ pub(crate) fn run(
                 rows: rows as u32,
                 splits: split.splits as u32,
                 keys_per_split: split.keys_per_split as u32,
-                quads: quads as u32,
+                tiles: tiles as u32,
                 total: total as u32,
                 g0: g0 as u32,
                 q_win: c.q.start / 4,
@@ -326,7 +437,8 @@ pub(crate) fn run(
                 label: Some("decode"),
                 timestamp_writes: None,
             });
-            budget.dispatch(&mut pass, &partial_pipe, &bg_partial, total.div_ceil(WG));
+            let partial_groups = layout.partial_workgroups(n_groups);
+            budget.dispatch(&mut pass, &partial_pipe, &bg_partial, partial_groups);
             budget.dispatch(&mut pass, &merge_pipe, &bg_merge, merge_total.div_ceil(WG));
         }
         encoder

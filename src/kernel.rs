@@ -66,6 +66,9 @@ pub enum Kernel {
     DecodePartialU64,
     /// [`Kernel::DecodePartialWide`] reading K and V as 64-bit words.
     DecodePartialWideU64,
+    /// `shaders/decode_workgroup.wgsl`: split-K partial attention with one workgroup per
+    /// split, for GPUs (D and Dv up to 256; rows per tile as the `ROWS` override).
+    DecodeWorkgroup,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
@@ -85,7 +88,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 24] = [
+    pub const ALL: [Kernel; 25] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -103,6 +106,7 @@ impl Kernel {
         Kernel::DecodePartialWide,
         Kernel::DecodePartialU64,
         Kernel::DecodePartialWideU64,
+        Kernel::DecodeWorkgroup,
         Kernel::Merge,
         Kernel::Copy,
         Kernel::Matmul,
@@ -207,6 +211,10 @@ impl Kernel {
                 include_str!("../shaders/kv_loads_u64.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
+            Kernel::DecodeWorkgroup => concat!(
+                include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/decode_workgroup.wgsl")
+            ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
             Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
@@ -237,6 +245,7 @@ impl Kernel {
             Kernel::DecodePartialWide => "decode_partial_wide",
             Kernel::DecodePartialU64 => "decode_partial_u64",
             Kernel::DecodePartialWideU64 => "decode_partial_wide_u64",
+            Kernel::DecodeWorkgroup => "decode_workgroup",
             Kernel::Merge => "merge",
             Kernel::Copy => "copy",
             Kernel::Matmul => "matmul",
@@ -284,7 +293,8 @@ impl Kernel {
             | Kernel::DecodePartial
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64
-            | Kernel::DecodePartialWideU64 => &[
+            | Kernel::DecodePartialWideU64
+            | Kernel::DecodeWorkgroup => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
@@ -340,7 +350,8 @@ impl Kernel {
             Kernel::DecodePartial
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64
-            | Kernel::DecodePartialWideU64 => std::mem::size_of::<crate::params::DecodeParams>(),
+            | Kernel::DecodePartialWideU64
+            | Kernel::DecodeWorkgroup => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
             Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),

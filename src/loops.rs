@@ -69,6 +69,20 @@ pub fn decode_block(wide: bool) -> u64 {
     }
 }
 
+/// Iterations per 64-key block of decode_workgroup.wgsl (the workgroup form of decode, for
+/// GPUs; on llvmpipe only when forced). Its statistics and output loops run 64 keys each
+/// (three loops, about 196 iterations a block); its score loop over D unrolls up to D/4 =
+/// 32 and adds about D/4 above. Measured with D = Dv: 196 at D 4, 64 and 128, 230 at D 132,
+/// 247 at D 200, 256 at D 256; bounded by 197, plus the wider of D/4 and Dv/4 above 32.
+pub fn decode_workgroup_block(d4: u64, dv4: u64) -> u64 {
+    let widest = d4.max(dv4);
+    if widest <= 32 {
+        197
+    } else {
+        197 + widest
+    }
+}
+
 /// Iterations of one unfused-path invocation: the weighted sum loops over every key of its
 /// row (measured: results went wrong past 65535 keys), the scores over D, the softmax over
 /// the row in steps of its 64 lanes.

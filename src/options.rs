@@ -58,9 +58,14 @@ pub enum PathChoice {
     /// The fused kernel's tiled tier: 64 x 64 tiles in workgroup memory, register tiles,
     /// for GPUs (needs 24 KiB of workgroup memory and 128 invocations per workgroup).
     FusedTiled,
-    /// Split-K decode: keys split across invocations, partial results merged. For few query
-    /// rows per kv head (Hq/Hkv x Lq up to about 16) over many keys.
+    /// Split-K decode: keys split, partial results merged. For few query rows per kv head
+    /// (Hq/Hkv x Lq up to about 16) over many keys. In the form that suits the adapter: one
+    /// invocation per split on CPU adapters (path `"decode"`), one workgroup per split on
+    /// GPUs (path `"decode-workgroup"`).
     Decode,
+    /// Split-K decode in its workgroup form (path `"decode-workgroup"`) on any adapter: what
+    /// [`PathChoice::Decode`] runs on GPUs, forced for tests and comparisons on CPU adapters.
+    DecodeWorkgroup,
 }
 
 /// Options of an attention call. `AttentionOptions::default()` is plain non-causal attention
@@ -119,7 +124,7 @@ impl<'a> AttentionOptions<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanInfo {
     /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, `"fused-tiled"`,
-    /// `"decode"`, or
+    /// `"decode"`, `"decode-workgroup"`, or
     /// `"reference"` for the CPU reference, or `"none"` when there was nothing to compute (no
     /// query rows, or no keys).
     pub path: &'static str,

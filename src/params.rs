@@ -164,11 +164,12 @@ pub struct DecodeParams {
     pub rows: u32,
     /// Key splits per group.
     pub splits: u32,
-    /// Keys per split (a multiple of 4).
+    /// Keys per split (a multiple of 4; of 64 in decode_workgroup.wgsl).
     pub keys_per_split: u32,
-    /// Row quads per group: ceil(rows / 4).
-    pub quads: u32,
-    /// Invocations that do work.
+    /// Row tiles per group: ceil(rows / 4) in decode_partial.wgsl (4 rows an invocation),
+    /// ceil(rows / ROWS) in decode_workgroup.wgsl.
+    pub tiles: u32,
+    /// Invocations (decode_partial.wgsl) or workgroups (decode_workgroup.wgsl) that do work.
     pub total: u32,
     /// First group of the chunk.
     pub g0: u32,

@@ -16,7 +16,7 @@ use crate::problem::Problem;
 pub(crate) enum Path {
     Unfused,
     Fused(Tier),
-    Decode,
+    Decode(decode::Form),
 }
 
 impl Path {
@@ -24,7 +24,7 @@ impl Path {
         match self {
             Path::Unfused => "unfused",
             Path::Fused(t) => t.name(),
-            Path::Decode => "decode",
+            Path::Decode(form) => form.path_name(),
         }
     }
 }
@@ -41,17 +41,23 @@ fn unfused_obstacle(ctx: &Context, p: &Problem) -> Option<String> {
     loops::obstacle(ctx.adapter_info(), "unfused", loops::unfused(p))
 }
 
-/// Why decode cannot run the problem here, or `None`: weights requested (`weights`, from
-/// fused::weights_obstacle), widths, or llvmpipe's loop limit on its merge.
-fn decode_obstacle(ctx: &Context, p: &Problem, weights: Option<String>) -> Option<String> {
+/// Why decode in `form` cannot run the problem here, or `None`: weights requested
+/// (`weights`, from fused::weights_obstacle), widths, or llvmpipe's loop limit on its merge.
+fn decode_obstacle(
+    ctx: &Context,
+    p: &Problem,
+    form: decode::Form,
+    weights: Option<String>,
+) -> Option<String> {
     weights
         .or_else(|| fused::width_obstacle(p, decode::MAX_WIDTH))
-        .or_else(|| decode::loop_obstacle(ctx.adapter_info(), p))
+        .or_else(|| decode::loop_obstacle(ctx.adapter_info(), p, form))
 }
 
 /// Picks a path from the shapes, the options and the adapter, and says why.
 pub(crate) fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Choice {
     let weights = fused::weights_obstacle(opts.return_weights);
+    let adapter_form = decode::Form::for_adapter(ctx.adapter_info());
     let forced = |path: Path, obstacle: Option<String>| match obstacle {
         Some(why) => Err(unavailable(path.name(), why)),
         None => Ok((path, "forced by the caller".to_string())),
@@ -67,7 +73,14 @@ pub(crate) fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_
         PathChoice::FusedSubgroup => tier(Tier::Subgroup),
         PathChoice::FusedPortable => tier(Tier::Portable),
         PathChoice::FusedTiled => tier(Tier::Tiled),
-        PathChoice::Decode => forced(Path::Decode, decode_obstacle(ctx, p, weights)),
+        PathChoice::Decode => forced(
+            Path::Decode(adapter_form),
+            decode_obstacle(ctx, p, adapter_form, weights),
+        ),
+        PathChoice::DecodeWorkgroup => {
+            let form = decode::Form::Workgroup;
+            forced(Path::Decode(form), decode_obstacle(ctx, p, form, weights))
+        }
         PathChoice::Fused => fused_or_fallback(ctx, p, weights, true),
         PathChoice::Auto => fused_or_fallback(ctx, p, weights, false),
     }
@@ -104,12 +117,13 @@ fn fused_or_fallback(
     let cpu_subgroup_lanes = (on_cpu && fused::problem_obstacle(ctx, p, Tier::Subgroup).is_none())
         .then(|| fused::subgroup_keys(ctx.adapter_info()));
     let max_rows = decode::auto_rows(cpu_subgroup_lanes);
+    let form = decode::Form::for_adapter(ctx.adapter_info());
     if !explicit
         && decode::is_decode_shape(rows, d.lk, max_rows)
-        && decode_obstacle(ctx, p, None).is_none()
+        && decode_obstacle(ctx, p, form, None).is_none()
     {
         return Ok((
-            Path::Decode,
+            Path::Decode(form),
             format!(
                 "{rows} query rows per kv head (at most {max_rows} here) over {} keys: split-K decode",
                 d.lk

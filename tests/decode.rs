@@ -5,10 +5,24 @@ mod common;
 
 use common::{assert_parity, inputs, Rng};
 use ndarray::{s, ArrayD};
+use wgpu_attention::decode::Form;
 use wgpu_attention::merge::merge_partials;
 use wgpu_attention::{
     reference, AttentionOptions, Causal, Context, ContextOptions, Mask, PathChoice, Tolerance,
 };
+
+/// Both ways to force decode: the form for the adapter, and the workgroup form (the GPU
+/// form, which on CPU adapters runs only when forced, so these tests are where lavapipe
+/// checks it).
+const FORMS: [PathChoice; 2] = [PathChoice::Decode, PathChoice::DecodeWorkgroup];
+
+/// The path name a forced decode reports on this adapter.
+fn decode_name(ctx: &Context, choice: PathChoice) -> &'static str {
+    match choice {
+        PathChoice::DecodeWorkgroup => Form::Workgroup.path_name(),
+        _ => Form::for_adapter(ctx.adapter_info()).path_name(),
+    }
+}
 
 #[test]
 fn decode_shapes_and_alignments() {
@@ -25,20 +39,22 @@ fn decode_shapes_and_alignments() {
     for shape in shapes {
         let (q, k, v) = inputs(&mut rng, shape, 1.0);
         for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
-            let opts = AttentionOptions::default()
-                .causal(causal)
-                .path(PathChoice::Decode)
-                .with_lse();
-            let r = assert_parity(
-                &ctx,
-                &format!("decode {shape:?} {causal:?}"),
-                &q,
-                &k,
-                &v,
-                &opts,
-                Tolerance::F32,
-            );
-            assert_eq!(r.plan.path, "decode");
+            for form in FORMS {
+                let opts = AttentionOptions::default()
+                    .causal(causal)
+                    .path(form)
+                    .with_lse();
+                let r = assert_parity(
+                    &ctx,
+                    &format!("{form:?} {shape:?} {causal:?}"),
+                    &q,
+                    &k,
+                    &v,
+                    &opts,
+                    Tolerance::F32,
+                );
+                assert_eq!(r.plan.path, decode_name(&ctx, form));
+            }
         }
     }
 }
@@ -46,6 +62,12 @@ fn decode_shapes_and_alignments() {
 #[test]
 fn decode_masks_large_logits_and_empty_rows() {
     let Some(ctx) = common::ctx() else { return };
+    for form in FORMS {
+        masks_large_logits_and_empty_rows(&ctx, form);
+    }
+}
+
+fn masks_large_logits_and_empty_rows(ctx: &Context, form: PathChoice) {
     let mut rng = Rng::new(52);
     let (q, k, v) = inputs(&mut rng, [2, 4, 2, 3, 500, 16, 8], 1.0);
     let bool_mask = rng.bool_array(&[2, 4, 3, 500], 0.5);
@@ -57,13 +79,10 @@ fn decode_masks_large_logits_and_empty_rows() {
         ("empty row", Mask::Bool(empty.view())),
         ("bias", Mask::Additive(bias.view())),
     ] {
-        let opts = AttentionOptions::default()
-            .mask(mask)
-            .path(PathChoice::Decode)
-            .with_lse();
+        let opts = AttentionOptions::default().mask(mask).path(form).with_lse();
         let r = assert_parity(
-            &ctx,
-            &format!("decode {name}"),
+            ctx,
+            &format!("{form:?} {name}"),
             &q,
             &k,
             &v,
@@ -78,13 +97,14 @@ fn decode_masks_large_logits_and_empty_rows() {
     let (q, k, v) = inputs(&mut rng, [1, 2, 2, 9, 4, 16, 8], 1.0);
     let opts = AttentionOptions::default()
         .causal(Causal::BottomRight)
-        .path(PathChoice::Decode)
+        .path(form)
         .with_lse();
-    let r = assert_parity(&ctx, "decode Lq > Lk", &q, &k, &v, &opts, Tolerance::F32);
+    let what = format!("{form:?} Lq > Lk");
+    let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
     assert_eq!(r.lse.expect("lse")[[0, 0, 0]], f32::NEG_INFINITY);
     let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 700, 64, 64], 50.0);
-    let opts = AttentionOptions::default().path(PathChoice::Decode);
-    common::assert_parity_conditioned(&ctx, "decode x50", &q, &k, &v, &opts);
+    let opts = AttentionOptions::default().path(form);
+    common::assert_parity_conditioned(ctx, &format!("{form:?} x50"), &q, &k, &v, &opts);
 }
 
 #[test]
@@ -101,24 +121,19 @@ fn decode_under_small_limits() {
     .expect("ctx");
     let mut rng = Rng::new(53);
     let (q, k, v) = inputs(&mut rng, [2, 8, 4, 2, 600, 16, 8], 1.0);
-    let opts = AttentionOptions::default()
-        .causal(Causal::BottomRight)
-        .path(PathChoice::Decode)
-        .with_lse();
-    let r = assert_parity(
-        &ctx,
-        "decode small limits",
-        &q,
-        &k,
-        &v,
-        &opts,
-        Tolerance::F32,
-    );
-    assert!(
-        r.plan.chunks > 1,
-        "expected splitting, got {}",
-        r.plan.chunks
-    );
+    for form in FORMS {
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(form)
+            .with_lse();
+        let what = format!("{form:?} small limits");
+        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert!(
+            r.plan.chunks > 1,
+            "{what}: expected splitting, got {}",
+            r.plan.chunks
+        );
+    }
 }
 
 #[test]
@@ -135,7 +150,12 @@ fn planner_picks_decode_for_few_rows() {
         &AttentionOptions::default().with_lse(),
         Tolerance::F32,
     );
-    assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
+    assert_eq!(
+        r.plan.path,
+        decode_name(&ctx, PathChoice::Decode),
+        "{}",
+        r.plan.reason
+    );
 }
 
 /// Rows per kv head up to which auto takes decode: 16 on GPUs, fewer on CPU adapters whose
@@ -175,7 +195,7 @@ fn decode_rows_follow_the_adapter() {
         };
         // Past max_rows only on CPU adapters (every case here is within MAX_AUTO_ROWS).
         let want = if rows <= max_rows {
-            "decode"
+            decode_name(&ctx, PathChoice::Decode)
         } else {
             "fused-subgroup"
         };
@@ -197,36 +217,72 @@ fn decode_widths_above_128() {
     let r = assert_parity(&ctx, "decode D256 auto", &q, &k, &v, &opts, Tolerance::F32);
     // Auto takes decode for these widths on every adapter (on an H200 at D = 256: 1.0 ms,
     // the unfused path 1.75).
-    assert_eq!(r.plan.path, "decode", "{}", r.plan.reason);
-    let opts = opts.path(PathChoice::Decode);
-    let r = assert_parity(&ctx, "decode D256", &q, &k, &v, &opts, Tolerance::F32);
-    assert_eq!(r.plan.path, "decode");
+    let adapter_form = decode_name(&ctx, PathChoice::Decode);
+    assert_eq!(r.plan.path, adapter_form, "{}", r.plan.reason);
+    for form in FORMS {
+        let opts = opts.clone().path(form);
+        let what = format!("{form:?} D256");
+        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert_eq!(r.plan.path, decode_name(&ctx, form));
+    }
 
     let (q, k, v) = inputs(&mut rng, [1, 4, 1, 5, 77, 130, 250], 1.0);
-    let opts = AttentionOptions::default()
-        .causal(Causal::TopLeft)
-        .path(PathChoice::Decode)
-        .with_lse();
-    let r = assert_parity(&ctx, "decode D130 Dv250", &q, &k, &v, &opts, Tolerance::F32);
-    assert_eq!(r.out.shape(), &[1, 4, 5, 250]);
-
-    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 3, 301, 200, 8], 1.0);
+    let (q2, k2, v2) = inputs(&mut rng, [2, 4, 2, 3, 301, 200, 8], 1.0);
     let mut allow = rng.bool_array(&[2, 4, 3, 301], 0.6);
     allow.slice_mut(s![1, 2, 1, ..]).fill(false);
-    let opts = AttentionOptions::default()
-        .mask(Mask::Bool(allow.view()))
-        .path(PathChoice::Decode)
-        .with_lse();
-    let r = assert_parity(
-        &ctx,
-        "decode D200 Dv8 masked",
-        &q,
-        &k,
-        &v,
-        &opts,
-        Tolerance::F32,
-    );
-    assert_eq!(r.lse.expect("lse")[[1, 2, 1]], f32::NEG_INFINITY);
+    for form in FORMS {
+        let opts = AttentionOptions::default()
+            .causal(Causal::TopLeft)
+            .path(form)
+            .with_lse();
+        let what = format!("{form:?} D130 Dv250");
+        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert_eq!(r.out.shape(), &[1, 4, 5, 250]);
+
+        let opts = AttentionOptions::default()
+            .mask(Mask::Bool(allow.view()))
+            .path(form)
+            .with_lse();
+        let what = format!("{form:?} D200 Dv8 masked");
+        let r = assert_parity(&ctx, &what, &q2, &k2, &v2, &opts, Tolerance::F32);
+        assert_eq!(r.lse.expect("lse")[[1, 2, 1]], f32::NEG_INFINITY);
+    }
+}
+
+/// The workgroup form takes up to 16 rows a workgroup: more rows than that (forced decode
+/// on longer queries) run in tiles, the rows spread evenly over them, and the surplus slots
+/// of the last tile are not written. 36 rows: 3 tiles of 12; 40 rows: 3 tiles of 14 (the
+/// last one holds 12). With both causal alignments and a mask with an empty row.
+#[test]
+fn decode_workgroup_tiles_rows() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(59);
+    for (shape, tile) in [
+        ([1, 4, 1, 9, 300, 64, 64], 12),
+        ([2, 1, 1, 40, 130, 20, 36], 14),
+    ] {
+        let [b, hq, _, lq, lk, ..] = shape;
+        let (q, k, v) = inputs(&mut rng, shape, 1.0);
+        let mut allow = rng.bool_array(&[b, hq, lq, lk], 0.7);
+        allow.slice_mut(s![b - 1, hq - 1, lq - 1, ..]).fill(false);
+        for causal in [Causal::TopLeft, Causal::BottomRight] {
+            let opts = AttentionOptions::default()
+                .causal(causal)
+                .path(PathChoice::DecodeWorkgroup)
+                .with_lse();
+            let what = format!("decode-workgroup {shape:?} {causal:?}");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            let text = format!("tile of {tile} rows");
+            assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+            let opts = opts.mask(Mask::Bool(allow.view()));
+            let what = format!("decode-workgroup {shape:?} {causal:?} masked");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            assert_eq!(
+                r.lse.expect("lse")[[b - 1, hq - 1, lq - 1]],
+                f32::NEG_INFINITY
+            );
+        }
+    }
 }
 
 /// The partial kernel reads K and V as 64-bit words on CPU adapters with 8-lane subgroups
@@ -238,6 +294,10 @@ fn decode_widths_above_128() {
 #[test]
 fn decode_reads_k_and_v_as_vec4_without_int64() {
     let Some(ctx) = common::ctx() else { return };
+    if Form::for_adapter(ctx.adapter_info()) != Form::Invocation {
+        eprintln!("a GPU: decode runs its workgroup form, which reads K and V as vec4<f32>");
+        return;
+    }
     let words = wgpu_attention::cpu_vectors::kv_words(&ctx);
     let mut rng = Rng::new(57);
     let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 1000, 64, 64], 1.0);
@@ -276,7 +336,9 @@ fn decode_reads_k_and_v_as_vec4_without_int64() {
 /// adapters, as few splits as give every thread two workgroups of the partial kernel.
 #[test]
 fn decode_splits_follow_the_adapter() {
-    use wgpu_attention::decode::{split_for, split_for_threads, Split};
+    use wgpu_attention::decode::{
+        split_for, split_for_threads, workgroup_split, Split, WORKGROUP_TARGET,
+    };
     let split = |keys_per_split, splits| Split {
         keys_per_split,
         splits,
@@ -293,13 +355,26 @@ fn decode_splits_follow_the_adapter() {
     assert_eq!(split_for_threads(4, usize::MAX, 1, 16), split(16, 1));
     // A machine with more threads takes more splits.
     assert_eq!(split_for_threads(4096, usize::MAX, 8, 16), split(16, 256));
+    // The workgroup form: whole 64-key blocks, one a split until the dispatch reaches its
+    // target; then more blocks a split, up to the cap.
+    assert_eq!(workgroup_split(4096, 8, usize::MAX, 2048), split(64, 64));
+    assert_eq!(workgroup_split(4096, 128, usize::MAX, 2048), split(256, 16));
+    assert_eq!(
+        workgroup_split(4096, 4096, usize::MAX, 2048),
+        split(4096, 1)
+    );
+    assert_eq!(workgroup_split(4096, 4096, 1000, 2048), split(960, 5));
+    assert_eq!(workgroup_split(100, 1, usize::MAX, 2048), split(64, 2));
+    assert_eq!(workgroup_split(4096, 8, usize::MAX, 4), split(4096, 1));
 
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(58);
     let (q, k, v) = inputs(&mut rng, [1, 32, 8, 1, 4096, 16, 16], 1.0);
     let opts = AttentionOptions::default().path(PathChoice::Decode);
     let r = assert_parity(&ctx, "decode splits", &q, &k, &v, &opts, Tolerance::F32);
-    let want = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+    let want = if Form::for_adapter(ctx.adapter_info()) == Form::Workgroup {
+        workgroup_split(4096, 8, usize::MAX, WORKGROUP_TARGET)
+    } else if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
         split_for_threads(
             4096,
             usize::MAX,

@@ -8,7 +8,8 @@ mod common;
 
 use common::{assert_parity, inputs, Rng};
 use wgpu_attention::loops::{
-    self, decode_block, portable_block, subgroup_block, tiled_block, LLVMPIPE_LOOP_LIMIT, SLACK,
+    self, decode_block, decode_workgroup_block, portable_block, subgroup_block, tiled_block,
+    LLVMPIPE_LOOP_LIMIT, SLACK,
 };
 use wgpu_attention::{AttentionOptions, Causal, Context, Error, PathChoice, Tolerance};
 
@@ -188,6 +189,37 @@ fn decode_runs_up_to_the_loop_limit() {
         let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
         let text = format!("{splits} key splits of {cap} keys");
         assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+    }
+}
+
+/// Decode's workgroup form (forced: on CPU adapters it runs only so) at the most keys one
+/// split may take, and one 64-key block past it. On CPU adapters it takes as many splits as
+/// give every thread two workgroups, so with that many kv heads one split is the whole key
+/// row. At D 64 (its 64-trip loops over the keys set the bound) and D 256 (the score loop
+/// over D stays rolled too).
+#[test]
+fn decode_workgroup_runs_up_to_the_loop_limit() {
+    use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
+    let Some(ctx) = common::ctx() else { return };
+    if !loops::limited(ctx.adapter_info()) {
+        eprintln!("not llvmpipe: no loop limit to test");
+        return;
+    }
+    let heads = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD;
+    let mut rng = Rng::new(75);
+    for d in [64, 256] {
+        let cap = max_keys(decode_workgroup_block(d as u64 / 4, d as u64 / 4), 64);
+        for (lk, splits) in [(cap, 1), (cap + 64, 2)] {
+            let (q, k, v) = inputs(&mut rng, [1, heads, heads, 1, lk, d, d], 1.0);
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(PathChoice::DecodeWorkgroup)
+                .with_lse();
+            let what = format!("decode-workgroup D{d} Lk{lk}");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            let text = format!("{splits} key splits of {cap} keys");
+            assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use ndarray::{ArrayD, Axis, IxDyn};
+use wgpu_attention::decode;
 use wgpu_attention::fp16::{attention_f16, to_f16_checked};
 use wgpu_attention::perf::{cpu_matmul_attention, forward_flops, time_copy, time_gpu, Timing};
 use wgpu_attention::rng::Rng;
@@ -89,6 +90,7 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
         ("fused-portable", Some(PathChoice::FusedPortable)),
         ("fused-tiled", Some(PathChoice::FusedTiled)),
         ("decode", Some(PathChoice::Decode)),
+        ("decode-workgroup", Some(PathChoice::DecodeWorkgroup)),
         ("cpu-ndarray", None),
     ];
     Ok(match choice {
@@ -108,7 +110,7 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
                     Some(p) => chosen.push(p),
                     None => {
                         return Err(Failure::input(format!(
-                            "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, fused-tiled, decode or cpu-ndarray, or a comma-separated list of them; got '{name}'"
+                            "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, fused-tiled, decode, decode-workgroup or cpu-ndarray, or a comma-separated list of them; got '{name}'"
                         )))
                     }
                 }
@@ -312,7 +314,7 @@ fn measure(
     let err = max_err(&out, &x.rows, &x.expected);
     let timing = time_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts, 1, reps).map_err(Failure::from_error)?;
     let ms = timing.median_gpu_ms().unwrap_or(timing.median_ms());
-    let moved = if r.plan.path == "decode" {
+    let moved = if r.plan.path.starts_with("decode") {
         kv_bytes
     } else {
         bytes
@@ -357,38 +359,47 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     };
     let x = prepare(&ctx, sh, causal, seed, f16)?;
     let mut table: Vec<Row> = Vec::new();
+    let gpu_decode = decode::Form::for_adapter(ctx.adapter_info()) == decode::Form::Workgroup;
     for (name, choice) in &chosen {
+        // On GPUs `decode` already runs the workgroup form.
+        if *name == "decode-workgroup" && gpu_decode && chosen.iter().any(|(n, _)| *n == "decode") {
+            continue;
+        }
         if let Some(row) = measure(&ctx, &x, name, *choice, reps, json)? {
             table.push(row);
         }
     }
-    // The decode path reads K and V once: compare with a plain copy of the same bytes, and
-    // say how many query positions a second one call's time gives (tokens/s of one layer).
-    if let Some(decode) = table.iter_mut().find(|r| r.path == "decode") {
-        let ms = decode
-            .timing
-            .median_gpu_ms()
-            .unwrap_or(decode.timing.median_ms());
-        let tokens = sh.b * sh.lq;
-        let positions = if tokens == 1 { "position" } else { "positions" };
-        decode.note = format!(
+    // The decode path reads K and V once: say how many query positions a second one call's
+    // time gives (tokens/s of one layer), and compare with a plain copy of the same bytes.
+    let tokens = sh.b * sh.lq;
+    let positions = if tokens == 1 { "position" } else { "positions" };
+    let mut shares = Vec::new();
+    for row in table.iter_mut().filter(|r| r.path.starts_with("decode")) {
+        let ms = row.timing.median_gpu_ms().unwrap_or(row.timing.median_ms());
+        row.note = format!(
             "{}; {:.0} tokens/s ({tokens} query {positions} a call)",
-            decode.note,
+            row.note,
             tokens as f64 * 1e3 / ms
         );
-        let decode_gbps = decode.gbps;
+        shares.push((row.path.clone(), row.gbps));
+    }
+    if !shares.is_empty() {
         let kv_bytes = 8 * (sh.b * sh.hkv * sh.lk * sh.d) as u64;
         let (copied, t) = time_copy(&ctx, kv_bytes, 2, reps).map_err(Failure::from_error)?;
         let ms = t.median_gpu_ms().unwrap_or(t.median_ms());
         let gbps = 2.0 * copied as f64 / (ms * 1e6);
+        let shares: Vec<String> = shares
+            .iter()
+            .map(|(path, g)| format!("{path} read K/V at {:.0}% of this", 100.0 * g / gbps))
+            .collect();
         table.push(Row {
             path: "copy".to_string(),
             gflops: 0.0,
             gbps,
             max_abs_err: 0.0,
             note: format!(
-                "baseline: plain copy kernel of {copied} bytes (GB/s counts read + write); decode read K/V at {:.0}% of this",
-                100.0 * decode_gbps / gbps
+                "baseline: plain copy kernel of {copied} bytes (GB/s counts read + write); {}",
+                shares.join(", ")
             ),
             timing: t,
         });

@@ -13,12 +13,13 @@ use super::Failure;
 use wgpu_attention::seeds::sentence;
 
 /// Paths the self-check exercises, with the name shown.
-const PATHS: [(PathChoice, &str); 5] = [
+const PATHS: [(PathChoice, &str); 6] = [
     (PathChoice::Unfused, "unfused"),
     (PathChoice::FusedSubgroup, "fused-subgroup"),
     (PathChoice::FusedPortable, "fused-portable"),
     (PathChoice::FusedTiled, "fused-tiled"),
     (PathChoice::Decode, "decode"),
+    (PathChoice::DecodeWorkgroup, "decode-workgroup"),
 ];
 
 struct Case {
@@ -56,7 +57,7 @@ fn cases() -> Vec<Case> {
 fn parity(ctx: &Context) -> Result<bool, Failure> {
     println!("Parity against the CPU reference (f64), tolerance atol 1e-5 + rtol 1e-4:");
     println!(
-        "  {:<52} {:<8} {:>11} {:>11}  result",
+        "  {:<52} {:<16} {:>11} {:>11}  result",
         "case", "path", "max abs", "max rel"
     );
     let mut all_ok = true;
@@ -75,7 +76,7 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
                 // failure of the self-check: say so and go on.
                 Err(Error::PathUnavailable { reason, .. }) => {
                     println!(
-                        "  {:<52} {:<15} not on this adapter: {reason}",
+                        "  {:<52} {:<16} not on this adapter: {reason}",
                         case.name, path_name
                     );
                     continue;
@@ -92,7 +93,7 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
             let ok = c.passed() && lse_ok;
             all_ok &= ok;
             println!(
-                "  {:<52} {:<15} {:>11.3e} {:>11.3e}  {}",
+                "  {:<52} {:<16} {:>11.3e} {:>11.3e}  {}",
                 case.name,
                 path_name,
                 c.max_abs_err,
@@ -142,7 +143,7 @@ fn timing(ctx: &Context) -> Result<(), Failure> {
         }
     );
     println!(
-        "  {:<40} {:<15} {:>10} {:>10}",
+        "  {:<40} {:<16} {:>10} {:>10}",
         "shape", "path", "ms", "GFLOP/s"
     );
     let mut rng = Rng::new(7);

@@ -1,0 +1,254 @@
+// decode_workgroup.wgsl — split-K attention for few query rows over many keys, the form for
+// GPUs (flash-decoding). One workgroup of 64 invocations takes one split of the keys for one
+// (batch, kv head) group and a tile of up to 16 of that group's query rows; it writes a
+// normalised partial output and its log-sum-exp per row, which merge.wgsl combines, as for
+// decode_partial.wgsl (the form for CPU adapters, one invocation per split).
+//
+// Why a second form: decode_partial.wgsl gives each invocation a split of keys to run alone
+// (Lk/128 keys on GPUs), which suits lavapipe (one CPU thread runs a whole workgroup in SIMD
+// lanes) but leaves a GPU nearly empty: B1 Hq32 Hkv8 Lq1 Lk4096 D128 is 1024 invocations,
+// and on an H200 it read K and V at 14.6 GB/s where a copy kernel moved 969 (README
+// "Measured"). Here the 64 invocations of a workgroup share each block of 64 keys:
+// invocation t scores key j0 + t against every row of the tile (its own K row, read as D/4
+// independent vec4 loads), the block's softmax statistics are kept per row in workgroup
+// memory, and then each invocation owns one vec4 column of the output (of one or more
+// rows), reading V rows whole across the workgroup (consecutive invocations, consecutive
+// addresses). Not yet measured on a GPU (written in a session without one; scripts/h200.sh
+// runs it there). On lavapipe it is about ten times slower than decode_partial.wgsl, which
+// is why CPU adapters keep that form (crate::decode::Form::for_adapter).
+//
+// Bindings (group 0):
+//   0 params : uniform DecodeParams (mirrors src/params.rs)
+//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
+//   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), read through load_k()
+//              and load_v() (kv_loads_f32.wgsl, which the registry puts in front)
+//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
+//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
+//   6 part_o : storage read_write vec4<f32>, (groups, splits, rows, Dv) partial outputs
+//   7 part_l : storage read_write u32, (groups, splits, rows) partial LSE as f32 bits
+//
+// Rows of a group: the (Hq / Hkv) * Lq query rows whose heads read this kv head, row
+// r = (head within group) * Lq + i, as in decode_partial.wgsl. Tile t holds rows
+// t * ROWS .. t * ROWS + ROWS - 1 (the last tile's surplus slots repeat the last row and are
+// not written).
+//
+// Specialisation: D, DV (multiples of 4, any size up to the host's limit of 256: no array
+// here is sized by them), ROWS (rows per tile, 1..16, chosen by the host: crate::decode),
+// CAUSAL, HAS_BIAS, HAS_ALLOW.
+//
+// Workgroup memory: 4 KiB of scores and weights (16 rows x 64 keys) and two 16-float
+// arrays, within WebGPU's default limit of 16 KiB.
+//
+// Dispatch: one workgroup per (group, tile, split), numbered linearly (split fastest), spread
+// over x and y; surplus workgroups return at once (whole workgroups, so the barriers stay in
+// uniform control flow). Each workgroup runs the keys of its split in blocks of 64 (crate::
+// decode chooses how many blocks a split takes).
+
+struct DecodeParams {
+    lq: u32, lk: u32, hq: u32, hkv: u32,
+    group: u32, causal_offset: i32, scale: f32, rows: u32,
+    splits: u32, keys_per_split: u32, tiles: u32, total: u32,
+    g0: u32, q_win: u32, k_win: u32, v_win: u32,
+    m_win: u32, m_sb: u32, m_sh: u32, m_si: u32,
+    m_sj: u32, n_groups: u32, pad0: u32, pad1: u32,
+}
+
+override D: u32 = 64u;
+override DV: u32 = 64u;
+override ROWS: u32 = 16u;
+override CAUSAL: u32 = 0u;
+override HAS_BIAS: u32 = 0u;
+override HAS_ALLOW: u32 = 0u;
+
+// Invocations per workgroup, and keys per block (one key each in the score phase).
+const WG: u32 = 64u;
+const KEYS: u32 = 64u;
+// Most rows in a tile (ROWS at most this): the size of the per-row arrays.
+const MAX_ROWS: u32 = 16u;
+const NO_SCORE: f32 = -3.0e38;
+const VALID: f32 = -1.0e38;
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+@group(0) @binding(0) var<uniform> p: DecodeParams;
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read> allow: array<u32>;
+@group(0) @binding(6) var<storage, read_write> part_o: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> part_l: array<u32>;
+
+// The block's scores of row r against key j0 + t at r * KEYS + t, turned into weights in
+// place by the statistics step.
+var<workgroup> block: array<f32, MAX_ROWS * KEYS>;
+// Per row: how much the output so far shrinks for this block (exp(m_old - m_new)), and at
+// the end the row's sum of weights, for the invocations that write its columns.
+var<workgroup> row_alpha: array<f32, MAX_ROWS>;
+var<workgroup> row_sum: array<f32, MAX_ROWS>;
+
+// Score of one row against key j (already scaled), with the causal rule and masks applied:
+// NO_SCORE where the row may not see the key. `bh` is the query's batch-head, `i` its row.
+fn masked(s: f32, bh: u32, i: u32, j: u32) -> f32 {
+    var ok = true;
+    var out = s;
+    if (CAUSAL != 0u) {
+        ok = i32(j) <= i32(i) + p.causal_offset;
+    }
+    if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
+        let at = (bh / p.hq) * p.m_sb + (bh % p.hq) * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
+        if (HAS_ALLOW != 0u) {
+            ok = allow[at] != 0u;
+        }
+        if (HAS_BIAS != 0u) {
+            out = out + bias[at];
+        }
+    }
+    return select(NO_SCORE, out, ok);
+}
+
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    // Uniform across the workgroup: every barrier below stays in uniform control flow.
+    if (wg >= p.total) {
+        return;
+    }
+    let split = wg % p.splits;
+    let tile = (wg / p.splits) % p.tiles;
+    let gl = wg / (p.splits * p.tiles); // group within the chunk
+    let g = p.g0 + gl;                   // absolute (batch, kv head) group = b * Hkv + kvh
+    let b = g / p.hkv;
+    let kvh = g % p.hkv;
+    let d4 = D / 4u;
+    let dv4 = DV / 4u;
+
+    // The tile's rows: query batch-head, position, and where its q row starts.
+    var bhs: array<u32, MAX_ROWS>;
+    var pos: array<u32, MAX_ROWS>;
+    var q_at: array<u32, MAX_ROWS>;
+    var last_pos = 0u;
+    for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
+        if (r < ROWS) {
+            let row = min(tile * ROWS + r, p.rows - 1u);
+            bhs[r] = b * p.hq + kvh * p.group + row / p.lq;
+            pos[r] = row % p.lq;
+            q_at[r] = (bhs[r] * p.lq + pos[r]) * d4 - p.q_win;
+            last_pos = max(last_pos, pos[r]);
+        }
+    }
+
+    // This split's keys; under the causal rule none past the last key any row here may see.
+    let j_begin = split * p.keys_per_split;
+    var j_end = min(j_begin + p.keys_per_split, p.lk);
+    if (CAUSAL != 0u) {
+        j_end = min(j_end, u32(clamp(i32(last_pos) + p.causal_offset + 1, 0, i32(p.lk))));
+    }
+    let k_row0 = (b * p.hkv + kvh) * p.lk;
+
+    // Output columns: invocation t owns column t % dv4 of rows t / dv4, t / dv4 + row_sets,
+    // .. (row_sets = how many times dv4 fits in the workgroup; invocations from
+    // row_sets * dv4 on idle there).
+    let row_sets = max(WG / max(dv4, 1u), 1u);
+    let col = t % max(dv4, 1u);
+    let row_set = t / max(dv4, 1u);
+    var acc: array<vec4<f32>, MAX_ROWS>;
+    for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
+        acc[r] = vec4<f32>(0.0);
+    }
+    // Row t's running max and sum (kept by invocation t < ROWS).
+    var m_run = NO_SCORE;
+    var l_run = 0.0;
+
+    for (var j0 = j_begin; j0 < j_end; j0 = j0 + KEYS) {
+        // Scores: invocation t against key j0 + t, every row of the tile.
+        let j = j0 + t;
+        let k_at = (k_row0 + min(j, p.lk - 1u)) * d4 - p.k_win;
+        var s: array<f32, MAX_ROWS>;
+        for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
+            s[r] = 0.0;
+        }
+        for (var c = 0u; c < d4; c = c + 1u) {
+            let kc = load_k(k_at + c);
+            for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
+                if (r < ROWS) {
+                    s[r] = s[r] + dot(q[q_at[r] + c], kc);
+                }
+            }
+        }
+        for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
+            if (r < ROWS) {
+                var score = NO_SCORE;
+                if (j < j_end) {
+                    score = masked(p.scale * s[r], bhs[r], pos[r], j);
+                }
+                block[r * KEYS + t] = score;
+            }
+        }
+        workgroupBarrier();
+
+        // Statistics: invocation t < ROWS takes row t's 64 scores, updates its running max
+        // and sum, and turns the scores into weights exp(s - max) (0 where masked).
+        if (t < ROWS) {
+            var top = m_run;
+            for (var x = 0u; x < KEYS; x = x + 1u) {
+                top = max(top, block[t * KEYS + x]);
+            }
+            let alpha = exp(m_run - top);
+            var total = 0.0;
+            for (var x = 0u; x < KEYS; x = x + 1u) {
+                let sc = block[t * KEYS + x];
+                let w = select(0.0, exp(sc - top), sc > VALID);
+                block[t * KEYS + x] = w;
+                total = total + w;
+            }
+            l_run = l_run * alpha + total;
+            m_run = top;
+            row_alpha[t] = alpha;
+        }
+        workgroupBarrier();
+
+        // Output: each invocation's column, for its rows, over the block's keys.
+        if (row_set < row_sets && dv4 > 0u) {
+            for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
+                let r = row_set + n * row_sets;
+                if (r < ROWS) {
+                    acc[n] = acc[n] * row_alpha[r];
+                }
+            }
+            let keys = min(KEYS, j_end - j0);
+            for (var x = 0u; x < keys; x = x + 1u) {
+                let vx = load_v((k_row0 + j0 + x) * dv4 + col - p.v_win);
+                for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
+                    let r = row_set + n * row_sets;
+                    if (r < ROWS) {
+                        acc[n] = acc[n] + block[r * KEYS + x] * vx;
+                    }
+                }
+            }
+        }
+        // The next block overwrites `block` and `row_alpha`.
+        workgroupBarrier();
+    }
+
+    // Partial output (normalised) and LSE of each real row of the tile.
+    let slot = ((g - p.g0) * p.splits + split) * p.rows + tile * ROWS;
+    if (t < ROWS) {
+        row_sum[t] = l_run;
+        if (tile * ROWS + t < p.rows) {
+            var bits = NEG_INF_BITS;
+            if (l_run > 0.0) {
+                bits = bitcast<u32>(m_run + log(l_run));
+            }
+            part_l[slot + t] = bits;
+        }
+    }
+    workgroupBarrier();
+    if (row_set < row_sets && dv4 > 0u) {
+        for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
+            let r = row_set + n * row_sets;
+            if (r < ROWS && tile * ROWS + r < p.rows) {
+                let l = row_sum[r];
+                part_o[(slot + r) * dv4 + col] = select(vec4<f32>(0.0), acc[n] / l, l > 0.0);
+            }
+        }
+    }
+}
