@@ -71,16 +71,13 @@ pub fn decode_block(wide: bool) -> u64 {
 
 /// Iterations per 64-key block of decode_workgroup.wgsl (the workgroup form of decode, for
 /// GPUs; on llvmpipe only when forced). Its statistics and output loops run 64 keys each
-/// (three loops, about 196 iterations a block); its score loop over D unrolls up to D/4 =
-/// 32 and adds about D/4 above. Measured with D = Dv: 196 at D 4, 64 and 128, 230 at D 132,
-/// 247 at D 200, 256 at D 256; bounded by 197, plus the wider of D/4 and Dv/4 above 32.
+/// (about 196 iterations a block), and its score loop over D adds D/4 + 1 unless the driver
+/// unrolls it, which depends on D and the rows of a tile. Measured with D = Dv (rows in a
+/// tile): 196 at D 4 and D 64 (1, 2, 5 rows), 213 at D 64 (12, 16 rows), 196 at D 128 (1 row)
+/// and 229 (16 rows), 230 at D 132 (1), 247 at D 200 (1), 256 at D 256 (1) and 261 (3, 16).
+/// Bounded by 200 plus the wider of D/4 and Dv/4.
 pub fn decode_workgroup_block(d4: u64, dv4: u64) -> u64 {
-    let widest = d4.max(dv4);
-    if widest <= 32 {
-        197
-    } else {
-        197 + widest
-    }
+    200 + d4.max(dv4)
 }
 
 /// Iterations of one unfused-path invocation: the weighted sum loops over every key of its

@@ -195,8 +195,9 @@ fn decode_runs_up_to_the_loop_limit() {
 /// Decode's workgroup form (forced: on CPU adapters it runs only so) at the most keys one
 /// split may take, and one 64-key block past it. On CPU adapters it takes as many splits as
 /// give every thread two workgroups, so with that many kv heads one split is the whole key
-/// row. At D 64 (its 64-trip loops over the keys set the bound) and D 256 (the score loop
-/// over D stays rolled too).
+/// row. The driver unrolls its score loop over D for some widths and row counts and not for
+/// others (crate::loops::decode_workgroup_block), so: D 64 with 1 row and with 16 (the
+/// loop rolled), D 256 with 3 rows, and D 16 with Dv 256 over 12 rows.
 #[test]
 fn decode_workgroup_runs_up_to_the_loop_limit() {
     use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
@@ -207,15 +208,15 @@ fn decode_workgroup_runs_up_to_the_loop_limit() {
     }
     let heads = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD;
     let mut rng = Rng::new(75);
-    for d in [64, 256] {
-        let cap = max_keys(decode_workgroup_block(d as u64 / 4, d as u64 / 4), 64);
+    for (d, dv, lq) in [(64, 64, 1), (64, 64, 16), (256, 256, 3), (16, 256, 12)] {
+        let cap = max_keys(decode_workgroup_block(d as u64 / 4, dv as u64 / 4), 64);
         for (lk, splits) in [(cap, 1), (cap + 64, 2)] {
-            let (q, k, v) = inputs(&mut rng, [1, heads, heads, 1, lk, d, d], 1.0);
+            let (q, k, v) = inputs(&mut rng, [1, heads, heads, lq, lk, d, dv], 1.0);
             let opts = AttentionOptions::default()
                 .causal(Causal::BottomRight)
                 .path(PathChoice::DecodeWorkgroup)
                 .with_lse();
-            let what = format!("decode-workgroup D{d} Lk{lk}");
+            let what = format!("decode-workgroup D{d} Dv{dv} Lq{lq} Lk{lk}");
             let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
             let text = format!("{splits} key splits of {cap} keys");
             assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
