@@ -55,10 +55,14 @@ pub struct SubgroupLayout {
 /// adapter that runs `threads` workgroups at once (lavapipe: one per CPU thread).
 ///
 /// R is [`subgroup_rows`], or a half or a quarter of it (at least 2) when that leaves fewer
-/// padding slots or keeps more threads busy. The estimate: a workgroup's time per key grows
-/// as 16 x (R + 3), the 3 standing for the loads and broadcasts its R rows share (fitted to
-/// lavapipe at 16 lanes, D = 64: R = 4 gave 35.5 GFLOP/s and R = 8 gave 45), and the
-/// threads run ceil(workgroups / threads) workgroups each.
+/// padding slots or keeps more threads busy; and each of those may shrink to the smallest R
+/// that needs no more workgroups (77 rows: R = 5 instead of 8, one workgroup of 80 slots
+/// instead of 128). The estimate: a workgroup's time per key grows as 16 x (R + 3), the 3
+/// standing for the loads and broadcasts its R rows share (fitted to lavapipe at 16 lanes,
+/// D = 64: R = 4 gave 35.5 GFLOP/s and R = 8 gave 45), and the threads run
+/// ceil(workgroups / threads) workgroups each. The shrunken R, measured on lavapipe at 16
+/// lanes in paired rounds (README "Measured"): B1 H8 L77 D64 34.6 against 28.5 GFLOP/s
+/// (causal 18.1 against 13.6), B1 H12 L197 66.2 against 58.4 (causal 39.5 against 35.0).
 pub fn subgroup_layout(
     d: usize,
     dv: usize,
@@ -101,8 +105,12 @@ pub fn subgroup_split_layout(
         }
     };
     let cost = |l: &SubgroupLayout| layout_cost(l, threads, splits.max(1));
+    // The smallest R that keeps the row groups of R: the same workgroups, fewer empty slots.
+    let fitted = |r: usize| unit_rows.div_ceil(SUBGROUP_INVOCATIONS * layout(r).row_groups);
     [most, most / 2, most / 4]
         .into_iter()
+        .filter(|&r| r >= 2)
+        .flat_map(|r| [r, fitted(r)])
         .filter(|&r| r >= 2)
         .map(layout)
         .reduce(|best, l| if cost(&l) < cost(&best) { l } else { best })

@@ -153,6 +153,16 @@ fn subgroup_layout_fits_units_and_rows() {
     );
     // One thread: no balancing, the largest R that leaves no slot empty.
     assert_eq!(subgroup_layout(64, 64, 1, 0..1, 64, 1), layout(1, 4, 1, 1));
+    // Rows that fill no power of two: R shrinks to the fewest that keep the workgroups.
+    // 77 rows (CLIP's text): R = 5, 80 slots (R = 8 would leave 51 of 128 empty).
+    assert_eq!(subgroup_layout(64, 64, 1, 0..8, 77, 2), layout(1, 5, 1, 8));
+    // 197 rows (ViT-B/16): R = 7, two workgroups of 112 slots a head.
+    assert_eq!(
+        subgroup_layout(64, 64, 1, 0..12, 197, 2),
+        layout(1, 7, 2, 24)
+    );
+    // Wide (D 200): R = 2 is already the fewest.
+    assert_eq!(subgroup_layout(200, 200, 1, 0..4, 20, 2), layout(1, 2, 1, 4));
 }
 
 /// Key ranges side by side: only where the row blocks alone leave a thread idle or unevenly
