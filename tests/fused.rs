@@ -162,7 +162,10 @@ fn subgroup_layout_fits_units_and_rows() {
         layout(1, 7, 2, 24)
     );
     // Wide (D 200): R = 2 is already the fewest.
-    assert_eq!(subgroup_layout(200, 200, 1, 0..4, 20, 2), layout(1, 2, 1, 4));
+    assert_eq!(
+        subgroup_layout(200, 200, 1, 0..4, 20, 2),
+        layout(1, 2, 1, 4)
+    );
 }
 
 /// Key ranges side by side: only where the row blocks alone leave a thread idle or unevenly
