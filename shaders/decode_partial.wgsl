@@ -3,16 +3,12 @@
 // that group's query rows, runs an online softmax over its keys, and writes a normalised
 // partial output and its log-sum-exp. merge.wgsl combines the splits.
 //
-// Bindings (group 0):
-//   0 params : uniform DecodeParams (mirrors src/params.rs)
-//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
+// Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
+// HAS_ALLOW and masked(): in decode_common.wgsl, which the registry puts in front.
+//   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
 //   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), read through load_k()
 //              and load_v(): kv_loads_f32.wgsl (vec4<f32>) or, on CPU adapters with 8-lane
 //              subgroups and 64-bit integers, kv_loads_u64.wgsl (64-bit words)
-//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
-//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
-//   6 part_o : storage read_write vec4<f32>, (groups, splits, R, Dv) partial outputs
-//   7 part_l : storage read_write u32, (groups, splits, R) partial LSE as f32 bits
 //
 // Rows of a group: the R = (Hq / Hkv) * Lq query rows whose heads read this kv head, row
 // r = (head within group) * Lq + i. All of them share every K/V load: grouped-query decode
@@ -30,53 +26,13 @@
 // return at once (this kernel has no barriers or subgroup operations). Keys are read in
 // blocks of 4 so the partial output is rescaled once per block.
 
-struct DecodeParams {
-    lq: u32, lk: u32, hq: u32, hkv: u32,
-    group: u32, causal_offset: i32, scale: f32, rows: u32,
-    splits: u32, keys_per_split: u32, tiles: u32, total: u32,
-    g0: u32, q_win: u32, k_win: u32, v_win: u32,
-    m_win: u32, m_sb: u32, m_sh: u32, m_si: u32,
-    m_sj: u32, n_groups: u32, pad0: u32, pad1: u32,
-}
-
-override D: u32 = 64u;
-override DV: u32 = 64u;
-override CAUSAL: u32 = 0u;
-override HAS_BIAS: u32 = 0u;
-override HAS_ALLOW: u32 = 0u;
-
-const NO_SCORE: f32 = -3.0e38;
-const VALID: f32 = -1.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
-@group(0) @binding(0) var<uniform> p: DecodeParams;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read> allow: array<u32>;
-@group(0) @binding(6) var<storage, read_write> part_o: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> part_l: array<u32>;
-
-// Scores of one row against 4 keys, with causal rule and masks applied. `bh` is the query's
-// batch-head, `i` its row.
+// Scores of one row against keys j0 .. j0 + 3 (masked(): decode_common.wgsl), and
+// NO_SCORE for keys past Lk.
 fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32) -> vec4<f32> {
-    var out = s;
+    var out = vec4<f32>(NO_SCORE);
     for (var t = 0u; t < 4u; t = t + 1u) {
-        let j = j0 + t;
-        var ok = j < p.lk;
-        if (CAUSAL != 0u) {
-            ok = ok && i32(j) <= i32(i) + p.causal_offset;
-        }
-        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
-            let at = (bh / p.hq) * p.m_sb + (bh % p.hq) * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-            if (HAS_ALLOW != 0u) {
-                ok = allow[at] != 0u;
-            }
-            if (HAS_BIAS != 0u) {
-                out[t] = out[t] + bias[at];
-            }
-        }
-        if (!ok) {
-            out[t] = NO_SCORE;
+        if (j0 + t < p.lk) {
+            out[t] = masked(s[t], bh, i, j0 + t);
         }
     }
     return out;

@@ -17,15 +17,11 @@
 // runs it there). On lavapipe it is about ten times slower than decode_partial.wgsl, which
 // is why CPU adapters keep that form (crate::decode::Form::for_adapter).
 //
-// Bindings (group 0):
-//   0 params : uniform DecodeParams (mirrors src/params.rs)
-//   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
+// Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
+// HAS_ALLOW and masked(): in decode_common.wgsl, which the registry puts in front.
+//   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
 //   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), read through load_k()
 //              and load_v() (kv_loads_f32.wgsl, which the registry puts in front)
-//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
-//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
-//   6 part_o : storage read_write vec4<f32>, (groups, splits, rows, Dv) partial outputs
-//   7 part_l : storage read_write u32, (groups, splits, rows) partial LSE as f32 bits
 //
 // Rows of a group: the (Hq / Hkv) * Lq query rows whose heads read this kv head, row
 // r = (head within group) * Lq + i, as in decode_partial.wgsl. Tile t holds rows
@@ -33,8 +29,8 @@
 // not written).
 //
 // Specialisation: D, DV (multiples of 4, any size up to the host's limit of 256: no array
-// here is sized by them), ROWS (rows per tile, 1..16, chosen by the host: crate::decode),
-// CAUSAL, HAS_BIAS, HAS_ALLOW.
+// here is sized by them), CAUSAL, HAS_BIAS, HAS_ALLOW (decode_common.wgsl), and ROWS (rows
+// per tile, 1..16, chosen by the host: crate::decode).
 //
 // Workgroup memory: 4 KiB of scores and weights (16 rows x 64 keys) and two 16-float
 // arrays, within WebGPU's default limit of 16 KiB.
@@ -44,37 +40,13 @@
 // uniform control flow). Each workgroup runs the keys of its split in blocks of 64 (crate::
 // decode chooses how many blocks a split takes).
 
-struct DecodeParams {
-    lq: u32, lk: u32, hq: u32, hkv: u32,
-    group: u32, causal_offset: i32, scale: f32, rows: u32,
-    splits: u32, keys_per_split: u32, tiles: u32, total: u32,
-    g0: u32, q_win: u32, k_win: u32, v_win: u32,
-    m_win: u32, m_sb: u32, m_sh: u32, m_si: u32,
-    m_sj: u32, n_groups: u32, pad0: u32, pad1: u32,
-}
-
-override D: u32 = 64u;
-override DV: u32 = 64u;
 override ROWS: u32 = 16u;
-override CAUSAL: u32 = 0u;
-override HAS_BIAS: u32 = 0u;
-override HAS_ALLOW: u32 = 0u;
 
 // Invocations per workgroup, and keys per block (one key each in the score phase).
 const WG: u32 = 64u;
 const KEYS: u32 = 64u;
 // Most rows in a tile (ROWS at most this): the size of the per-row arrays.
 const MAX_ROWS: u32 = 16u;
-const NO_SCORE: f32 = -3.0e38;
-const VALID: f32 = -1.0e38;
-const NEG_INF_BITS: u32 = 0xff800000u;
-
-@group(0) @binding(0) var<uniform> p: DecodeParams;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read> allow: array<u32>;
-@group(0) @binding(6) var<storage, read_write> part_o: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read_write> part_l: array<u32>;
 
 // The block's scores of row r against key j0 + t at r * KEYS + t, turned into weights in
 // place by the statistics step.
@@ -83,26 +55,6 @@ var<workgroup> block: array<f32, MAX_ROWS * KEYS>;
 // the end the row's sum of weights, for the invocations that write its columns.
 var<workgroup> row_alpha: array<f32, MAX_ROWS>;
 var<workgroup> row_sum: array<f32, MAX_ROWS>;
-
-// Score of one row against key j (already scaled), with the causal rule and masks applied:
-// NO_SCORE where the row may not see the key. `bh` is the query's batch-head, `i` its row.
-fn masked(s: f32, bh: u32, i: u32, j: u32) -> f32 {
-    var ok = true;
-    var out = s;
-    if (CAUSAL != 0u) {
-        ok = i32(j) <= i32(i) + p.causal_offset;
-    }
-    if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
-        let at = (bh / p.hq) * p.m_sb + (bh % p.hq) * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-        if (HAS_ALLOW != 0u) {
-            ok = allow[at] != 0u;
-        }
-        if (HAS_BIAS != 0u) {
-            out = out + bias[at];
-        }
-    }
-    return select(NO_SCORE, out, ok);
-}
 
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

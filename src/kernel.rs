@@ -194,25 +194,30 @@ impl Kernel {
             Kernel::DecodePartial => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWide => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialU64 => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWideU64 => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodeWorkgroup => concat!(
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_workgroup.wgsl")
             ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
