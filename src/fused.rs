@@ -190,13 +190,18 @@ fn side_by_side(p: &Problem) -> usize {
 }
 
 /// Workgroups lavapipe runs at once: its thread count (`LP_NUM_THREADS`, by default one per
-/// CPU), which [`subgroup_layout`] balances against.
+/// CPU), which [`subgroup_layout`] balances against. Read once per process, as lavapipe
+/// reads it once: `available_parallelism` reads cgroup files on Linux, which took 12 % of
+/// a small call's CPU time when the planner asked for every call (perf, B1 H1 L16 D16).
 pub fn cpu_adapter_threads() -> usize {
-    std::env::var("LP_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::env::var("LP_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
 }
 
 /// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
