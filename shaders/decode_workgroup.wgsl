@@ -32,7 +32,7 @@
 // here is sized by them), CAUSAL, HAS_BIAS, HAS_ALLOW (decode_common.wgsl), and ROWS (rows
 // per tile, 1..16, chosen by the host: crate::decode).
 //
-// Workgroup memory: 4 KiB of scores and weights (16 rows x 64 keys) and two 16-float
+// Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats) and two 16-float
 // arrays, within WebGPU's default limit of 16 KiB.
 //
 // Dispatch: one workgroup per (group, tile, split), numbered linearly (split fastest), spread
@@ -47,10 +47,14 @@ const WG: u32 = 64u;
 const KEYS: u32 = 64u;
 // Most rows in a tile (ROWS at most this): the size of the per-row arrays.
 const MAX_ROWS: u32 = 16u;
+// Floats between the rows of `block`: one more than a row, so that the statistics step,
+// where invocation r reads row r, finds its rows in different banks of workgroup memory
+// (with a stride of 64 all of them would fall in one bank on GPUs with 32 banks).
+const STRIDE: u32 = KEYS + 1u;
 
-// The block's scores of row r against key j0 + t at r * KEYS + t, turned into weights in
+// The block's scores of row r against key j0 + t at r * STRIDE + t, turned into weights in
 // place by the statistics step.
-var<workgroup> block: array<f32, MAX_ROWS * KEYS>;
+var<workgroup> block: array<f32, MAX_ROWS * STRIDE>;
 // Per row: how much the output so far shrinks for this block (exp(m_old - m_new)), and at
 // the end the row's sum of weights, for the invocations that write its columns.
 var<workgroup> row_alpha: array<f32, MAX_ROWS>;
@@ -132,7 +136,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 if (j < j_end) {
                     score = masked(p.scale * s[r], bhs[r], pos[r], j);
                 }
-                block[r * KEYS + t] = score;
+                block[r * STRIDE + t] = score;
             }
         }
         workgroupBarrier();
@@ -142,14 +146,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (t < ROWS) {
             var top = m_run;
             for (var x = 0u; x < KEYS; x = x + 1u) {
-                top = max(top, block[t * KEYS + x]);
+                top = max(top, block[t * STRIDE + x]);
             }
             let alpha = exp(m_run - top);
             var total = 0.0;
             for (var x = 0u; x < KEYS; x = x + 1u) {
-                let sc = block[t * KEYS + x];
+                let sc = block[t * STRIDE + x];
                 let w = select(0.0, exp(sc - top), sc > VALID);
-                block[t * KEYS + x] = w;
+                block[t * STRIDE + x] = w;
                 total = total + w;
             }
             l_run = l_run * alpha + total;
@@ -172,7 +176,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
                     let r = row_set + n * row_sets;
                     if (r < ROWS) {
-                        acc[n] = acc[n] + block[r * KEYS + x] * vx;
+                        acc[n] = acc[n] + block[r * STRIDE + x] * vx;
                     }
                 }
             }
