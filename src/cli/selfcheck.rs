@@ -92,10 +92,12 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
             };
             let ok = c.passed() && lse_ok;
             all_ok &= ok;
+            // The path that ran (forced decode takes the adapter's form: on GPUs, the
+            // workgroup form, so the row says decode-workgroup).
             println!(
                 "  {:<52} {:<16} {:>11.3e} {:>11.3e}  {}",
                 case.name,
-                path_name,
+                gpu.plan.path,
                 c.max_abs_err,
                 c.max_rel_err,
                 if ok { "ok" } else { "FAILED" }
