@@ -21,9 +21,8 @@
 // Specialisation: D, DV (multiples of 4, at most 4 x MAX_D4), CAUSAL, HAS_BIAS, HAS_ALLOW.
 //
 // Dispatch: one invocation per (group, row quad, split), numbered linearly (split fastest),
-// 64 per workgroup, spread over x and y (how many splits: crate::decode, about Lk/128 keys
-// a split on GPUs, as few as keep every thread busy on CPU adapters); surplus invocations
-// return at once (this kernel has no barriers or subgroup operations). Keys are read in
+// 64 per workgroup, spread over x and y (how many splits: crate::decode::split_for_threads,
+// as few as keep every thread of the CPU adapter busy); surplus invocations return at once (this kernel has no barriers or subgroup operations). Keys are read in
 // blocks of 4 so the partial output is rescaled once per block.
 
 // Scores of one row against keys j0 .. j0 + 3 (masked(): decode_common.wgsl), and

@@ -5,7 +5,7 @@
 // decode_partial.wgsl (the form for CPU adapters, one invocation per split).
 //
 // Why a second form: decode_partial.wgsl gives each invocation a split of keys to run alone
-// (Lk/128 keys on GPUs), which suits lavapipe (one CPU thread runs a whole workgroup in SIMD
+// (on GPUs, until this form, Lk/128 keys), which suits lavapipe (one CPU thread runs a whole workgroup in SIMD
 // lanes) but leaves a GPU nearly empty: B1 Hq32 Hkv8 Lq1 Lk4096 D128 is 1024 invocations,
 // and on an H200 it read K and V at 14.6 GB/s where a copy kernel moved 969 (README
 // "Measured"). Here the 64 invocations of a workgroup share each block of 64 keys:

@@ -103,14 +103,6 @@ pub struct Split {
     pub splits: usize,
 }
 
-/// The GPU rule: splits of about Lk/128 keys (at least 16), enough invocations to fill a
-/// device, few enough partials that writing and merging them stays small next to reading K
-/// and V. At most `max_keys_per_split` keys a split (a multiple of 4), so that on llvmpipe
-/// no invocation crosses the driver's loop limit (see crate::loops).
-pub fn split_for(lk: usize, max_keys_per_split: usize) -> Split {
-    split_of(lk, lk.div_ceil(128), max_keys_per_split)
-}
-
 /// Workgroups of the partial kernel per CPU thread that [`split_for_threads`] aims for: two,
 /// so that a thread slowed by the machine's other work leaves less of a tail.
 pub const CPU_WORKGROUPS_PER_THREAD: usize = 2;
@@ -189,20 +181,16 @@ impl Layout {
         let max_keys = max_keys_per_split(info, p, form);
         let (tiles, tile_rows, split) = match form {
             Form::Invocation => {
+                // The form for CPU adapters (Form::for_adapter). Splits are chosen for the
+                // whole problem; one split into chunks by device limits has more groups
+                // than the threads need anyway.
                 let tiles = rows.div_ceil(4);
-                // Splits are chosen for the whole problem; one split into chunks by device
-                // limits has more groups than the threads need anyway.
-                let split = if info.device_type == wgpu::DeviceType::Cpu {
-                    let invocations = d.b * d.hkv * tiles;
-                    split_for_threads(
-                        d.lk,
-                        max_keys,
-                        invocations,
-                        crate::fused::cpu_adapter_threads(),
-                    )
-                } else {
-                    split_for(d.lk, max_keys)
-                };
+                let split = split_for_threads(
+                    d.lk,
+                    max_keys,
+                    d.b * d.hkv * tiles,
+                    crate::fused::cpu_adapter_threads(),
+                );
                 (tiles, 4, split)
             }
             Form::Workgroup => {

@@ -332,19 +332,16 @@ fn decode_reads_k_and_v_as_vec4_without_int64() {
     );
 }
 
-/// How decode splits the keys: the GPU rule (about Lk/128 keys a split) and, on CPU
-/// adapters, as few splits as give every thread two workgroups of the partial kernel.
+/// How decode splits the keys: in the invocation form (CPU adapters) as few splits as give
+/// every thread two workgroups of the partial kernel; in the workgroup form (GPUs) whole
+/// 64-key blocks, as many splits as bring the dispatch to its target.
 #[test]
 fn decode_splits_follow_the_adapter() {
-    use wgpu_attention::decode::{
-        split_for, split_for_threads, workgroup_split, Split, WORKGROUP_TARGET,
-    };
+    use wgpu_attention::decode::{split_for_threads, workgroup_split, Split, WORKGROUP_TARGET};
     let split = |keys_per_split, splits| Split {
         keys_per_split,
         splits,
     };
-    assert_eq!(split_for(4096, usize::MAX), split(32, 128));
-    assert_eq!(split_for(100, usize::MAX), split(16, 7));
     // B1 Hq32 Hkv8 Lq1 on 2 threads: 8 invocations a split, 256 wanted, so 32 splits.
     assert_eq!(split_for_threads(4096, usize::MAX, 8, 2), split(128, 32));
     // Enough groups for every thread: one split; past the loop limit's cap, more.
@@ -374,15 +371,13 @@ fn decode_splits_follow_the_adapter() {
     let r = assert_parity(&ctx, "decode splits", &q, &k, &v, &opts, Tolerance::F32);
     let want = if Form::for_adapter(ctx.adapter_info()) == Form::Workgroup {
         workgroup_split(4096, 8, usize::MAX, WORKGROUP_TARGET)
-    } else if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+    } else {
         split_for_threads(
             4096,
             usize::MAX,
             8,
             wgpu_attention::fused::cpu_adapter_threads(),
         )
-    } else {
-        split_for(4096, usize::MAX)
     };
     let text = format!("{} key splits of {} keys", want.splits, want.keys_per_split);
     assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);

@@ -153,10 +153,11 @@ fn unfused_runs_up_to_the_loop_limit() {
 /// Decode keeps every split within the limit by taking more splits.
 #[test]
 fn decode_splits_are_capped() {
-    use wgpu_attention::decode::split_for;
-    let free = split_for(1_000_000, usize::MAX);
-    assert_eq!(free.keys_per_split, 7816);
-    let capped = split_for(1_000_000, max_keys(decode_block(true), 4));
+    use wgpu_attention::decode::split_for_threads;
+    // One invocation a split on 2 threads: 256 splits wanted.
+    let free = split_for_threads(1_000_000, usize::MAX, 1, 2);
+    assert_eq!(free.keys_per_split, 3908);
+    let capped = split_for_threads(1_000_000, max_keys(decode_block(true), 4), 1, 2);
     assert_eq!(capped.keys_per_split, 1968);
     assert_eq!(capped.splits, 1_000_000usize.div_ceil(1968));
     assert!(capped.keys_per_split as u64 / 4 * decode_block(true) + SLACK <= LLVMPIPE_LOOP_LIMIT);
