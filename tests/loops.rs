@@ -163,11 +163,35 @@ fn decode_splits_are_capped() {
     assert!(capped.keys_per_split as u64 / 4 * decode_block(true) + SLACK <= LLVMPIPE_LOOP_LIMIT);
 }
 
+/// Runs forced decode (`path`) at `cap` keys, where one split takes every key, and one
+/// `block` of keys past it, where it takes two; `shape` is (B, Hq, Hkv, Lq, D, Dv).
+/// Bottom-right causal: the last row sees every key, so a split cut short by the limit
+/// changes its result.
+fn decode_at_the_limit(
+    ctx: &Context,
+    rng: &mut Rng,
+    path: PathChoice,
+    [b, hq, hkv, lq, d, dv]: [usize; 6],
+    cap: usize,
+    block: usize,
+) {
+    for (lk, splits) in [(cap, 1), (cap + block, 2)] {
+        let (q, k, v) = inputs(rng, [b, hq, hkv, lq, lk, d, dv], 1.0);
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(path)
+            .with_lse();
+        let what = format!("{path:?} Hkv{hkv} Lq{lq} D{d} Dv{dv} Lk{lk}");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        let text = format!("{splits} key splits of {cap} keys");
+        assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+    }
+}
+
 /// Decode's wide variant (the one with rolled loops) at the most keys one split may take,
-/// and one 4-key block past it, where it takes two splits. On CPU adapters decode takes as
-/// few splits as keep every thread busy (decode::split_for_threads), so with enough query
-/// rows one split is the whole key row. Bottom-right causal: the last row sees every key,
-/// so a split cut short by the limit changes its result.
+/// and one 4-key block past it. On CPU adapters decode takes as few splits as keep every
+/// thread busy (decode::split_for_threads), so with enough query rows one split is the
+/// whole key row.
 #[test]
 fn decode_runs_up_to_the_loop_limit() {
     use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
@@ -180,17 +204,8 @@ fn decode_runs_up_to_the_loop_limit() {
     // 64 invocations a workgroup, 4 query rows each.
     let lq = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD * 64 * 4;
     let mut rng = Rng::new(74);
-    for (lk, splits) in [(cap, 1), (cap + 4, 2)] {
-        let (q, k, v) = inputs(&mut rng, [1, 1, 1, lq, lk, 256, 256], 1.0);
-        let opts = AttentionOptions::default()
-            .causal(Causal::BottomRight)
-            .path(PathChoice::Decode)
-            .with_lse();
-        let what = format!("decode D256 Lq{lq} Lk{lk}");
-        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-        let text = format!("{splits} key splits of {cap} keys");
-        assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
-    }
+    let shape = [1, 1, 1, lq, 256, 256];
+    decode_at_the_limit(&ctx, &mut rng, PathChoice::Decode, shape, cap, 4);
 }
 
 /// Decode's workgroup form (forced: on CPU adapters it runs only so) at the most keys one
@@ -211,17 +226,8 @@ fn decode_workgroup_runs_up_to_the_loop_limit() {
     let mut rng = Rng::new(75);
     for (d, dv, lq) in [(64, 64, 1), (64, 64, 16), (256, 256, 3), (16, 256, 12)] {
         let cap = max_keys(decode_workgroup_block(d as u64 / 4, dv as u64 / 4), 64);
-        for (lk, splits) in [(cap, 1), (cap + 64, 2)] {
-            let (q, k, v) = inputs(&mut rng, [1, heads, heads, lq, lk, d, dv], 1.0);
-            let opts = AttentionOptions::default()
-                .causal(Causal::BottomRight)
-                .path(PathChoice::DecodeWorkgroup)
-                .with_lse();
-            let what = format!("decode-workgroup D{d} Dv{dv} Lq{lq} Lk{lk}");
-            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-            let text = format!("{splits} key splits of {cap} keys");
-            assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
-        }
+        let shape = [1, heads, heads, lq, d, dv];
+        decode_at_the_limit(&ctx, &mut rng, PathChoice::DecodeWorkgroup, shape, cap, 64);
     }
 }
 
