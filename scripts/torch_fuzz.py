@@ -9,7 +9,8 @@ torch's result in f64; cases with large logits get the allowance the Rust tests 
 (see allowance()). The widths come
 from a short list so that lavapipe compiles few new pipelines.
 Usage: python3 scripts/torch_fuzz.py [N] [SEED] [path/to/wgpu-attention]
-       (TORCH_FUZZ_LK=a,b,c: the key lengths to draw from instead of 1 .. 1000)
+       (TORCH_FUZZ_LK=a,b,c: the key lengths to draw from instead of 1 .. 1000;
+        TORCH_FUZZ_WIDTHS=a,b,c: the widths, D and Dv, to draw from)
 """
 import os
 import random
@@ -27,7 +28,9 @@ import torch_parity as tp  # noqa: E402
 tp.TOOL = TOOL
 rnd = random.Random(SEED)
 g = torch.Generator().manual_seed(SEED)
-WIDTHS = [8, 16, 32, 64, 128, 5, 63, 160]
+# Widths to draw from; TORCH_FUZZ_WIDTHS=300,520,1000 (say) draws widths above 256 instead,
+# which only decode's workgroup form and the unfused path take.
+WIDTHS = [int(x) for x in os.environ.get("TORCH_FUZZ_WIDTHS", "8,16,32,64,128,5,63,160").split(",")]
 # Key lengths to draw from; TORCH_FUZZ_LK=1100,2100,4099 (say) draws long rows instead, where
 # the subgroup tier splits the keys into ranges side by side for few query rows.
 LK_CHOICES = [int(x) for x in os.environ.get("TORCH_FUZZ_LK", "1,5,16,64,257,300,1000").split(",")]

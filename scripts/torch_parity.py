@@ -92,6 +92,11 @@ CASES = [
     ("D 160 (above 128)", dict(q=rand(1, 2, 40, 160), k=rand(1, 2, 50, 160), v=rand(1, 2, 50, 160))),
     ("decode D 256 GQA (Gemma-like)", dict(q=rand(1, 16, 1, 256), k=rand(1, 8, 3000, 256), v=rand(1, 8, 3000, 256),
                                            causal="bottom-right")),
+    # Above 256: only decode's workgroup form and the unfused path take these widths.
+    ("decode D 576 Dv 512 (MLA-like)", dict(q=rand(1, 16, 1, 576), k=rand(1, 1, 2000, 576), v=rand(1, 1, 2000, 512),
+                                            causal="bottom-right")),
+    ("D 320 Dv 1000, mask", dict(q=rand(2, 2, 7, 320), k=rand(2, 2, 90, 320), v=rand(2, 2, 90, 1000),
+                                 mask=torch.rand(7, 90, generator=g) < 0.6, causal="top-left")),
     # Past fused-portable's llvmpipe loop limit at D 64 (11 816 keys): refused there, not wrong.
     ("long rows Lk 20000", dict(q=rand(1, 2, 24, 64), k=rand(1, 2, 20000, 64), v=rand(1, 2, 20000, 64))),
     # q, k and v broadcast against each other (torch broadcasts every dimension but the last two).

@@ -28,9 +28,14 @@
 // t * ROWS .. t * ROWS + ROWS - 1 (the last tile's surplus slots repeat the last row and are
 // not written).
 //
-// Specialisation: D, DV (multiples of 4, any size up to the host's limit of 256: no array
-// here is sized by them), CAUSAL, HAS_BIAS, HAS_ALLOW (decode_common.wgsl), and ROWS (rows
-// per tile, 1..16, chosen by the host: crate::decode).
+// Specialisation: D, DV (multiples of 4, up to the host's limit crate::decode::
+// WORKGROUP_MAX_WIDTH: no array here is sized by them), CAUSAL, HAS_BIAS, HAS_ALLOW
+// (decode_common.wgsl), COLS (output columns per invocation, DV/4 over 64 rounded up) and
+// ROWS (rows per tile, 1..16 / COLS), both chosen by the host (crate::decode).
+//
+// Output columns: with DV/4 <= 64 each invocation owns one vec4 column of one or more rows
+// (64 / (DV/4) row sets); above, COLS columns (t, t + 64, ..) of every row of the tile, so
+// the tile's rows are at most MAX_ROWS / COLS (the accumulator holds MAX_ROWS vec4s).
 //
 // Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats) and two 16-float
 // arrays, within WebGPU's default limit of 16 KiB.
@@ -41,6 +46,7 @@
 // decode chooses how many blocks a split takes).
 
 override ROWS: u32 = 16u;
+override COLS: u32 = 1u;
 
 // Invocations per workgroup, and keys per block (one key each in the score phase).
 const WG: u32 = 64u;
@@ -100,9 +106,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let k_row0 = (b * p.hkv + kvh) * p.lk;
 
-    // Output columns: invocation t owns column t % dv4 of rows t / dv4, t / dv4 + row_sets,
-    // .. (row_sets = how many times dv4 fits in the workgroup; invocations from
-    // row_sets * dv4 on idle there).
+    // Output columns: with COLS = 1, invocation t owns column t % dv4 of rows t / dv4,
+    // t / dv4 + row_sets, .. (row_sets = how many times dv4 fits in the workgroup;
+    // invocations from row_sets * dv4 on idle there). With COLS > 1 (dv4 > 64, so row_sets
+    // is 1 and row_set 0), columns t + c * 64 (c < COLS, those below dv4) of every row; the
+    // accumulator of column c of row slot n is acc[c * ROWS + n].
     let row_sets = max(WG / max(dv4, 1u), 1u);
     let col = t % max(dv4, 1u);
     let row_set = t / max(dv4, 1u);
@@ -164,19 +172,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
         // Output: each invocation's column, for its rows, over the block's keys.
         if (row_set < row_sets && dv4 > 0u) {
-            for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
-                let r = row_set + n * row_sets;
-                if (r < ROWS) {
-                    acc[n] = acc[n] * row_alpha[r];
+            for (var c = 0u; c < COLS; c = c + 1u) {
+                for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
+                    let r = row_set + n * row_sets;
+                    if (r < ROWS) {
+                        let a = min(c * ROWS + n, MAX_ROWS - 1u);
+                        acc[a] = acc[a] * row_alpha[r];
+                    }
                 }
             }
             let keys = min(KEYS, j_end - j0);
             for (var x = 0u; x < keys; x = x + 1u) {
-                let vx = load_v((k_row0 + j0 + x) * dv4 + col - p.v_win);
-                for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
-                    let r = row_set + n * row_sets;
-                    if (r < ROWS) {
-                        acc[n] = acc[n] + block[r * STRIDE + x] * vx;
+                let v_row = (k_row0 + j0 + x) * dv4 - p.v_win;
+                for (var c = 0u; c < COLS; c = c + 1u) {
+                    let column = col + c * WG;
+                    if (column < dv4) {
+                        let vx = load_v(v_row + column);
+                        for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
+                            let r = row_set + n * row_sets;
+                            if (r < ROWS) {
+                                let a = min(c * ROWS + n, MAX_ROWS - 1u);
+                                acc[a] = acc[a] + block[r * STRIDE + x] * vx;
+                            }
+                        }
                     }
                 }
             }
@@ -199,11 +217,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
     if (row_set < row_sets && dv4 > 0u) {
-        for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
-            let r = row_set + n * row_sets;
-            if (r < ROWS && tile * ROWS + r < p.rows) {
-                let l = row_sum[r];
-                part_o[(slot + r) * dv4 + col] = select(vec4<f32>(0.0), acc[n] / l, l > 0.0);
+        for (var c = 0u; c < COLS; c = c + 1u) {
+            let column = col + c * WG;
+            for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
+                let r = row_set + n * row_sets;
+                if (r < ROWS && tile * ROWS + r < p.rows && column < dv4) {
+                    let l = row_sum[r];
+                    let a = min(c * ROWS + n, MAX_ROWS - 1u);
+                    part_o[(slot + r) * dv4 + column] = select(vec4<f32>(0.0), acc[a] / l, l > 0.0);
+                }
             }
         }
     }

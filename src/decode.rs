@@ -56,6 +56,21 @@ impl Form {
         }
     }
 
+    /// The form decode takes for `p` on this adapter ([`Form::for_adapter`]), except that
+    /// on CPU adapters a problem wider than the invocation form's [`MAX_WIDTH`] takes the
+    /// workgroup form, which takes widths up to [`WORKGROUP_MAX_WIDTH`]: there the other
+    /// choice is the unfused path, which it beat up to [`CPU_WIDE_AUTO_LQ`] query positions
+    /// (README "Paths and the planner").
+    pub fn for_problem(info: &wgpu::AdapterInfo, p: &Problem) -> Form {
+        let form = Form::for_adapter(info);
+        let d = &p.dims;
+        if form == Form::Invocation && d.d.max(d.dv) > MAX_WIDTH {
+            Form::Workgroup
+        } else {
+            form
+        }
+    }
+
     /// The path name the plan reports.
     pub fn path_name(self) -> &'static str {
         match self {
@@ -84,6 +99,17 @@ pub fn auto_rows(cpu_subgroup_lanes: Option<usize>) -> usize {
     }
 }
 
+/// Query positions (Lq) up to which auto takes decode's workgroup form on CPU adapters for
+/// problems too wide for the invocation form (D or Dv above [`MAX_WIDTH`], where no fused
+/// tier runs and the other choice is the unfused path), whatever the GQA group: the form
+/// runs at about the same GFLOP/s for any rows, and the unfused path's GFLOP/s grows with
+/// Lq (its matrix products have Lq rows a head), crossing it between 8 and 16. Measured on
+/// lavapipe (AMD EPYC, 256 bits, `bench --path unfused,decode-workgroup --reps 3`, ms, one
+/// run each): 1,8,1,4096,512 88 against 357 unfused; 1,16,1,2048,512 with 1 kv head 27
+/// against 363; 1,64,1,2048,512 with 2 kv heads 113 against 1439; 1,8,4,2048,512 73 against
+/// 182; 1,8,8,2048,512 114 against 183; but 1,8,16,2048,512 211-223 against 183-185.
+pub const CPU_WIDE_AUTO_LQ: usize = 8;
+
 /// Whether a problem is a decode shape: at most `max_rows` ([`auto_rows`]) query rows per kv
 /// head (Hq/Hkv x Lq) over at least [`MIN_AUTO_KEYS`] keys. The planner prefers decode for
 /// these (where decode can run them), and crate::cpu_vectors keeps lavapipe's 8 lanes for
@@ -91,8 +117,28 @@ pub fn auto_rows(cpu_subgroup_lanes: Option<usize>) -> usize {
 pub fn is_decode_shape(rows_per_kv_head: usize, lk: usize, max_rows: usize) -> bool {
     rows_per_kv_head <= max_rows && lk >= MIN_AUTO_KEYS
 }
-/// Largest D and Dv of the decode path (through the wide variant above 128).
+/// Largest D and Dv of the invocation form (through the wide variant above 128): its
+/// per-invocation arrays are sized by them.
 pub const MAX_WIDTH: usize = crate::fused::WIDE_MAX_WIDTH;
+/// Largest D and Dv of the workgroup form, which has no array sized by them: above Dv = 256
+/// each invocation owns several output columns ([`workgroup_cols`]), and at this width 16,
+/// all its accumulator holds, with one row a tile.
+pub const WORKGROUP_MAX_WIDTH: usize = WORKGROUP_ROWS * WG as usize * 4;
+
+/// The largest D and Dv that decode takes in `form`.
+pub fn max_width(form: Form) -> usize {
+    match form {
+        Form::Invocation => MAX_WIDTH,
+        Form::Workgroup => WORKGROUP_MAX_WIDTH,
+    }
+}
+
+/// Output columns (vec4s) per invocation of the workgroup form: one up to Dv = 256 (64
+/// invocations, one column each), then as many as cover Dv/4. A tile then holds at most
+/// 16 / cols rows (the shader's accumulator holds 16 vec4s).
+pub fn workgroup_cols(dv: usize) -> usize {
+    (dv / 4).div_ceil(WG as usize).max(1)
+}
 
 /// How the keys of a group are split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,7 +241,8 @@ impl Layout {
             }
             Form::Workgroup => {
                 // As few tiles as hold the rows, then rows spread evenly over them.
-                let tiles = rows.div_ceil(WORKGROUP_ROWS).max(1);
+                let max_rows = WORKGROUP_ROWS / workgroup_cols(d.dv);
+                let tiles = rows.div_ceil(max_rows.max(1)).max(1);
                 let tile_rows = rows.div_ceil(tiles).max(1);
                 let target = if info.device_type == wgpu::DeviceType::Cpu {
                     crate::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD
@@ -319,9 +366,10 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
 }
 
 /// Runs the decode path over chunks from [`plan`]. The caller has checked the shape with
-/// `fused::width_obstacle` (D and Dv at most [`MAX_WIDTH`], padded to multiples of 4 by the
-/// caller, no weights). In the invocation form, widths above 128 run on the wide variant of
-/// the partial kernel; the workgroup form takes every width up to [`MAX_WIDTH`].
+/// `fused::width_obstacle` (D and Dv at most [`max_width`] of the form, padded to multiples
+/// of 4 by the caller, no weights). In the invocation form, widths above 128 run on the wide
+/// variant of the partial kernel; the workgroup form takes every width up to
+/// [`WORKGROUP_MAX_WIDTH`] in one kernel.
 pub(crate) fn run(
     ctx: &Context,
     p: &Problem,
@@ -350,6 +398,9 @@ pub(crate) fn run(
     let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
     if form == Form::Workgroup {
         partial_key.constants.push(("ROWS", tile_rows as u32));
+        partial_key
+            .constants
+            .push(("COLS", workgroup_cols(d.dv) as u32));
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;

@@ -67,7 +67,8 @@ pub enum Kernel {
     /// [`Kernel::DecodePartialWide`] reading K and V as 64-bit words.
     DecodePartialWideU64,
     /// `shaders/decode_workgroup.wgsl`: split-K partial attention with one workgroup per
-    /// split, for GPUs (D and Dv up to 256; rows per tile as the `ROWS` override).
+    /// split, for GPUs (D and Dv up to 4096; rows per tile and output columns per
+    /// invocation as the `ROWS` and `COLS` overrides).
     DecodeWorkgroup,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,

@@ -69,15 +69,27 @@ pub fn decode_block(wide: bool) -> u64 {
     }
 }
 
-/// Iterations per 64-key block of decode_workgroup.wgsl (the workgroup form of decode, for
-/// GPUs; on llvmpipe only when forced). Its statistics and output loops run 64 keys each
-/// (about 196 iterations a block), and its score loop over D adds D/4 + 1 unless the driver
-/// unrolls it, which depends on D and the rows of a tile. Measured with D = Dv (rows in a
-/// tile): 196 at D 4 and D 64 (1, 2, 5 rows), 213 at D 64 (12, 16 rows), 196 at D 128 (1 row)
-/// and 229 (16 rows), 230 at D 132 (1), 247 at D 200 (1), 256 at D 256 (1) and 261 (3, 16).
-/// Bounded by 200 plus the wider of D/4 and Dv/4.
+/// Iterations per 64-key block of decode_workgroup.wgsl (the workgroup form of decode).
+/// Its statistics and output loops run 64 keys each (about 196 iterations a block), and its
+/// score loop over D adds D/4 + 1 unless the driver unrolls it, which depends on D and the
+/// rows of a tile. Measured with D = Dv (rows in a tile): 196 at D 4 and D 64 (1, 2, 5
+/// rows), 213 at D 64 (12, 16 rows), 196 at D 128 (1 row) and 229 (16 rows), 230 at D 132
+/// (1), 247 at D 200 (1), 256 at D 256 (1) and 261 (3, 16); D 2048 Dv 128 (16 rows) 705-712,
+/// D 4096 Dv 64 (1) 1214-1237. Bounded by 200 plus the wider of D/4 and Dv/4.
+///
+/// Above Dv = 256 each invocation runs `cols` output columns ([`crate::decode::workgroup_cols`])
+/// in a loop inside the 64-key output loop, which the driver unrolled at 2 columns and not
+/// from 3, adding 64 x (cols + 1) (measured, with the rows of a tile: D 512 Dv 512 (2) 324-326,
+/// D 64 Dv 320 (1, 8) 196 and 213, D 256 Dv 768 (5) 516-520, D 64 Dv 1024 (4) 516-520, D 1024
+/// Dv 1024 (4) 771-780, D 64 Dv 2048 (2) 780-790, D 64 Dv 4096 (1) 1285-1311). Bounded by 200
+/// plus D/4 plus 68 x (cols + 1).
 pub fn decode_workgroup_block(d4: u64, dv4: u64) -> u64 {
-    200 + d4.max(dv4)
+    let cols = dv4.div_ceil(64).max(1);
+    if cols == 1 {
+        200 + d4.max(dv4)
+    } else {
+        200 + d4 + 68 * (cols + 1)
+    }
 }
 
 /// Iterations of one unfused-path invocation: the weighted sum loops over every key of its

@@ -50,14 +50,14 @@ fn decode_obstacle(
     weights: Option<String>,
 ) -> Option<String> {
     weights
-        .or_else(|| fused::width_obstacle(p, decode::MAX_WIDTH))
+        .or_else(|| fused::width_obstacle(p, decode::max_width(form)))
         .or_else(|| decode::loop_obstacle(ctx.adapter_info(), p, form))
 }
 
 /// Picks a path from the shapes, the options and the adapter, and says why.
 pub(crate) fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Choice {
     let weights = fused::weights_obstacle(opts.return_weights);
-    let adapter_form = decode::Form::for_adapter(ctx.adapter_info());
+    let adapter_form = decode::Form::for_problem(ctx.adapter_info(), p);
     let forced = |path: Path, obstacle: Option<String>| match obstacle {
         Some(why) => Err(unavailable(path.name(), why)),
         None => Ok((path, "forced by the caller".to_string())),
@@ -116,19 +116,34 @@ fn fused_or_fallback(
     let rows = d.hq / d.hkv * d.lq;
     let cpu_subgroup_lanes = (on_cpu && fused::problem_obstacle(ctx, p, Tier::Subgroup).is_none())
         .then(|| fused::subgroup_keys(ctx.adapter_info()));
+    let form = decode::Form::for_problem(ctx.adapter_info(), p);
+    // On CPU adapters, problems too wide for decode's invocation form take its workgroup
+    // form for few query positions, whatever the GQA group (decode::CPU_WIDE_AUTO_LQ).
+    let cpu_wide = on_cpu && form == decode::Form::Workgroup;
     let max_rows = decode::auto_rows(cpu_subgroup_lanes);
-    let form = decode::Form::for_adapter(ctx.adapter_info());
-    if !explicit
-        && decode::is_decode_shape(rows, d.lk, max_rows)
-        && decode_obstacle(ctx, p, form, None).is_none()
-    {
-        return Ok((
-            Path::Decode(form),
+    let decode_shape = if cpu_wide {
+        d.lq <= decode::CPU_WIDE_AUTO_LQ && d.lk >= decode::MIN_AUTO_KEYS
+    } else {
+        decode::is_decode_shape(rows, d.lk, max_rows)
+    };
+    if !explicit && decode_shape && decode_obstacle(ctx, p, form, None).is_none() {
+        let reason = if cpu_wide {
+            format!(
+                "{} query positions (at most {} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form, the only one of decode's forms and the fused tiers that takes widths above {}",
+                d.lq,
+                decode::CPU_WIDE_AUTO_LQ,
+                d.lk,
+                d.d,
+                d.dv,
+                decode::MAX_WIDTH
+            )
+        } else {
             format!(
                 "{rows} query rows per kv head (at most {max_rows} here) over {} keys: split-K decode",
                 d.lk
-            ),
-        ));
+            )
+        };
+        return Ok((Path::Decode(form), reason));
     }
     // Tiers in order of measured speed on this kind of adapter (README "Measured"): on CPU
     // adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x (2-3x at D = 256); on

@@ -249,6 +249,97 @@ fn decode_widths_above_128() {
     }
 }
 
+/// Above 256, only decode's workgroup form takes the widths (up to 4096, `decode::
+/// WORKGROUP_MAX_WIDTH`): forcing either form runs it, and auto takes it for decode shapes on
+/// every adapter (on CPU adapters up to `decode::CPU_WIDE_AUTO_LQ` query positions, past
+/// which the unfused path was faster). Above Dv = 256 each invocation owns several output
+/// columns (`decode::workgroup_cols`) and a tile holds 16 / cols rows: Dv 320 and 512 (2
+/// columns, 8 rows a tile), 1000 (4 columns, the last one only partly below Dv/4; 4 rows a
+/// tile), 4096 (16
+/// columns, one row a tile); padded widths (D 333, Dv 257); GQA; both causal alignments; a
+/// mask with an empty row; large logits. Past 4096 every decode form refuses.
+#[test]
+fn decode_widths_above_256() {
+    use wgpu_attention::decode::{workgroup_cols, CPU_WIDE_AUTO_LQ, WORKGROUP_MAX_WIDTH};
+    assert_eq!(WORKGROUP_MAX_WIDTH, 4096);
+    let cols = [256, 260, 320, 512, 516, 1000, 4096].map(workgroup_cols);
+    assert_eq!(cols, [1, 2, 2, 2, 3, 4, 16]);
+
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(60);
+    // (shape, rows a tile)
+    let cases = [
+        ([1, 4, 1, 3, 300, 320, 64], 12),
+        ([1, 2, 2, 5, 301, 64, 320], 5),
+        ([1, 8, 2, 4, 500, 512, 512], 8),
+        ([2, 2, 1, 3, 130, 36, 1000], 3),
+        ([1, 1, 1, 2, 70, 333, 257], 2),
+        ([1, 1, 1, 2, 100, 4096, 4096], 1),
+    ];
+    for (shape, tile) in cases {
+        let [b, hq, _, lq, lk, ..] = shape;
+        let (q, k, v) = inputs(&mut rng, shape, 1.0);
+        let mut allow = rng.bool_array(&[b, hq, lq, lk], 0.7);
+        allow.slice_mut(s![b - 1, hq - 1, lq - 1, ..]).fill(false);
+        for (causal, form) in [
+            (Causal::TopLeft, PathChoice::Decode),
+            (Causal::BottomRight, PathChoice::DecodeWorkgroup),
+        ] {
+            let opts = AttentionOptions::default()
+                .causal(causal)
+                .path(form)
+                .with_lse();
+            let what = format!("{form:?} {shape:?} {causal:?}");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            assert_eq!(r.plan.path, "decode-workgroup", "{what}");
+            let text = format!("tile of {tile} rows");
+            assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+            let opts = opts.mask(Mask::Bool(allow.view()));
+            let what = format!("{what} masked");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            assert_eq!(
+                r.lse.expect("lse")[[b - 1, hq - 1, lq - 1]],
+                f32::NEG_INFINITY
+            );
+        }
+    }
+
+    // Large logits at Dv 512.
+    let (q, k, v) = inputs(&mut rng, [1, 4, 2, 1, 400, 512, 512], 50.0);
+    let opts = AttentionOptions::default().path(PathChoice::Decode);
+    common::assert_parity_conditioned(&ctx, "decode D512 x50", &q, &k, &v, &opts);
+
+    // Auto: decode for few rows over many keys; on CPU adapters up to CPU_WIDE_AUTO_LQ query
+    // positions whatever the group (16 query heads over one kv head here), the unfused path
+    // past them.
+    let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    for (hq, lq) in [
+        (2, 1),
+        (2, CPU_WIDE_AUTO_LQ),
+        (16, 1),
+        (1, CPU_WIDE_AUTO_LQ + 1),
+    ] {
+        let (q, k, v) = inputs(&mut rng, [1, hq, 1, lq, 300, 384, 384], 1.0);
+        let opts = AttentionOptions::default().causal(Causal::BottomRight);
+        let what = format!("auto D384 Hq{hq} Hkv1 Lq{lq}");
+        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        let want = if on_cpu && lq > CPU_WIDE_AUTO_LQ {
+            "unfused"
+        } else {
+            "decode-workgroup"
+        };
+        assert_eq!(r.plan.path, want, "{what}: {}", r.plan.reason);
+    }
+
+    // Past the widest: refused with the limit, by both forms.
+    let (q, k, v) = inputs(&mut rng, [1, 1, 1, 1, 8, 8, 4100], 1.0);
+    for form in FORMS {
+        let opts = AttentionOptions::default().path(form);
+        let e = wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect_err("too wide");
+        assert!(e.to_string().contains("at most"), "{form:?}: {e}");
+    }
+}
+
 /// The workgroup form takes up to 16 rows a workgroup: more rows than that (forced decode
 /// on longer queries) run in tiles, the rows spread evenly over them, and the surplus slots
 /// of the last tile are not written. 36 rows: 3 tiles of 12; 40 rows: 3 tiles of 14 (the

@@ -570,22 +570,23 @@ fn planner_chooses_and_explains() {
     let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
     let r = assert_parity(&ctx, "tiled D130", &q, &k, &v, &forced, Tolerance::F32);
     assert_eq!(r.plan.path, "fused-tiled", "{}", r.plan.reason);
-    // D = 260 is wider than every fused kernel: auto falls back, forcing fused is an error.
+    // D = 260 is wider than every fused kernel: auto falls back (6 keys are too few for
+    // decode), forcing fused is an error. Forced decode runs its workgroup form, which takes
+    // widths up to 4096 (tests/decode.rs).
     let (q, k, v) = inputs(&mut rng, [1, 1, 1, 5, 6, 260, 8], 1.0);
     let r = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default())
         .expect("fallback");
     assert_eq!(r.plan.path, "unfused");
     assert!(r.plan.reason.contains("at most 256"), "{}", r.plan.reason);
-    for path in [
-        PathChoice::Fused,
-        PathChoice::FusedTiled,
-        PathChoice::Decode,
-    ] {
+    for path in [PathChoice::Fused, PathChoice::FusedTiled] {
         let forced = AttentionOptions::default().path(path);
         let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("forced");
         assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
         assert!(e.to_string().contains("at most 256"), "{e}");
     }
+    let forced = AttentionOptions::default().path(PathChoice::Decode);
+    let r = assert_parity(&ctx, "decode D260", &q, &k, &v, &forced, Tolerance::F32);
+    assert_eq!(r.plan.path, "decode-workgroup", "{}", r.plan.reason);
 }
 
 /// D or Dv above 128 (up to 256) on the wide variants of the three tiers: padded and

@@ -208,12 +208,14 @@ fn decode_runs_up_to_the_loop_limit() {
     decode_at_the_limit(&ctx, &mut rng, PathChoice::Decode, shape, cap, 4);
 }
 
-/// Decode's workgroup form (forced: on CPU adapters it runs only so) at the most keys one
-/// split may take, and one 64-key block past it. On CPU adapters it takes as many splits as
-/// give every thread two workgroups, so with that many kv heads one split is the whole key
-/// row. The driver unrolls its score loop over D for some widths and row counts and not for
-/// others (crate::loops::decode_workgroup_block), so: D 64 with 1 row and with 16 (the
-/// loop rolled), D 256 with 3 rows, and D 16 with Dv 256 over 12 rows.
+/// Decode's workgroup form (forced) at the most keys one split may take, and one 64-key
+/// block past it. On CPU adapters it takes as many splits as give every thread two
+/// workgroups, so with that many kv heads one split is the whole key row. The driver unrolls
+/// its score loop over D for some widths and row counts and not for others, and its loop
+/// over output columns (Dv above 256) from 3 columns on (crate::loops::
+/// decode_workgroup_block), so: D 64 with 1 row and with 16 (the loop rolled), D 256 with 3
+/// rows, D 16 with Dv 256 over 12 rows, D 64 with Dv 1024 (4 columns, rolled; the bound
+/// before columns failed here) and D 1024 with Dv 512.
 #[test]
 fn decode_workgroup_runs_up_to_the_loop_limit() {
     use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
@@ -224,7 +226,11 @@ fn decode_workgroup_runs_up_to_the_loop_limit() {
     }
     let heads = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD;
     let mut rng = Rng::new(75);
-    for (d, dv, lq) in [(64, 64, 1), (64, 64, 16), (256, 256, 3), (16, 256, 12)] {
+    let wide = [(64, 1024, 4), (1024, 512, 2)];
+    for (d, dv, lq) in [(64, 64, 1), (64, 64, 16), (256, 256, 3), (16, 256, 12)]
+        .into_iter()
+        .chain(wide)
+    {
         let cap = max_keys(decode_workgroup_block(d as u64 / 4, dv as u64 / 4), 64);
         let shape = [1, heads, heads, lq, d, dv];
         decode_at_the_limit(&ctx, &mut rng, PathChoice::DecodeWorkgroup, shape, cap, 64);

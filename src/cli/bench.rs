@@ -359,10 +359,15 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     };
     let x = prepare(&ctx, sh, causal, seed, f16)?;
     let mut table: Vec<Row> = Vec::new();
-    let gpu_decode = decode::Form::for_adapter(ctx.adapter_info()) == decode::Form::Workgroup;
+    // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
+    // runs the workgroup form (decode::Form::for_problem).
+    let workgroup_decode = decode::Form::for_adapter(ctx.adapter_info()) == decode::Form::Workgroup
+        || sh.d > decode::MAX_WIDTH;
     for (name, choice) in &chosen {
-        // On GPUs `decode` already runs the workgroup form.
-        if *name == "decode-workgroup" && gpu_decode && chosen.iter().any(|(n, _)| *n == "decode") {
+        if *name == "decode-workgroup"
+            && workgroup_decode
+            && chosen.iter().any(|(n, _)| *n == "decode")
+        {
             continue;
         }
         if let Some(row) = measure(&ctx, &x, name, *choice, reps, json)? {
