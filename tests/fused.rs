@@ -500,6 +500,20 @@ fn shaders_with_wgpu_runtime_checks() {
             Tolerance::F32,
         );
     }
+    // Both decode forms, and the workgroup form with several output columns an invocation
+    // (Dv 320).
+    let (q, k, v) = inputs(&mut rng, [1, 4, 2, 2, 300, 16, 8], 1.0);
+    let (q2, k2, v2) = inputs(&mut rng, [1, 2, 1, 3, 130, 20, 320], 1.0);
+    for path in [PathChoice::Decode, PathChoice::DecodeWorkgroup] {
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(path)
+            .with_lse();
+        let what = format!("{path:?} checked");
+        assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        let what = format!("{path:?} Dv 320 checked");
+        assert_parity(&ctx, &what, &q2, &k2, &v2, &opts, Tolerance::F32);
+    }
 }
 
 #[test]
