@@ -23,11 +23,14 @@ const PATHS: [PathChoice; 6] = [
     PathChoice::DecodeWorkgroup,
 ];
 
-/// (B, Hq, Hkv, Lq, Lk, D): prefill shapes and a GQA decode shape.
-const SHAPES: [(usize, usize, usize, usize, usize, usize); 3] = [
+/// (B, Hq, Hkv, Lq, Lk, D): prefill shapes, a GQA decode shape, and an MLA-like decode of
+/// width 512 (16 query heads over one kv head), which only the unfused path and decode's
+/// workgroup form take.
+const SHAPES: [(usize, usize, usize, usize, usize, usize); 4] = [
     (1, 8, 8, 256, 256, 64),
     (1, 8, 8, 512, 512, 64),
     (1, 32, 8, 1, 2048, 128),
+    (1, 16, 1, 1, 1024, 512),
 ];
 
 fn bench(c: &mut Criterion) {

@@ -96,7 +96,9 @@ PY
     timeout 60 ./.h200/wgpu-attention devices
     # Each entry is one bench invocation: its paths share one set of inputs, side by side.
     # The D = 256 entries measure the wide variants (auto takes decode's and the tiled
-    # tier's there since the second H200 session). The last records what the subgroup tier
+    # tier's there since the second H200 session); D = 512 (an MLA-like group of 16 query
+    # heads over one kv head) decode's workgroup form, the only decode form that takes it,
+    # against the unfused path. The last records what the subgroup tier
     # does on this driver (refused on GPUs: its error).
     grid="${H200_GRID:-4,32,4096,4096,128 none 32 auto,unfused,fused-portable
 4,32,4096,4096,128 top-left 32 auto,fused-portable
@@ -108,6 +110,7 @@ PY
 2,16,2048,2048,256 none 16 auto,unfused,fused-tiled
 2,16,2048,2048,256 top-left 16 unfused,fused-tiled
 1,16,1,4096,256 none 8 auto,unfused,fused-tiled,decode
+1,16,1,4096,512 none 1 auto,unfused
 1,2,256,256,128 none 2 fused-subgroup}"
     if [ "$part" != tests ]; then
         step bench
