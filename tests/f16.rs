@@ -104,11 +104,48 @@ fn values_beyond_f16_are_errors_not_infinities() {
     let a = ndarray::arr2(&[[1.0f32, 70000.0]]).into_dyn();
     let e = to_f16_checked("q", &a.view()).expect_err("out of range");
     assert!(e.to_string().contains("f16's range"), "{e}");
+    assert!(e.to_string().contains("index [0, 1]"), "{e}");
+    let a = ndarray::arr2(&[[1.0f32, 2.0], [f32::NAN, 3.0]]).into_dyn();
+    let e = to_f16_checked("q", &a.view()).expect_err("NaN");
+    assert!(e.to_string().contains("index [1, 0]"), "{e}");
     let Some(ctx) = common::ctx() else { return };
-    let mut q = ArrayD::from_elem(ndarray::IxDyn(&[3, 4]), f16::from_f32(0.5));
-    q[[1, 2]] = f16::INFINITY;
-    let e = attention_f16(&ctx, &q, &q, &q, &AttentionOptions::default()).expect_err("inf");
-    assert!(matches!(e, Error::NonFinite { .. }), "{e}");
+    for bad in [f16::INFINITY, f16::NEG_INFINITY, f16::NAN] {
+        let mut q = ArrayD::from_elem(ndarray::IxDyn(&[3, 4]), f16::from_f32(0.5));
+        q[[1, 2]] = bad;
+        let ok = ArrayD::from_elem(ndarray::IxDyn(&[3, 4]), f16::from_f32(0.5));
+        let e = attention_f16(&ctx, &ok, &ok, &q, &AttentionOptions::default()).expect_err("bad");
+        match e {
+            Error::NonFinite { name, index, .. } => {
+                assert_eq!((name, index.as_slice()), ("v", &[1, 2][..]), "{bad}")
+            }
+            other => panic!("{bad}: {other}"),
+        }
+    }
+}
+
+/// Inputs not in standard layout (k and v transposed, q taken with a step) give the result
+/// of their standard-layout copies: the host packs them in logical order.
+#[test]
+fn f16_inputs_in_any_layout() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(98);
+    let half = |s: &[usize], rng: &mut Rng| rng.array(s, 1.0).mapv(f16::from_f32);
+    let q = half(&[2, 20, 8], &mut rng);
+    let k = half(&[2, 8, 30], &mut rng);
+    let v = half(&[2, 6, 30], &mut rng);
+    let q_strided = q.slice(ndarray::s![.., ..;2, ..]).into_dyn();
+    let k_t = k.view().permuted_axes(vec![0, 2, 1]);
+    let v_t = v.view().permuted_axes(vec![0, 2, 1]);
+    let opts = AttentionOptions::default().causal(Causal::TopLeft);
+    let got = attention_f16(&ctx, &q_strided, &k_t, &v_t, &opts).expect("any layout");
+    let (qc, kc, vc) = (
+        q_strided.as_standard_layout().into_owned(),
+        k_t.as_standard_layout().into_owned(),
+        v_t.as_standard_layout().into_owned(),
+    );
+    let want = attention_f16(&ctx, &qc, &kc, &vc, &opts).expect("standard layout");
+    assert_eq!(got.out, want.out);
+    assert_within_twice_cpu_f16("any layout", &qc, &kc, &vc, &opts, &got.out);
 }
 
 /// f16 inputs broadcast and take zero-size dimensions as the f32 entry point does.
