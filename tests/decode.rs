@@ -120,19 +120,23 @@ fn decode_under_small_limits() {
     })
     .expect("ctx");
     let mut rng = Rng::new(53);
-    let (q, k, v) = inputs(&mut rng, [2, 8, 4, 2, 600, 16, 8], 1.0);
-    for form in FORMS {
-        let opts = AttentionOptions::default()
-            .causal(Causal::BottomRight)
-            .path(form)
-            .with_lse();
-        let what = format!("{form:?} small limits");
-        let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-        assert!(
-            r.plan.chunks > 1,
-            "{what}: expected splitting, got {}",
-            r.plan.chunks
-        );
+    // The second shape: Dv 320, several output columns an invocation in the workgroup form
+    // (one kv head of V, 40 x 320 floats, fits the 64 KiB binding).
+    for shape in [[2, 8, 4, 2, 600, 16, 8], [2, 4, 2, 2, 40, 16, 320]] {
+        let (q, k, v) = inputs(&mut rng, shape, 1.0);
+        for form in FORMS {
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(form)
+                .with_lse();
+            let what = format!("{form:?} {shape:?} small limits");
+            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+            assert!(
+                r.plan.chunks > 1,
+                "{what}: expected splitting, got {}",
+                r.plan.chunks
+            );
+        }
     }
 }
 
