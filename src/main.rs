@@ -81,6 +81,8 @@ fn main() {
         Some("bench") => cli::bench::run(&argv[1..]),
         Some("heatmap") => cli::heatmap::run(&argv[1..]),
         Some("soak") => cli::soak::run(&argv[1..]),
+        // Internal: the self-check's prefill rows in a process of their own (512-bit vectors).
+        Some(cli::selfcheck::ROWS_COMMAND) => cli::selfcheck::prefill_rows(),
         Some(other) => Err(Failure::usage(format!("unknown command '{other}'"))),
     };
     if let Err(f) = result {

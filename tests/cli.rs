@@ -453,6 +453,50 @@ fn heatmap_demo_and_files() {
 }
 
 /// A short soak: mixed calls, results sampled against the reference, memory reported.
+/// The main job (no arguments): every path agrees with the reference, and the timing table
+/// has its three rows (two prefill, one decode), each with a path and positive ms and
+/// GFLOP/s. On CPUs with AVX-512 the prefill rows come from a second process at 512-bit
+/// vectors (`self-check-rows`), which must print the same two rows.
+#[test]
+fn self_check_passes_and_times_three_rows() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = tool().output().expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("All paths agree with the reference."),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("timing here instead"), "{stdout}");
+    let timed = |text: &str| -> Vec<(String, f64, f64)> {
+        text.lines()
+            .filter(|l| l.trim_start().starts_with("B1 Hq"))
+            .map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                let n = cols.len();
+                assert!(n >= 4, "{l}");
+                let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{l}"));
+                (cols[n - 3].to_string(), num(cols[n - 2]), num(cols[n - 1]))
+            })
+            .collect()
+    };
+    let rows = timed(&stdout);
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for (path, ms, gflops) in &rows {
+        assert!(!path.is_empty() && *ms > 0.0 && *gflops > 0.0, "{stdout}");
+    }
+    let o = tool().arg("self-check-rows").output().expect("run tool");
+    let rows_out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{rows_out}");
+    assert_eq!(timed(&rows_out).len(), 2, "{rows_out}");
+}
+
 #[test]
 fn soak_runs_and_reports_memory() {
     if common::ctx().is_none() {

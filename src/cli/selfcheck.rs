@@ -5,8 +5,8 @@ use ndarray::ArrayD;
 use wgpu_attention::perf::{forward_flops, time_gpu};
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    check, reference, AttentionOptions, Causal, Context, Error, GpuTensor, Mask, PathChoice,
-    Tolerance,
+    check, cpu_vectors, reference, AttentionOptions, Causal, Context, Error, GpuTensor, Mask,
+    PathChoice, Tolerance,
 };
 
 use super::Failure;
@@ -133,8 +133,26 @@ fn sentence_weights(ctx: &Context) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A timed shape: (B, Hq, Hkv, Lq, Lk, D, causal).
+type Shape = (usize, usize, usize, usize, usize, usize, Causal);
+
+/// The prefill rows of the timing table: the issue's shape, plain and causal.
+const PREFILL: [Shape; 2] = [
+    (1, 8, 8, 1024, 1024, 64, Causal::None),
+    (1, 8, 8, 1024, 1024, 64, Causal::TopLeft),
+];
+/// The decode row: the issue's GQA decode shape.
+const DECODE: [Shape; 1] = [(1, 32, 8, 1, 4096, 128, Causal::None)];
+
+/// The internal command that times the prefill rows in a process of their own
+/// (`wgpu-attention self-check-rows`), see [`prefill_elsewhere`].
+pub const ROWS_COMMAND: &str = "self-check-rows";
+
 fn timing(ctx: &Context) -> Result<(), Failure> {
     let gpu = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
+    let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    let wide_child =
+        on_cpu && std::env::var_os(cpu_vectors::VAR).is_none() && cpu_vectors::cpu_has_512();
     println!(
         "\nTiming of the planner's choice ({}, median of 5 after 2 warm-up runs;\n\
          `wgpu-attention bench --path all` compares every path):",
@@ -144,17 +162,60 @@ fn timing(ctx: &Context) -> Result<(), Failure> {
             "wall clock: submit + wait"
         }
     );
+    if wide_child {
+        println!(
+            "  (prefill rows at 512-bit vectors in a second process, as `bench` runs them:\n   \
+             lavapipe reads its vector width once a process, and decode runs faster at 256)"
+        );
+    }
     println!(
         "  {:<40} {:<16} {:>10} {:>10}",
         "shape", "path", "ms", "GFLOP/s"
     );
+    if !(wide_child && prefill_elsewhere()) {
+        time_rows(ctx, &PREFILL)?;
+    }
+    time_rows(ctx, &DECODE)
+}
+
+/// Runs [`ROWS_COMMAND`] in a child process, which asks lavapipe for 512-bit vectors before
+/// its first context (crate::cpu_vectors), and passes its rows through. False, with a note,
+/// when the child could not run them (the caller then times them here).
+fn prefill_elsewhere() -> bool {
+    let child = std::env::current_exe()
+        .and_then(|exe| std::process::Command::new(exe).arg(ROWS_COMMAND).output());
+    match child {
+        Ok(out) if out.status.success() => {
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+            true
+        }
+        Ok(out) => {
+            let why = String::from_utf8_lossy(&out.stderr);
+            println!(
+                "  (the 512-bit process failed, timing here instead: {})",
+                why.trim()
+            );
+            false
+        }
+        Err(e) => {
+            println!("  (could not start the 512-bit process, timing here instead: {e})");
+            false
+        }
+    }
+}
+
+/// [`ROWS_COMMAND`]: the prefill rows at the vector width that suits them.
+pub fn prefill_rows() -> Result<(), Failure> {
+    cpu_vectors::request_wide();
+    let ctx = Context::new().map_err(Failure::from_error)?;
+    ctx.enable_gpu_timing().map_err(Failure::from_error)?;
+    time_rows(&ctx, &PREFILL)
+}
+
+/// Times the planner's choice on each shape and prints one row each.
+fn time_rows(ctx: &Context, shapes: &[Shape]) -> Result<(), Failure> {
     let mut rng = Rng::new(7);
-    let shapes = [
-        (1, 8, 8, 1024, 1024, 64, Causal::None),
-        (1, 8, 8, 1024, 1024, 64, Causal::TopLeft),
-        (1, 32, 8, 1, 4096, 128, Causal::None),
-    ];
-    for (b, hq, hkv, lq, lk, d, causal) in shapes {
+    for &(b, hq, hkv, lq, lk, d, causal) in shapes {
         let up = |a: ArrayD<f32>, name| {
             GpuTensor::from_array(ctx, name, &a).map_err(Failure::from_error)
         };
