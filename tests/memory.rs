@@ -216,6 +216,8 @@ fn the_estimate_bounds_what_each_path_holds() {
     measured_against_estimate(PathChoice::FusedTiled, shape, false, true);
     measured_against_estimate(PathChoice::FusedSubgroup, shape, false, false);
     measured_against_estimate(PathChoice::Decode, [1, 8, 2, 1, 700, 32, 32], false, true);
+    let wide = [1, 8, 2, 2, 700, 32, 320];
+    measured_against_estimate(PathChoice::DecodeWorkgroup, wide, false, true);
 }
 
 /// On llvmpipe, 20 000 keys take fused-portable two passes over the keys (its loop limit):
