@@ -64,7 +64,8 @@
 // - Every storage-buffer load of a vec4 becomes a loop over the 8 lanes with a bounds check
 //   and a branch per component (about 35 instructions per lane), whatever the addresses.
 //   Sharing each load among more rows is what pays: R = 4 gave 21 GFLOP/s, R = 8 gives 27,
-//   R = 16 about 28 but with 20-80 s compiles, hence R x D = 512.
+//   R = 16 about 28 but with 20-80 s compiles, hence R x D = 512 (but R = 8 from D = 65 to
+//   128, which measured faster than R x D = 512 there: crate::fused::subgroup_rows).
 // - fma() is lowered to a multiply and an add (the driver sets lower_ffma32), so each
 //   multiply-add costs two vector instructions; with q, acc and the scores in memory (far
 //   more than 32 registers per lane), about 40% of the instructions are arithmetic.

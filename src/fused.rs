@@ -22,13 +22,26 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 pub const ROWS_PER_GROUP: usize = 256;
 
 /// Query rows per invocation of the subgroup tier (the shader's `R`) where rows are many
-/// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), between 2 and 16 (4 to 16 up to
-/// D = 128; 2 or 3 on the wide variant). More rows share each key/value load (on lavapipe,
-/// B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but
-/// per-invocation state and the driver's compile time grow with R x D (lavapipe: D = 128 at
-/// R = 16 took 82 s to compile, D = 64 at R = 8 takes 8 s), so R x D stays at 512.
+/// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), but at least 8 up to width 128,
+/// at most 16 (so 8 to 16 on the standard variant; 2 or 3 on the wide variant, D or Dv
+/// above 128). More rows share each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4
+/// gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but per-invocation state and the
+/// driver's compile time grow with R x D (lavapipe: D = 128 at R = 16 took 82 s to compile,
+/// D = 64 at R = 8 takes 8 s). Until 2026-12-01 R x D stayed at 512, so R = 4 at D = 128;
+/// R = 8 there, measured on lavapipe (AMD EPYC) in paired rounds (`scripts/paired_rounds.py
+/// 8 SHAPE ... --path fused-subgroup`, medians of GFLOP/s, non-causal and causal): at 512
+/// bits 1,8,1024,1024,128 83.2/75.1 against 90.1/80.1, 1,4,2048,2048,128 86.6/75.1 against
+/// 94.2/87.1, 1,8,1024,1024,96 (R = 5 before) 87.8/70.2 against 97.4/84.1; at 256 bits
+/// 1,8,1024,1024,128 57.4/49.4 against 63.8/60.9. First call at D = 128: 18 s at 512 bits,
+/// 12 s at 256.
 pub fn subgroup_rows(d: usize, dv: usize) -> usize {
-    (512 / d.max(dv).max(1)).clamp(2, 16)
+    let width = d.max(dv).max(1);
+    let rows = 512 / width;
+    if width <= MAX_WIDTH {
+        rows.clamp(8, 16)
+    } else {
+        rows.clamp(2, 16)
+    }
 }
 
 /// Invocations per workgroup of the subgroup tier (`INVOCATIONS` in fused_subgroup.wgsl):

@@ -84,17 +84,20 @@ fn widths_that_are_not_multiples_of_four_are_padded() {
     }
 }
 
-/// The subgroup tier gives each invocation up to R = 512 / max(D, Dv) rows (4..16): row
-/// counts that leave partial workgroups and partial invocations, for R = 16, a
-/// non-power-of-two R and R = 4 (long enough rows to get them on 2 threads), must still
-/// cover every row exactly once.
+/// The subgroup tier gives each invocation up to R = 512 / max(D, Dv) rows, at least 8 up to
+/// width 128 (8..16; 2 or 3 above): row counts that leave partial workgroups and partial
+/// invocations, for R = 16, a non-power-of-two R and R = 8 at D = 128 (long enough rows to
+/// get them on 2 threads), must still cover every row exactly once.
 #[test]
 fn rows_per_invocation_cover_every_row() {
     use wgpu_attention::fused::subgroup_rows;
     assert_eq!(subgroup_rows(8, 8), 16);
     assert_eq!(subgroup_rows(48, 32), 10);
     assert_eq!(subgroup_rows(64, 64), 8);
-    assert_eq!(subgroup_rows(128, 16), 4);
+    assert_eq!(subgroup_rows(128, 16), 8);
+    assert_eq!(subgroup_rows(96, 96), 8);
+    assert_eq!(subgroup_rows(160, 8), 3);
+    assert_eq!(subgroup_rows(256, 256), 2);
     let Some(ctx) = common::ctx() else { return };
     if !tiers(&ctx).contains(&PathChoice::FusedSubgroup) {
         return;
@@ -141,10 +144,13 @@ fn subgroup_layout_fits_units_and_rows() {
     assert_eq!(subgroup_layout(64, 64, 1, 0..8, 64, 2), layout(1, 4, 1, 8));
     // One head of 64 rows: R = 2 gives the second thread a workgroup.
     assert_eq!(subgroup_layout(64, 64, 1, 0..1, 64, 2), layout(1, 2, 2, 2));
-    // Hq 32 over Hkv 8, Lq 32: the 4 heads of a group are one unit of 128 rows.
+    // Hq 32 over Hkv 8, Lq 32: the 4 heads of a group are one unit of 128 rows, one
+    // workgroup at R = 8 (alternating runs at 512 bits, `bench --shape 1,32,32,2048,128
+    // --kv-heads 8 --path fused-subgroup`: a median of 89 GFLOP/s against 80 for R = 4 in
+    // two workgroups, which R x D = 512 gave before).
     assert_eq!(
         subgroup_layout(128, 128, 4, 0..32, 32, 2),
-        layout(4, 4, 2, 16)
+        layout(4, 8, 1, 8)
     );
     // A chunk that does not hold whole groups runs head by head.
     assert_eq!(
