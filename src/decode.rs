@@ -62,9 +62,14 @@ impl Form {
     /// choice is the unfused path, which it beat up to [`CPU_WIDE_AUTO_LQ`] query positions
     /// (README "Paths and the planner").
     pub fn for_problem(info: &wgpu::AdapterInfo, p: &Problem) -> Form {
+        Form::for_widths(info, p.dims.d, p.dims.dv)
+    }
+
+    /// [`Form::for_problem`] from the widths alone (for callers without a problem, such as
+    /// the tool's `bench`).
+    pub fn for_widths(info: &wgpu::AdapterInfo, d: usize, dv: usize) -> Form {
         let form = Form::for_adapter(info);
-        let d = &p.dims;
-        if form == Form::Invocation && d.d.max(d.dv) > MAX_WIDTH {
+        if form == Form::Invocation && d.max(dv) > MAX_WIDTH {
             Form::Workgroup
         } else {
             form

@@ -97,7 +97,9 @@ fn max_abs_f16(name: &'static str, a: &ndarray::ArrayViewD<'_, f16>) -> Result<f
 }
 
 /// f16 values as u32 words, two per word (element 2i in the low half), in logical
-/// (row-major) order.
+/// (row-major) order. Standard-layout arrays are packed from their slice: one loop over
+/// ndarray's iterator for every layout took `bench --shape 1,32,1,4096,128 --kv-heads 8
+/// --dtype f16 --path decode` from 33 to 48 ms a call (its dynamic-dimension iterator).
 fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
     let word = |lo: u16, hi: u16| u32::from(lo) | (u32::from(hi) << 16);
     if let Some(values) = a.as_slice() {

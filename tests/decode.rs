@@ -259,8 +259,7 @@ fn decode_widths_above_128() {
 /// which the unfused path was faster). Above Dv = 256 each invocation owns several output
 /// columns (`decode::workgroup_cols`) and a tile holds 16 / cols rows: Dv 320 and 512 (2
 /// columns, 8 rows a tile), 1000 (4 columns, the last one only partly below Dv/4; 4 rows a
-/// tile), 4096 (16
-/// columns, one row a tile); padded widths (D 333, Dv 257); GQA; both causal alignments; a
+/// tile), 4096 (16 columns, one row a tile); padded widths (D 333, Dv 257); GQA; both causal alignments; a
 /// mask with an empty row; large logits. Past 4096 every decode form refuses.
 #[test]
 fn decode_widths_above_256() {
@@ -280,32 +279,12 @@ fn decode_widths_above_256() {
         ([1, 1, 1, 2, 70, 333, 257], 2),
         ([1, 1, 1, 2, 100, 4096, 4096], 1),
     ];
+    let runs = [
+        (Causal::TopLeft, PathChoice::Decode),
+        (Causal::BottomRight, PathChoice::DecodeWorkgroup),
+    ];
     for (shape, tile) in cases {
-        let [b, hq, _, lq, lk, ..] = shape;
-        let (q, k, v) = inputs(&mut rng, shape, 1.0);
-        let mut allow = rng.bool_array(&[b, hq, lq, lk], 0.7);
-        allow.slice_mut(s![b - 1, hq - 1, lq - 1, ..]).fill(false);
-        for (causal, form) in [
-            (Causal::TopLeft, PathChoice::Decode),
-            (Causal::BottomRight, PathChoice::DecodeWorkgroup),
-        ] {
-            let opts = AttentionOptions::default()
-                .causal(causal)
-                .path(form)
-                .with_lse();
-            let what = format!("{form:?} {shape:?} {causal:?}");
-            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-            assert_eq!(r.plan.path, "decode-workgroup", "{what}");
-            let text = format!("tile of {tile} rows");
-            assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
-            let opts = opts.mask(Mask::Bool(allow.view()));
-            let what = format!("{what} masked");
-            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-            assert_eq!(
-                r.lse.expect("lse")[[b - 1, hq - 1, lq - 1]],
-                f32::NEG_INFINITY
-            );
-        }
+        workgroup_tiles_with_masks(&ctx, &mut rng, shape, tile, &runs);
     }
 
     // Large logits at Dv 512.
@@ -352,31 +331,49 @@ fn decode_widths_above_256() {
 fn decode_workgroup_tiles_rows() {
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(59);
+    let runs = [
+        (Causal::TopLeft, PathChoice::DecodeWorkgroup),
+        (Causal::BottomRight, PathChoice::DecodeWorkgroup),
+    ];
     for (shape, tile) in [
         ([1, 4, 1, 9, 300, 64, 64], 12),
         ([2, 1, 1, 40, 130, 20, 36], 14),
     ] {
-        let [b, hq, _, lq, lk, ..] = shape;
-        let (q, k, v) = inputs(&mut rng, shape, 1.0);
-        let mut allow = rng.bool_array(&[b, hq, lq, lk], 0.7);
-        allow.slice_mut(s![b - 1, hq - 1, lq - 1, ..]).fill(false);
-        for causal in [Causal::TopLeft, Causal::BottomRight] {
-            let opts = AttentionOptions::default()
-                .causal(causal)
-                .path(PathChoice::DecodeWorkgroup)
-                .with_lse();
-            let what = format!("decode-workgroup {shape:?} {causal:?}");
-            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-            let text = format!("tile of {tile} rows");
-            assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
-            let opts = opts.mask(Mask::Bool(allow.view()));
-            let what = format!("decode-workgroup {shape:?} {causal:?} masked");
-            let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-            assert_eq!(
-                r.lse.expect("lse")[[b - 1, hq - 1, lq - 1]],
-                f32::NEG_INFINITY
-            );
-        }
+        workgroup_tiles_with_masks(&ctx, &mut rng, shape, tile, &runs);
+    }
+}
+
+/// Forced decode on `shape` for each (causal rule, path choice) of `runs`, all of which run
+/// the workgroup form in tiles of `tile` rows: parity without a mask, then with a bool mask
+/// whose last row is empty (its LSE is -inf).
+fn workgroup_tiles_with_masks(
+    ctx: &Context,
+    rng: &mut Rng,
+    shape: [usize; 7],
+    tile: usize,
+    runs: &[(Causal, PathChoice)],
+) {
+    let [b, hq, _, lq, lk, ..] = shape;
+    let (q, k, v) = inputs(rng, shape, 1.0);
+    let mut allow = rng.bool_array(&[b, hq, lq, lk], 0.7);
+    allow.slice_mut(s![b - 1, hq - 1, lq - 1, ..]).fill(false);
+    for &(causal, form) in runs {
+        let opts = AttentionOptions::default()
+            .causal(causal)
+            .path(form)
+            .with_lse();
+        let what = format!("{form:?} {shape:?} {causal:?}");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert_eq!(r.plan.path, "decode-workgroup", "{what}");
+        let text = format!("tile of {tile} rows");
+        assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
+        let opts = opts.mask(Mask::Bool(allow.view()));
+        let what = format!("{what} masked");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+        assert_eq!(
+            r.lse.expect("lse")[[b - 1, hq - 1, lq - 1]],
+            f32::NEG_INFINITY
+        );
     }
 }
 

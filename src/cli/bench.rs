@@ -361,8 +361,8 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     let mut table: Vec<Row> = Vec::new();
     // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
     // runs the workgroup form (decode::Form::for_problem).
-    let workgroup_decode = decode::Form::for_adapter(ctx.adapter_info()) == decode::Form::Workgroup
-        || sh.d > decode::MAX_WIDTH;
+    let workgroup_decode =
+        decode::Form::for_widths(ctx.adapter_info(), sh.d, sh.d) == decode::Form::Workgroup;
     for (name, choice) in &chosen {
         if *name == "decode-workgroup"
             && workgroup_decode
