@@ -14,7 +14,9 @@
 // r = (head within group) * Lq + i. All of them share every K/V load: grouped-query decode
 // reads K and V once, not once per query head.
 //
-// Array size MAX_D4 (D/4 and DV/4 at most): decode_width_128.wgsl (Kernel::DecodePartial,
+// Array size MAX_D4 = D4_HI x D4_LO (D/4 and DV/4 at most; arrays of D4_HI x D4_LO, looped
+// over as D4_HI rounds of D4_LO = 32, because Mesa unrolls no loop of more than 32
+// iterations: see fused_subgroup.wgsl): decode_width_128.wgsl (Kernel::DecodePartial,
 // DecodePartialU64) or decode_width_256.wgsl (the *Wide kernels); the registry puts that
 // file and the loads file in front.
 //
@@ -75,27 +77,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i2 = r2 % p.lq;
     let i3 = r3 % p.lq;
 
-    var qa: array<vec4<f32>, MAX_D4>;
-    var qb: array<vec4<f32>, MAX_D4>;
-    var qc: array<vec4<f32>, MAX_D4>;
-    var qd: array<vec4<f32>, MAX_D4>;
-    var acc_a: array<vec4<f32>, MAX_D4>;
-    var acc_b: array<vec4<f32>, MAX_D4>;
-    var acc_c: array<vec4<f32>, MAX_D4>;
-    var acc_d: array<vec4<f32>, MAX_D4>;
-    // Loops run MAX_D4 times with a guard that folds away once D is specialised: a trip
-    // count equal to the array length lets the driver unroll them and keep arrays in registers.
-    for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < d4) {
-            qa[c] = p.scale * q[(bh0 * p.lq + i0) * d4 + c - p.q_win];
-            qb[c] = p.scale * q[(bh1 * p.lq + i1) * d4 + c - p.q_win];
-            qc[c] = p.scale * q[(bh2 * p.lq + i2) * d4 + c - p.q_win];
-            qd[c] = p.scale * q[(bh3 * p.lq + i3) * d4 + c - p.q_win];
+    var qa: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    var qb: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    var qc: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    var qd: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    var acc_a: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    var acc_b: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    var acc_c: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    var acc_d: array<array<vec4<f32>, D4_LO>, D4_HI>;
+    // Loops run MAX_D4 times (D4_HI rounds of D4_LO) with a guard that folds away once D is
+    // specialised: a trip count equal to the array length lets the driver unroll them and
+    // give the arrays constant indices.
+    for (var h = 0u; h < D4_HI; h = h + 1u) {
+        for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+            let c = h * D4_LO + c0;
+            if (c < d4) {
+                qa[h][c0] = p.scale * q[(bh0 * p.lq + i0) * d4 + c - p.q_win];
+                qb[h][c0] = p.scale * q[(bh1 * p.lq + i1) * d4 + c - p.q_win];
+                qc[h][c0] = p.scale * q[(bh2 * p.lq + i2) * d4 + c - p.q_win];
+                qd[h][c0] = p.scale * q[(bh3 * p.lq + i3) * d4 + c - p.q_win];
+            }
+            acc_a[h][c0] = vec4<f32>(0.0);
+            acc_b[h][c0] = vec4<f32>(0.0);
+            acc_c[h][c0] = vec4<f32>(0.0);
+            acc_d[h][c0] = vec4<f32>(0.0);
         }
-        acc_a[c] = vec4<f32>(0.0);
-        acc_b[c] = vec4<f32>(0.0);
-        acc_c[c] = vec4<f32>(0.0);
-        acc_d[c] = vec4<f32>(0.0);
     }
     var m = vec4<f32>(NO_SCORE);
     var l = vec4<f32>(0.0);
@@ -113,16 +119,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var sb = vec4<f32>(0.0);
         var sc = vec4<f32>(0.0);
         var sd = vec4<f32>(0.0);
-        for (var c = 0u; c < MAX_D4; c = c + 1u) {
-            if (c < d4) {
-                let k0 = load_k(ja * d4 + c - p.k_win);
-                let k1 = load_k(jb * d4 + c - p.k_win);
-                let k2 = load_k(jc * d4 + c - p.k_win);
-                let k3 = load_k(jd * d4 + c - p.k_win);
-                sa = sa + vec4<f32>(dot(qa[c], k0), dot(qa[c], k1), dot(qa[c], k2), dot(qa[c], k3));
-                sb = sb + vec4<f32>(dot(qb[c], k0), dot(qb[c], k1), dot(qb[c], k2), dot(qb[c], k3));
-                sc = sc + vec4<f32>(dot(qc[c], k0), dot(qc[c], k1), dot(qc[c], k2), dot(qc[c], k3));
-                sd = sd + vec4<f32>(dot(qd[c], k0), dot(qd[c], k1), dot(qd[c], k2), dot(qd[c], k3));
+        for (var h = 0u; h < D4_HI; h = h + 1u) {
+            for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+                let c = h * D4_LO + c0;
+                if (c < d4) {
+                    let k0 = load_k(ja * d4 + c - p.k_win);
+                    let k1 = load_k(jb * d4 + c - p.k_win);
+                    let k2 = load_k(jc * d4 + c - p.k_win);
+                    let k3 = load_k(jd * d4 + c - p.k_win);
+                    let xa = qa[h][c0];
+                    sa = sa + vec4<f32>(dot(xa, k0), dot(xa, k1), dot(xa, k2), dot(xa, k3));
+                    let xb = qb[h][c0];
+                    sb = sb + vec4<f32>(dot(xb, k0), dot(xb, k1), dot(xb, k2), dot(xb, k3));
+                    let xc = qc[h][c0];
+                    sc = sc + vec4<f32>(dot(xc, k0), dot(xc, k1), dot(xc, k2), dot(xc, k3));
+                    let xd = qd[h][c0];
+                    sd = sd + vec4<f32>(dot(xd, k0), dot(xd, k1), dot(xd, k2), dot(xd, k3));
+                }
             }
         }
         if (j0 + 4u > j_end || CAUSAL != 0u || HAS_ALLOW != 0u || HAS_BIAS != 0u) {
@@ -146,16 +159,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let pd = weights(sd, m.w);
         let one = vec4<f32>(1.0);
         l = l * alpha + vec4<f32>(dot(pa, one), dot(pb, one), dot(pc, one), dot(pd, one));
-        for (var c = 0u; c < MAX_D4; c = c + 1u) {
-            if (c < dv4) {
-                let v0 = load_v(ja * dv4 + c - p.v_win);
-                let v1 = load_v(jb * dv4 + c - p.v_win);
-                let v2 = load_v(jc * dv4 + c - p.v_win);
-                let v3 = load_v(jd * dv4 + c - p.v_win);
-                acc_a[c] = acc_a[c] * alpha.x + pa.x * v0 + pa.y * v1 + pa.z * v2 + pa.w * v3;
-                acc_b[c] = acc_b[c] * alpha.y + pb.x * v0 + pb.y * v1 + pb.z * v2 + pb.w * v3;
-                acc_c[c] = acc_c[c] * alpha.z + pc.x * v0 + pc.y * v1 + pc.z * v2 + pc.w * v3;
-                acc_d[c] = acc_d[c] * alpha.w + pd.x * v0 + pd.y * v1 + pd.z * v2 + pd.w * v3;
+        for (var h = 0u; h < D4_HI; h = h + 1u) {
+            for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+                let c = h * D4_LO + c0;
+                if (c < dv4) {
+                    let v0 = load_v(ja * dv4 + c - p.v_win);
+                    let v1 = load_v(jb * dv4 + c - p.v_win);
+                    let v2 = load_v(jc * dv4 + c - p.v_win);
+                    let v3 = load_v(jd * dv4 + c - p.v_win);
+                    acc_a[h][c0] = acc_a[h][c0] * alpha.x + pa.x * v0 + pa.y * v1
+                        + pa.z * v2 + pa.w * v3;
+                    acc_b[h][c0] = acc_b[h][c0] * alpha.y + pb.x * v0 + pb.y * v1
+                        + pb.z * v2 + pb.w * v3;
+                    acc_c[h][c0] = acc_c[h][c0] * alpha.z + pc.x * v0 + pc.y * v1
+                        + pc.z * v2 + pc.w * v3;
+                    acc_d[h][c0] = acc_d[h][c0] * alpha.w + pd.x * v0 + pd.y * v1
+                        + pd.z * v2 + pd.w * v3;
+                }
             }
         }
     }
@@ -163,12 +183,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Partial output (normalised) and LSE for each real row of the quad.
     let inv = select(vec4<f32>(0.0), vec4<f32>(1.0) / l, l > vec4<f32>(0.0));
     let slot = ((g - p.g0) * p.splits + split) * p.rows;
-    for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < dv4) {
-            if (quad * 4u < p.rows) { part_o[(slot + quad * 4u) * dv4 + c] = acc_a[c] * inv.x; }
-            if (quad * 4u + 1u < p.rows) { part_o[(slot + quad * 4u + 1u) * dv4 + c] = acc_b[c] * inv.y; }
-            if (quad * 4u + 2u < p.rows) { part_o[(slot + quad * 4u + 2u) * dv4 + c] = acc_c[c] * inv.z; }
-            if (quad * 4u + 3u < p.rows) { part_o[(slot + quad * 4u + 3u) * dv4 + c] = acc_d[c] * inv.w; }
+    for (var h = 0u; h < D4_HI; h = h + 1u) {
+        for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+            let c = h * D4_LO + c0;
+            if (c < dv4) {
+                if (quad * 4u < p.rows) {
+                    part_o[(slot + quad * 4u) * dv4 + c] = acc_a[h][c0] * inv.x;
+                }
+                if (quad * 4u + 1u < p.rows) {
+                    part_o[(slot + quad * 4u + 1u) * dv4 + c] = acc_b[h][c0] * inv.y;
+                }
+                if (quad * 4u + 2u < p.rows) {
+                    part_o[(slot + quad * 4u + 2u) * dv4 + c] = acc_c[h][c0] * inv.z;
+                }
+                if (quad * 4u + 3u < p.rows) {
+                    part_o[(slot + quad * 4u + 3u) * dv4 + c] = acc_d[h][c0] * inv.w;
+                }
+            }
         }
     }
     for (var t = 0u; t < 4u; t = t + 1u) {

@@ -6,4 +6,6 @@
 // registers), so this size sets lavapipe's compile time even where D is smaller: widths
 // above 128 have their own variant rather than a larger size here.
 
-const MAX_D4: u32 = 32u;
+const D4_HI: u32 = 1u;
+const D4_LO: u32 = 32u;
+const MAX_D4: u32 = D4_HI * D4_LO;

@@ -1,5 +1,10 @@
 // decode_width_256.wgsl — the array size of decode_partial.wgsl's wide variant
 // (Kernel::DecodePartialWide): D and Dv up to 256, for widths above 128 only (fused::wide).
 // Not a kernel on its own; the registry puts it in front of decode_partial.wgsl.
+//
+// Its loops over D run as 2 rounds of 32 (D4_HI x D4_LO), which Mesa unrolls; a single loop
+// of 64 it kept rolled (decode_partial.wgsl).
 
-const MAX_D4: u32 = 64u;
+const D4_HI: u32 = 2u;
+const D4_LO: u32 = 32u;
+const MAX_D4: u32 = D4_HI * D4_LO;

@@ -11,7 +11,8 @@
 // with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (Kernel::FusedSubgroupU64,
 // FusedSubgroupWideU64), which the registry puts in front.
 //
-// Array sizes MAX_D4 (D/4 and DV/4 at most) and MAX_R (R at most): in
+// Array sizes MAX_D4 = D4_HI x D4_LO (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 2) and
+// MAX_R (R at most): in
 // subgroup_width_128.wgsl (Kernel::FusedSubgroup, FusedSubgroup16) or subgroup_width_256.wgsl
 // (Kernel::FusedSubgroupWide, FusedSubgroupWide16). The key block, KEYS keys (8 or 16) and
 // broadcast_keys(): in subgroup_lanes_8.wgsl or subgroup_lanes_16.wgsl (the *16 kernels, for
@@ -73,6 +74,13 @@
 //   force-unrolls a loop whose trip count equals the length of the array it indexes (with
 //   plain `c < d4` loops the arrays go to indexed scratch memory: 12 GFLOP/s). wgpu's
 //   runtime bounds checks defeat that unrolling (hence trusted modules, see kernel.rs).
+// - Mesa unrolls no loop of more than 32 iterations (NIR's max_unroll_iterations, even when
+//   forced as above), so loops over D and Dv run as D4_HI rounds of a 32-trip inner loop,
+//   over arrays of D4_HI x D4_LO. Until 2026-12-01 the wide variant's single 64-trip loops
+//   stayed rolled (its JIT code held one copy of each loop body, its arrays indexed at run
+//   time; llvmpipe's loop limit counted 131 iterations a block): D 256 ran at 31 GFLOP/s
+//   where D 128 ran at 96, and the 2 x 32 form took it to 55 at R = 2 (paired rounds, 256
+//   bits; README "Measured").
 // Tried and no faster: K and V as 64 KiB uniform-buffer windows (uniform loads become
 // inlined gathers instead of lane loops: same speed); tree-shaped sums in the V update;
 // broadcasting the block's 8 keys into an array first and scoring one key at a time so only
@@ -115,7 +123,7 @@ fn hmax(a: vec4<f32>) -> f32 {
 // the R rows of every lane, so a larger R spreads that cost over more arithmetic; the price
 // is per-invocation state (R x (D + DV) floats) and driver compile time, both growing with
 // R x D. Loops run MAX_R times with a guard that folds once R is specialised (like the
-// MAX_D4 loops).
+// loops over D).
 override R: u32 = 4u;
 
 // Invocations per workgroup: one 16-lane subgroup (two of 8 lanes), so that a workgroup's
@@ -127,8 +135,8 @@ const INVOCATIONS: u32 = 16u;
 // key_block() these are plain registers and constant-indexed arrays, as locals would be.
 var<private> rows: array<u32, MAX_R>;
 var<private> bhs: array<u32, MAX_R>;
-var<private> qs: array<array<vec4<f32>, MAX_D4>, MAX_R>;
-var<private> acc: array<array<vec4<f32>, MAX_D4>, MAX_R>;
+var<private> qs: array<array<array<vec4<f32>, D4_LO>, D4_HI>, MAX_R>;
+var<private> acc: array<array<array<vec4<f32>, D4_LO>, D4_HI>, MAX_R>;
 var<private> m: array<f32, MAX_R>;
 var<private> l: array<f32, MAX_R>;
 
@@ -152,15 +160,19 @@ fn key_block(j0: u32, live_from: u32, lane: u32, k_row0: u32, diag: u32) {
             }
         }
     }
-    for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < d4) {
-            let kb = broadcast_keys(load_k(kbase + c));
-            for (var r = 0u; r < MAX_R; r = r + 1u) {
-                if (r < R && r >= live_from) {
-                    let x = qs[r][c];
-                    for (var t = 0u; t < QUADS; t = t + 1u) {
-                        s[r][t] = s[r][t] + vec4<f32>(dot(x, kb[4u * t]), dot(x, kb[4u * t + 1u]),
-                            dot(x, kb[4u * t + 2u]), dot(x, kb[4u * t + 3u]));
+    for (var h = 0u; h < D4_HI; h = h + 1u) {
+        for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+            let c = h * D4_LO + c0;
+            if (c < d4) {
+                let kb = broadcast_keys(load_k(kbase + c));
+                for (var r = 0u; r < MAX_R; r = r + 1u) {
+                    if (r < R && r >= live_from) {
+                        let x = qs[r][h][c0];
+                        for (var t = 0u; t < QUADS; t = t + 1u) {
+                            s[r][t] = s[r][t] + vec4<f32>(dot(x, kb[4u * t]),
+                                dot(x, kb[4u * t + 1u]), dot(x, kb[4u * t + 2u]),
+                                dot(x, kb[4u * t + 3u]));
+                        }
                     }
                 }
             }
@@ -192,18 +204,21 @@ fn key_block(j0: u32, live_from: u32, lane: u32, k_row0: u32, diag: u32) {
     }
 
     let vbase = (k_row0 + jl) * dv4 - p.v_win;
-    for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < dv4) {
-            let vb = broadcast_keys(load_v(vbase + c));
-            for (var r = 0u; r < MAX_R; r = r + 1u) {
-                if (r < R && r >= live_from) {
-                    var sum = acc[r][c] * alpha[r];
-                    for (var t = 0u; t < QUADS; t = t + 1u) {
-                        let a = pw[r][t];
-                        sum = sum + a.x * vb[4u * t] + a.y * vb[4u * t + 1u] + a.z * vb[4u * t + 2u]
-                            + a.w * vb[4u * t + 3u];
+    for (var h = 0u; h < D4_HI; h = h + 1u) {
+        for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+            let c = h * D4_LO + c0;
+            if (c < dv4) {
+                let vb = broadcast_keys(load_v(vbase + c));
+                for (var r = 0u; r < MAX_R; r = r + 1u) {
+                    if (r < R && r >= live_from) {
+                        var sum = acc[r][h][c0] * alpha[r];
+                        for (var t = 0u; t < QUADS; t = t + 1u) {
+                            let a = pw[r][t];
+                            sum = sum + a.x * vb[4u * t] + a.y * vb[4u * t + 1u]
+                                + a.z * vb[4u * t + 2u] + a.w * vb[4u * t + 3u];
+                        }
+                        acc[r][h][c0] = sum;
                     }
-                    acc[r][c] = sum;
                 }
             }
         }
@@ -263,19 +278,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             bhs[r] = bh_first + slot % heads;
         }
     }
-    for (var c = 0u; c < MAX_D4; c = c + 1u) {
-        if (c < d4) {
-            for (var r = 0u; r < MAX_R; r = r + 1u) {
-                if (r < R) {
-                    // The scale is folded into q once, instead of into every score.
-                    qs[r][c] = p.scale * q[(bhs[r] * p.lq + rows[r]) * d4 + c - p.q_win];
+    for (var h = 0u; h < D4_HI; h = h + 1u) {
+        for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+            let c = h * D4_LO + c0;
+            if (c < d4) {
+                for (var r = 0u; r < MAX_R; r = r + 1u) {
+                    if (r < R) {
+                        // The scale is folded into q once, instead of into every score.
+                        let at = (bhs[r] * p.lq + rows[r]) * d4 + c - p.q_win;
+                        qs[r][h][c0] = p.scale * q[at];
+                    }
                 }
             }
-        }
-        if (c < dv4) {
-            for (var r = 0u; r < MAX_R; r = r + 1u) {
-                if (r < R) {
-                    acc[r][c] = vec4<f32>(0.0);
+            if (c < dv4) {
+                for (var r = 0u; r < MAX_R; r = r + 1u) {
+                    if (r < R) {
+                        acc[r][h][c0] = vec4<f32>(0.0);
+                    }
                 }
             }
         }
@@ -328,9 +347,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     inv = 1.0 / l[r];
                     bits = bitcast<u32>(m[r] + log(l[r]));
                 }
-                for (var c = 0u; c < MAX_D4; c = c + 1u) {
-                    if (c < dv4) {
-                        o[(bh * p.o_rows + i) * dv4 + c - p.o_win] = acc[r][c] * inv;
+                for (var h = 0u; h < D4_HI; h = h + 1u) {
+                    for (var c0 = 0u; c0 < D4_LO; c0 = c0 + 1u) {
+                        let c = h * D4_LO + c0;
+                        if (c < dv4) {
+                            o[(bh * p.o_rows + i) * dv4 + c - p.o_win] = acc[r][h][c0] * inv;
+                        }
                     }
                 }
                 lse[bh * p.o_rows + i - p.lse_win] = bits;

@@ -8,5 +8,7 @@
 // pipeline take 480 s to compile from a cold cache (8 s with these sizes). Widths above 128
 // therefore have their own variant with fewer rows.
 
-const MAX_D4: u32 = 32u;
+const D4_HI: u32 = 1u;
+const D4_LO: u32 = 32u;
+const MAX_D4: u32 = D4_HI * D4_LO;
 const MAX_R: u32 = 16u;

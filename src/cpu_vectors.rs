@@ -53,12 +53,16 @@ pub fn cpu_has_512() -> bool {
 /// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
 /// planner sends to decode at 16 lanes (up to 4 rows per kv head: [`crate::decode::auto_rows`];
 /// 5-8 rows then run on the subgroup tier at 16 lanes, which beat decode at 8), and widths
-/// above [`crate::fused::MAX_WIDTH`], whose wide pipelines took about 2 minutes to compile
-/// at 512 bits (30 s at 256).
+/// above [`crate::fused::WIDE_MAX_WIDTH`], which only decode's workgroup form and the
+/// unfused path take (not measured at 512 bits). Widths 129-256 kept 256 bits until
+/// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
+/// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:
+/// `scripts/paired_rounds.py 3 1,8,1024,1024,256` (GFLOP/s, medians, non-causal/causal):
+/// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both).
 pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
     let decode_rows = crate::decode::auto_rows(Some(16));
     !crate::decode::is_decode_shape(rows_per_kv_head, lk, decode_rows)
-        && d.max(dv) <= crate::fused::MAX_WIDTH
+        && d.max(dv) <= crate::fused::WIDE_MAX_WIDTH
 }
 
 /// Whether K and V suit 64-bit loads on this adapter (shaders/kv_loads_u64.wgsl, for decode

@@ -319,7 +319,7 @@ fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> usiz
         return usize::MAX;
     }
     let (per_block, keys) = match form {
-        Form::Invocation => (loops::decode_block(crate::fused::wide(p)), 4),
+        Form::Invocation => (loops::decode_block(), 4),
         Form::Workgroup => {
             let (d4, dv4) = (p.dims.d as u64 / 4, p.dims.dv as u64 / 4);
             (loops::decode_workgroup_block(d4, dv4), WORKGROUP_KEYS)

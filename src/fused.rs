@@ -23,8 +23,12 @@ pub const ROWS_PER_GROUP: usize = 256;
 
 /// Query rows per invocation of the subgroup tier (the shader's `R`) where rows are many
 /// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), but at least 8 up to width 128,
-/// at most 16 (so 8 to 16 on the standard variant; 2 or 3 on the wide variant, D or Dv
-/// above 128). More rows share each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4
+/// at most 16 (so 8 to 16 on the standard variant); 1024 / max(D, Dv) up to 4 on the wide
+/// variant (D or Dv above 128), whose loops over D unroll since 2026-12-01. At D 256 (R was
+/// 512 / 256 = 2), `scripts/paired_rounds.py` medians in GFLOP/s at 1,8,1024,1024,256, 256
+/// bits: unrolled R = 2 37.3, R = 4 55.1 (rolled R = 2, the build before, 20.9); in other
+/// rounds R = 4 54.9, R = 8 63.6 but with twice R = 4's compile time (56 s). At 512 bits
+/// R = 4 ran 79.1 (28 s to compile); R = 8 51.6 in one run, 77 s to compile. More rows share each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4
 /// gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but per-invocation state and the
 /// driver's compile time grow with R x D (lavapipe: D = 128 at R = 16 took 82 s to compile,
 /// D = 64 at R = 8 takes 8 s). Until 2026-12-01 R x D stayed at 512, so R = 4 at D = 128;
@@ -40,7 +44,7 @@ pub fn subgroup_rows(d: usize, dv: usize) -> usize {
     if width <= MAX_WIDTH {
         rows.clamp(8, 16)
     } else {
-        rows.clamp(2, 16)
+        (1024 / width).clamp(2, WIDE_MAX_ROWS)
     }
 }
 
@@ -234,6 +238,9 @@ pub const TILED_ROWS_PER_GROUP: usize = 64;
 pub const MAX_WIDTH: usize = 128;
 /// Largest D and Dv of the fused tiers, through their wide variants.
 pub const WIDE_MAX_WIDTH: usize = 256;
+/// Most query rows per invocation of the subgroup tier's wide variant (MAX_R in
+/// shaders/subgroup_width_256.wgsl).
+pub const WIDE_MAX_ROWS: usize = 4;
 
 /// Capability tier of the fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -354,7 +361,7 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
     let d4 = crate::widths::padded(p.dims.d) as u64 / 4;
     let dv4 = crate::widths::padded(p.dims.dv) as u64 / 4;
     match tier {
-        Tier::Subgroup => (subgroup_keys(info), loops::subgroup_block(wide(p))),
+        Tier::Subgroup => (subgroup_keys(info), loops::subgroup_block()),
         Tier::Portable => (8, loops::portable_block(d4, dv4)),
         Tier::Tiled => (64, loops::tiled_block(d4, wide(p))),
     }

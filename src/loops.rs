@@ -28,16 +28,15 @@ pub fn limited(info: &wgpu::AdapterInfo) -> bool {
 }
 
 /// Iterations per key block of the subgroup tier (8 keys, or 16 on 16-lane subgroups:
-/// crate::fused::subgroup_keys): one for the standard variant, whose inner loops unroll; its
-/// wide variant's 64-trip inner loops over D and Dv do not (measured: 131 per block, whatever
-/// D and Dv). The same bounds hold for both block sizes (tests/loops.rs and tests/lanes16.rs
-/// run each at its limit).
-pub fn subgroup_block(wide: bool) -> u64 {
-    if wide {
-        132
-    } else {
-        1
-    }
+/// crate::fused::subgroup_keys): one, since its inner loops unroll (tests/loops.rs and
+/// tests/lanes16.rs run it at its limit). Its wide variant's loops over D and Dv ran 64
+/// times and stayed rolled until 2026-12-01 (measured then: 131 per block, whatever D and
+/// Dv); they now run as two rounds of 32, which unroll, so its JIT code has only the key
+/// loop, as the standard variant's. On lavapipe the wide variant cannot reach the limit any
+/// more: one kv head's V of width 132 holds at most 254 200 keys in a 128 MiB binding, about
+/// 31 800 blocks of 8.
+pub fn subgroup_block() -> u64 {
+    1
 }
 
 /// Iterations per 8-key block of the portable tier, whose inner loops are kept rolled on
@@ -59,14 +58,11 @@ pub fn tiled_block(d4: u64, wide: bool) -> u64 {
     base + 19 * d4.div_ceil(4)
 }
 
-/// Iterations per 4-key block of the decode kernel: one for the standard variant, whose
-/// inner loops unroll; its wide variant's 64-trip loops do not (measured: 131 per block).
-pub fn decode_block(wide: bool) -> u64 {
-    if wide {
-        132
-    } else {
-        1
-    }
+/// Iterations per 4-key block of the decode kernel: one, since its inner loops unroll (its
+/// wide variant's too since 2026-12-01, when its 64-trip loops, measured at 131 iterations a
+/// block before, became two rounds of 32; see [`subgroup_block`]).
+pub fn decode_block() -> u64 {
+    1
 }
 
 /// Iterations per 64-key block of decode_workgroup.wgsl (the workgroup form of decode).

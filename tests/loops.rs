@@ -75,15 +75,16 @@ fn fused_tiers_run_up_to_the_loop_limit() {
         return;
     }
     let mut rng = Rng::new(71);
-    assert_eq!(max_keys(subgroup_block(true), 8), 3936);
+    assert_eq!(max_keys(subgroup_block(), 8), 520_184);
     // (path, keys at the limit, D, Dv, causal rule, keys per block): widths and rules that
-    // tests/fused.rs already compiles, so no new pipelines.
+    // tests/fused.rs already compiles, so no new pipelines. The subgroup tier at 8 lanes
+    // (lavapipe's default); tests/lanes16.rs runs its 16-key blocks.
     let cases = [
         (
             PathChoice::FusedSubgroup,
-            max_keys(subgroup_block(true), 8),
-            16,
-            129,
+            max_keys(subgroup_block(), 8),
+            4,
+            4,
             Causal::BottomRight,
             8,
         ),
@@ -125,6 +126,35 @@ fn fused_tiers_run_up_to_the_loop_limit() {
     }
 }
 
+/// The subgroup tier's wide variant (D or Dv above 128) in one pass over as many keys as
+/// one storage binding holds for its V (width 132, two kv heads in one chunk). Its loops
+/// over D and Dv took 131 iterations a key block until they were split into rounds of 32
+/// that the driver unrolls (crate::loops::subgroup_block); with that estimate this row took
+/// 33 passes on 2 threads, and with 5 iterations a block or more the one pass would cross
+/// the limit and come back wrong. On llvmpipe the binding, not the loop limit, bounds the keys here.
+#[test]
+fn wide_subgroup_runs_a_whole_binding_in_one_pass() {
+    let Some(ctx) = common::ctx() else { return };
+    if !loops::limited(ctx.adapter_info()) {
+        eprintln!("not llvmpipe: no loop limit to test");
+        return;
+    }
+    let threads = wgpu_attention::fused::cpu_adapter_threads();
+    let binding = ctx.limits().max_storage_buffer_binding_size as usize;
+    let lk = binding / (threads * 132 * 4) / 8 * 8;
+    assert!(lk as u64 / 8 * 5 > LLVMPIPE_LOOP_LIMIT, "{lk} keys");
+    let mut rng = Rng::new(76);
+    let (q, k, v) = inputs(&mut rng, [1, 2 * threads, threads, 5, lk, 4, 132], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .path(PathChoice::FusedSubgroup)
+        .with_lse();
+    let what = format!("FusedSubgroup D4 Dv132 Lk{lk}");
+    let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+    assert!(!r.plan.reason.contains("merged"), "{}", r.plan.reason);
+    assert_eq!(r.plan.chunks, 1, "{}", r.plan.reason);
+}
+
 #[test]
 fn unfused_runs_up_to_the_loop_limit() {
     let Some(ctx) = common::ctx() else { return };
@@ -154,13 +184,13 @@ fn unfused_runs_up_to_the_loop_limit() {
 #[test]
 fn decode_splits_are_capped() {
     use wgpu_attention::decode::split_for_threads;
-    // One invocation a split on 2 threads: 256 splits wanted.
-    let free = split_for_threads(1_000_000, usize::MAX, 1, 2);
-    assert_eq!(free.keys_per_split, 3908);
-    let capped = split_for_threads(1_000_000, max_keys(decode_block(true), 4), 1, 2);
-    assert_eq!(capped.keys_per_split, 1968);
-    assert_eq!(capped.splits, 1_000_000usize.div_ceil(1968));
-    assert!(capped.keys_per_split as u64 / 4 * decode_block(true) + SLACK <= LLVMPIPE_LOOP_LIMIT);
+    // 256 invocations a split on 2 threads (64 kv groups, say): one split wanted.
+    let free = split_for_threads(1_000_000, usize::MAX, 256, 2);
+    assert_eq!(free.keys_per_split, 1_000_000);
+    let capped = split_for_threads(1_000_000, max_keys(decode_block(), 4), 256, 2);
+    assert_eq!(capped.keys_per_split, 260_092);
+    assert_eq!(capped.splits, 4);
+    assert!(capped.keys_per_split as u64 / 4 * decode_block() + SLACK <= LLVMPIPE_LOOP_LIMIT);
 }
 
 /// Runs forced decode (`path`) at `cap` keys, where one split takes every key, and one
@@ -188,10 +218,12 @@ fn decode_at_the_limit(
     }
 }
 
-/// Decode's wide variant (the one with rolled loops) at the most keys one split may take,
-/// and one 4-key block past it. On CPU adapters decode takes as few splits as keep every
-/// thread busy (decode::split_for_threads), so with enough query rows one split is the
-/// whole key row.
+/// Decode at the most keys one split may take, and one 4-key block past it. On CPU
+/// adapters decode takes as few splits as keep every thread busy
+/// (decode::split_for_threads), so with enough query rows one split is the whole key row.
+/// (Its wide variant, whose 64-trip loops stayed rolled until 2026-12-01, was tested here at
+/// 1 968 keys; it now unrolls like this one, and a V of width 132 reaches the 128 MiB
+/// binding of lavapipe first, at 254 200 keys.)
 #[test]
 fn decode_runs_up_to_the_loop_limit() {
     use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
@@ -200,12 +232,48 @@ fn decode_runs_up_to_the_loop_limit() {
         eprintln!("not llvmpipe: no loop limit to test");
         return;
     }
-    let cap = max_keys(decode_block(true), 4);
+    let cap = max_keys(decode_block(), 4);
     // 64 invocations a workgroup, 4 query rows each.
     let lq = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD * 64 * 4;
     let mut rng = Rng::new(74);
-    let shape = [1, 1, 1, lq, 256, 256];
+    let shape = [1, 1, 1, lq, 4, 4];
     decode_at_the_limit(&ctx, &mut rng, PathChoice::Decode, shape, cap, 4);
+}
+
+/// Decode's wide variant (D or Dv above 128) in splits as long as one storage binding allows
+/// for a V of width 132. Until its 64-trip loops over D and Dv became two rounds of 32 that
+/// the driver unrolls, they took 131 iterations a 4-key block, and splits were capped at
+/// 1 968 keys; at 18 iterations a block or more these splits would cross the limit and come
+/// back wrong. 64 query rows, so that the CPU rule wants as few splits as give each
+/// thread's two workgroups their 64 invocations (decode::split_for_threads).
+#[test]
+fn wide_decode_splits_fill_a_binding() {
+    use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
+    let Some(ctx) = common::ctx() else { return };
+    if !loops::limited(ctx.adapter_info()) {
+        eprintln!("not llvmpipe: no loop limit to test");
+        return;
+    }
+    let lq = 64;
+    let threads = wgpu_attention::fused::cpu_adapter_threads();
+    let splits = (threads * CPU_WORKGROUPS_PER_THREAD * 64).div_ceil(lq / 4);
+    let binding = ctx.limits().max_storage_buffer_binding_size as usize;
+    let keys = binding / (132 * 4) / splits / 4 * 4;
+    assert!(
+        keys as u64 / 4 * 18 > LLVMPIPE_LOOP_LIMIT,
+        "{keys} keys a split"
+    );
+    let lk = splits * keys;
+    let mut rng = Rng::new(77);
+    let (q, k, v) = inputs(&mut rng, [1, 1, 1, lq, lk, 4, 132], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .path(PathChoice::Decode)
+        .with_lse();
+    let what = format!("Decode D4 Dv132 Lq{lq} Lk{lk}");
+    let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+    let text = format!("{splits} key splits of {keys} keys");
+    assert!(r.plan.reason.contains(&text), "{text}: {}", r.plan.reason);
 }
 
 /// Decode's workgroup form (forced) at the most keys one split may take, and one 64-key
@@ -237,10 +305,10 @@ fn decode_workgroup_runs_up_to_the_loop_limit() {
     }
 }
 
-/// Far past every fused tier's limit and the unfused path's, auto runs the subgroup tier's
-/// wide variant in many key passes; with a mask and a causal rule, so that whole passes
-/// see no key for some rows. Asking for the weights there, which only the unfused path
-/// returns, is an error that gives both reasons.
+/// Far past every fused tier's limit and the unfused path's, auto runs the subgroup tier in
+/// several key ranges side by side. Asking for the weights there, which only the unfused
+/// path returns, is an error that gives both reasons. Then the portable tier in passes
+/// with a causal rule, so that whole passes see no key for some rows.
 #[test]
 fn many_key_passes() {
     let Some(ctx) = common::ctx() else { return };
@@ -249,11 +317,13 @@ fn many_key_passes() {
         return;
     }
     let mut rng = Rng::new(73);
-    let (q, k, v) = inputs(&mut rng, [1, 2, 1, 40, 70_000, 256, 256], 1.0);
+    // Three times the subgroup tier's one-pass limit at 8 lanes (520 184 keys).
+    let lk = 3 * max_keys(subgroup_block(), 8);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 1, 40, lk, 4, 4], 1.0);
     let opts = AttentionOptions::default().with_lse();
     let r = assert_parity(
         &ctx,
-        "auto Lk 70000 D256",
+        &format!("auto Lk {lk} D4"),
         &q,
         &k,
         &v,
@@ -264,7 +334,7 @@ fn many_key_passes() {
     assert!(
         r.plan
             .reason
-            .contains("in 18 key ranges side by side (llvmpipe's loop limit)"),
+            .contains("key ranges side by side (llvmpipe's loop limit)"),
         "{}",
         r.plan.reason
     );

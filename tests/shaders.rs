@@ -171,3 +171,53 @@ fn workgroup_memory_matches_the_planner() {
         assert_eq!(total, declared, "{}", kernel.label());
     }
 }
+
+/// A `const` of a shader, as the literal it is declared with.
+fn constant(module: &naga::Module, name: &str) -> Option<u32> {
+    let (_, c) = module
+        .constants
+        .iter()
+        .find(|(_, c)| c.name.as_deref() == Some(name))?;
+    match module.global_expressions[c.init] {
+        naga::Expression::Literal(naga::Literal::U32(v)) => Some(v),
+        ref e => panic!("{name} is {e:?}"),
+    }
+}
+
+/// The arrays over D and Dv of the subgroup tier and of decode are D4_HI rounds of D4_LO
+/// vec4, with D4_LO at most 32 (Mesa unrolls no loop of more trips, and a rolled loop over D
+/// ran the wide variants at a third of their speed: shaders/fused_subgroup.wgsl), and hold
+/// the widths the planner gives them; the rows per invocation the planner picks fit MAX_R.
+#[test]
+fn array_sizes_match_the_planner() {
+    use wgpu_attention::fused::{subgroup_rows, MAX_WIDTH, WIDE_MAX_ROWS, WIDE_MAX_WIDTH};
+    for (kernel, width) in [
+        (Kernel::FusedSubgroup, MAX_WIDTH),
+        (Kernel::FusedSubgroupWide, WIDE_MAX_WIDTH),
+        (Kernel::DecodePartial, MAX_WIDTH),
+        (Kernel::DecodePartialWide, WIDE_MAX_WIDTH),
+    ] {
+        let (module, _) = module(kernel);
+        let label = kernel.label();
+        let lo = constant(&module, "D4_LO").unwrap_or_else(|| panic!("{label}: no D4_LO"));
+        let hi = constant(&module, "D4_HI").unwrap_or_else(|| panic!("{label}: no D4_HI"));
+        assert!(lo <= 32, "{label}: D4_LO {lo}");
+        assert_eq!(4 * (hi * lo) as usize, width, "{label}");
+    }
+    let max_r = |kernel: Kernel| constant(&module(kernel).0, "MAX_R").expect("MAX_R") as usize;
+    let (standard, wide) = (
+        max_r(Kernel::FusedSubgroup),
+        max_r(Kernel::FusedSubgroupWide),
+    );
+    assert_eq!(wide, WIDE_MAX_ROWS);
+    for d in 1..=WIDE_MAX_WIDTH {
+        for dv in [1, d, WIDE_MAX_WIDTH - d + 1] {
+            let most = if d.max(dv) > MAX_WIDTH {
+                wide
+            } else {
+                standard
+            };
+            assert!(subgroup_rows(d, dv) <= most, "D {d} Dv {dv}");
+        }
+    }
+}
