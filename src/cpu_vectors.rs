@@ -58,7 +58,7 @@ pub fn cpu_has_512() -> bool {
 /// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
 /// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:
 /// `scripts/paired_rounds.py 3 1,8,1024,1024,256` (GFLOP/s, medians, non-causal/causal):
-/// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both).
+/// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both; README "Measured").
 pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
     let decode_rows = crate::decode::auto_rows(Some(16));
     !crate::decode::is_decode_shape(rows_per_kv_head, lk, decode_rows)

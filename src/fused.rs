@@ -28,7 +28,8 @@ pub const ROWS_PER_GROUP: usize = 256;
 /// 512 / 256 = 2), `scripts/paired_rounds.py` medians in GFLOP/s at 1,8,1024,1024,256, 256
 /// bits: unrolled R = 2 37.3, R = 4 55.1 (rolled R = 2, the build before, 20.9); in other
 /// rounds R = 4 54.9, R = 8 63.6 but with twice R = 4's compile time (56 s). At 512 bits
-/// R = 4 ran 79.1 (28 s to compile); R = 8 51.6 in one run, 77 s to compile. More rows share each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4
+/// R = 4 ran 79.1 (28 s to compile); R = 8, in four paired rounds against it, 78.4 against
+/// 78.9 (causal 73.4 against 69.3) with 62-87 s to compile. More rows share each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4
 /// gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but per-invocation state and the
 /// driver's compile time grow with R x D (lavapipe: D = 128 at R = 16 took 82 s to compile,
 /// D = 64 at R = 8 takes 8 s). Until 2026-12-01 R x D stayed at 512, so R = 4 at D = 128;
