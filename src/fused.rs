@@ -23,14 +23,10 @@ pub const ROWS_PER_GROUP: usize = 256;
 
 /// Query rows per invocation of the subgroup tier (the shader's `R`) where rows are many
 /// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), but at least 8 up to width 128,
-/// at most 16 (so 8 to 16 on the standard variant); 1024 / max(D, Dv) up to 4 on the wide
-/// variant (D or Dv above 128), whose loops over D unroll since 2026-12-01. At D 256 (R was
-/// 512 / 256 = 2), `scripts/paired_rounds.py` medians in GFLOP/s at 1,8,1024,1024,256, 256
-/// bits: unrolled R = 2 37.3, R = 4 55.1 (rolled R = 2, the build before, 20.9); in other
-/// rounds R = 4 54.9, R = 8 63.6 but with twice R = 4's compile time (56 s). At 512 bits
-/// R = 4 ran 79.1 (28 s to compile); R = 8, in four paired rounds against it, 78.4 against
-/// 78.9 (causal 73.4 against 69.3) with 62-87 s to compile. More rows share each key/value load (on lavapipe, B1 H8 L1024 D64: R = 4
-/// gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but per-invocation state and the
+/// at most 16 (so 8 to 16 on the standard variant); on the wide variant (D or Dv above 128)
+/// 1024 / max(D, Dv), at most [`WIDE_MAX_ROWS`]. More rows share each key/value load (on
+/// lavapipe, B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but
+/// per-invocation state and the
 /// driver's compile time grow with R x D (lavapipe: D = 128 at R = 16 took 82 s to compile,
 /// D = 64 at R = 8 takes 8 s). Until 2026-12-01 R x D stayed at 512, so R = 4 at D = 128;
 /// R = 8 there, measured on lavapipe (AMD EPYC) in paired rounds (`scripts/paired_rounds.py
@@ -39,6 +35,12 @@ pub const ROWS_PER_GROUP: usize = 256;
 /// 94.2/87.1, 1,8,1024,1024,96 (R = 5 before) 87.8/70.2 against 97.4/84.1; at 256 bits
 /// 1,8,1024,1024,128 57.4/49.4 against 63.8/60.9. First call at D = 128: 18 s at 512 bits,
 /// 12 s at 256.
+///
+/// The wide variant took 512 / max(D, Dv) too (2 at D 256) until its loops over D unrolled
+/// (2026-12-01); at D 256 and 256 bits, R = 4 then ran 55 GFLOP/s against 37 for R = 2
+/// (`scripts/paired_rounds.py`, medians), and at 512 bits R = 8 was no faster than R = 4
+/// (78.4 against 78.9, causal 73.4 against 69.3, four paired rounds) and took 62-87 s to
+/// compile against 28 s (README "Measured").
 pub fn subgroup_rows(d: usize, dv: usize) -> usize {
     let width = d.max(dv).max(1);
     let rows = 512 / width;
