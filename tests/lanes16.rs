@@ -273,8 +273,7 @@ fn loop_limit(ctx: &Context) {
             ),
         }
     }
-    let binding = ctx.limits().max_storage_buffer_binding_size as usize;
-    let lk = binding / (threads * 132 * 4) / 16 * 16;
+    let lk = common::keys_in_a_binding(ctx, threads, 132, 16);
     assert!(lk as u64 / 16 * 9 > LLVMPIPE_LOOP_LIMIT, "{lk} keys");
     let (q, k, v) = inputs(&mut rng, [1, 2 * threads, threads, 5, lk, 16, 129], 1.0);
     let what = format!("D16 Dv129 Lk{lk} (the wide variant)");

@@ -140,8 +140,7 @@ fn wide_subgroup_runs_a_whole_binding_in_one_pass() {
         return;
     }
     let threads = wgpu_attention::fused::cpu_adapter_threads();
-    let binding = ctx.limits().max_storage_buffer_binding_size as usize;
-    let lk = binding / (threads * 132 * 4) / 8 * 8;
+    let lk = common::keys_in_a_binding(&ctx, threads, 132, 8);
     assert!(lk as u64 / 8 * 5 > LLVMPIPE_LOOP_LIMIT, "{lk} keys");
     let mut rng = Rng::new(76);
     let (q, k, v) = inputs(&mut rng, [1, 2 * threads, threads, 5, lk, 4, 132], 1.0);
@@ -257,8 +256,7 @@ fn wide_decode_splits_fill_a_binding() {
     let lq = 64;
     let threads = wgpu_attention::fused::cpu_adapter_threads();
     let splits = (threads * CPU_WORKGROUPS_PER_THREAD * 64).div_ceil(lq / 4);
-    let binding = ctx.limits().max_storage_buffer_binding_size as usize;
-    let keys = binding / (132 * 4) / splits / 4 * 4;
+    let keys = common::keys_in_a_binding(&ctx, splits, 132, 4);
     assert!(
         keys as u64 / 4 * 18 > LLVMPIPE_LOOP_LIMIT,
         "{keys} keys a split"
