@@ -14,13 +14,13 @@
 // r = (head within group) * Lq + i. All of them share every K/V load: grouped-query decode
 // reads K and V once, not once per query head.
 //
-// Array size MAX_D4 = D4_HI x D4_LO (D/4 and DV/4 at most; arrays of D4_HI x D4_LO, looped
+// Array size D4_HI x D4_LO vec4 (D/4 and DV/4 at most; arrays of D4_HI x D4_LO, looped
 // over as D4_HI rounds of D4_LO = 32, because Mesa unrolls no loop of more than 32
 // iterations: see fused_subgroup.wgsl): decode_width_128.wgsl (Kernel::DecodePartial,
 // DecodePartialU64) or decode_width_256.wgsl (the *Wide kernels); the registry puts that
 // file and the loads file in front.
 //
-// Specialisation: D, DV (multiples of 4, at most 4 x MAX_D4), CAUSAL, HAS_BIAS, HAS_ALLOW.
+// Specialisation: D, DV (multiples of 4, at most 4 x D4_HI x D4_LO), CAUSAL, HAS_BIAS, HAS_ALLOW.
 //
 // Dispatch: one invocation per (group, row quad, split), numbered linearly (split fastest),
 // 64 per workgroup, spread over x and y (how many splits: crate::decode::split_for_threads,
@@ -85,7 +85,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var acc_b: array<array<vec4<f32>, D4_LO>, D4_HI>;
     var acc_c: array<array<vec4<f32>, D4_LO>, D4_HI>;
     var acc_d: array<array<vec4<f32>, D4_LO>, D4_HI>;
-    // Loops run MAX_D4 times (D4_HI rounds of D4_LO) with a guard that folds away once D is
+    // Loops run D4_HI x D4_LO times (D4_HI rounds of D4_LO) with a guard that folds away once D is
     // specialised: a trip count equal to the array length lets the driver unroll them and
     // give the arrays constant indices.
     for (var h = 0u; h < D4_HI; h = h + 1u) {

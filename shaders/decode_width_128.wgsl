@@ -2,10 +2,9 @@
 // (Kernel::DecodePartial): D and Dv up to 128. Not a kernel on its own; the registry puts it
 // in front of decode_partial.wgsl.
 //
-// The loops run exactly MAX_D4 times (Mesa then unrolls them and keeps the arrays in
+// The loops run exactly D4_HI x D4_LO times (Mesa then unrolls them and keeps the arrays in
 // registers), so this size sets lavapipe's compile time even where D is smaller: widths
 // above 128 have their own variant rather than a larger size here.
 
 const D4_HI: u32 = 1u;
 const D4_LO: u32 = 32u;
-const MAX_D4: u32 = D4_HI * D4_LO;

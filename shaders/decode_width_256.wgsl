@@ -7,4 +7,3 @@
 
 const D4_HI: u32 = 2u;
 const D4_LO: u32 = 32u;
-const MAX_D4: u32 = D4_HI * D4_LO;

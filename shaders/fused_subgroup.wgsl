@@ -11,7 +11,7 @@
 // with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (Kernel::FusedSubgroupU64,
 // FusedSubgroupWideU64), which the registry puts in front.
 //
-// Array sizes MAX_D4 = D4_HI x D4_LO (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 2) and
+// Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 2) and
 // MAX_R (R at most): in
 // subgroup_width_128.wgsl (Kernel::FusedSubgroup, FusedSubgroup16) or subgroup_width_256.wgsl
 // (Kernel::FusedSubgroupWide, FusedSubgroupWide16). The key block, KEYS keys (8 or 16) and
@@ -19,7 +19,7 @@
 // subgroups of 16 lanes or more). The registry puts the two files between fused_common.wgsl
 // and this one.
 //
-// Specialisation: D and DV (multiples of 4, at most 4 x MAX_D4), R (query rows
+// Specialisation: D and DV (multiples of 4, at most 4 x D4_HI x D4_LO), R (query rows
 // per invocation, 2..MAX_R, chosen by the host: fused::subgroup_layout), CAUSAL, HAS_BIAS,
 // HAS_ALLOW (0 or 1). With constant trip counts the compiler unrolls the loops and the
 // per-invocation arrays get constant indices.
@@ -70,7 +70,7 @@
 // - fma() is lowered to a multiply and an add (the driver sets lower_ffma32), so each
 //   multiply-add costs two vector instructions; with q, acc and the scores in memory (far
 //   more than 32 registers per lane), about 40% of the instructions are arithmetic.
-// - Loops run MAX_D4 / MAX_R times with guards that fold once D and R are specialised: Mesa
+// - Loops run D4_HI x D4_LO / MAX_R times with guards that fold once D and R are specialised: Mesa
 //   force-unrolls a loop whose trip count equals the length of the array it indexes (with
 //   plain `c < d4` loops the arrays go to indexed scratch memory: 12 GFLOP/s). wgpu's
 //   runtime bounds checks defeat that unrolling (hence trusted modules, see kernel.rs).

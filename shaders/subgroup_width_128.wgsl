@@ -4,11 +4,10 @@
 // subgroup_lanes_*.wgsl, between fused_common.wgsl and fused_subgroup.wgsl.
 //
 // The loops run exactly these trip counts (Mesa then unrolls them; see fused_subgroup.wgsl),
-// so the sizes set lavapipe's compile time: raising MAX_D4 to 64 here made the D = 64
-// pipeline take 480 s to compile from a cold cache (8 s with these sizes). Widths above 128
-// therefore have their own variant with fewer rows.
+// so the sizes set lavapipe's compile time: raising the arrays over D to 64 vec4 here made
+// the D = 64 pipeline take 480 s to compile from a cold cache (8 s with these sizes).
+// Widths above 128 therefore have their own variant with fewer rows.
 
 const D4_HI: u32 = 1u;
 const D4_LO: u32 = 32u;
-const MAX_D4: u32 = D4_HI * D4_LO;
 const MAX_R: u32 = 16u;

@@ -4,7 +4,7 @@
 // on its own; the registry puts it, then a subgroup_lanes_*.wgsl, between fused_common.wgsl
 // and fused_subgroup.wgsl.
 //
-// MAX_R x MAX_D4 is 256 vec4, half the standard variant's 512, because the unrolled loops'
+// MAX_R x D4_HI x D4_LO is 256 vec4, half the standard variant's 512, because the unrolled loops'
 // length is what lavapipe's compile time follows (see subgroup_width_128.wgsl). The loops
 // over D run as 2 rounds of 32 (D4_HI x D4_LO), which Mesa unrolls; one loop of 64 it did
 // not, and the variant ran at a third of the standard one's speed (fused_subgroup.wgsl).
@@ -13,5 +13,4 @@
 
 const D4_HI: u32 = 2u;
 const D4_LO: u32 = 32u;
-const MAX_D4: u32 = D4_HI * D4_LO;
 const MAX_R: u32 = 4u;

@@ -258,11 +258,11 @@ fn wide_variant(ctx: &Context) {
 fn loop_limit(ctx: &Context) {
     let mut rng = Rng::new(165);
     let threads = wgpu_attention::fused::cpu_adapter_threads();
+    let opts = subgroup(Causal::BottomRight);
     let at_limit = ((LLVMPIPE_LOOP_LIMIT - SLACK) / subgroup_block()) as usize * 16;
     for (lk, passes) in [(at_limit, None), (at_limit + 16, Some("in 2 key ranges"))] {
         let (q, k, v) = inputs(&mut rng, [1, 2 * threads, threads, 5, lk, 4, 4], 1.0);
         let what = format!("D4 Dv4 Lk{lk}");
-        let opts = subgroup(Causal::BottomRight);
         let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
         match passes {
             None => assert!(!r.plan.reason.contains("merged"), "{}", r.plan.reason),
@@ -277,14 +277,6 @@ fn loop_limit(ctx: &Context) {
     assert!(lk as u64 / 16 * 9 > LLVMPIPE_LOOP_LIMIT, "{lk} keys");
     let (q, k, v) = inputs(&mut rng, [1, 2 * threads, threads, 5, lk, 16, 129], 1.0);
     let what = format!("D16 Dv129 Lk{lk} (the wide variant)");
-    let r = assert_parity(
-        ctx,
-        &what,
-        &q,
-        &k,
-        &v,
-        &subgroup(Causal::BottomRight),
-        Tolerance::F32,
-    );
+    let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
     assert!(!r.plan.reason.contains("merged"), "{}", r.plan.reason);
 }
