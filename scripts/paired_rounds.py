@@ -8,7 +8,7 @@ median and best GFLOP/s of each mode (causal FLOPs for causal) and the median of
 per-round causal / non-causal ratios. A row whose max error exceeds 1e-4 is reported.
 
 Usage: python3 scripts/paired_rounds.py ROUNDS SHAPE NAME=TOOL [NAME=TOOL ...]
-           [--path fused] [--reps 5]
+           [--path fused] [--reps 5] [--kv-heads N]
 e.g.   python3 scripts/paired_rounds.py 6 1,8,1024,1024,64 old=/tmp/wa-old new=target/release/wgpu-attention
 """
 import argparse
@@ -22,6 +22,7 @@ ap.add_argument("shape")
 ap.add_argument("builds", nargs="+", help="NAME=path/to/wgpu-attention")
 ap.add_argument("--path", default="fused")
 ap.add_argument("--reps", default="5")
+ap.add_argument("--kv-heads", default=None, help="passed on to bench (GQA)")
 a = ap.parse_args()
 builds = [b.split("=", 1) for b in a.builds]
 modes = [("non-causal", []), ("causal", ["--causal", "top-left"])]
@@ -30,6 +31,8 @@ for _ in range(a.rounds):
     for name, tool in builds:
         for mode, flags in modes:
             cmd = [tool, "bench", "--shape", a.shape, "--path", a.path, "--reps", a.reps, "--json"]
+            if a.kv_heads:
+                cmd += ["--kv-heads", a.kv_heads]
             out = subprocess.run(cmd + flags, capture_output=True, text=True).stdout
             for line in out.splitlines():
                 if line.startswith("{"):

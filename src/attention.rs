@@ -132,6 +132,8 @@ struct Prepared {
     chunks: Vec<Chunk>,
     /// Dispatches per chunk, each with its own uniform buffer.
     dispatches_per_chunk: u64,
+    /// Whether the path copies K and V into textures (fused::reads_textures).
+    kv_textures: bool,
 }
 
 /// Peak device memory that [`attention`] would hold for inputs of these shapes (and the
@@ -233,6 +235,9 @@ fn plan_call(
         if fused::reads_words(ctx, fused::Tier::Subgroup) {
             reason = format!("{reason}; K/V read as 64-bit words");
         }
+        if fused::reads_textures(ctx, &problem, fused::Tier::Subgroup) {
+            reason = format!("{reason}; K/V copied into textures and read from them");
+        }
         if let Some(layout) = chunks
             .first()
             .map(|c| fused::chunk_layout(&problem, c, passes))
@@ -266,7 +271,10 @@ fn plan_call(
         Path::Fused(_) => 1,
         Path::Decode(_) => 2,
     };
+    let kv_textures =
+        matches!(path, Path::Fused(tier) if fused::reads_textures(ctx, &problem, tier));
     Ok(Prepared {
+        kv_textures,
         problem,
         user_dims: dims,
         path,
@@ -295,7 +303,7 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let outputs = out + buffer_bytes(d.rows()) + weights_bytes;
     let path_scratch = match plan.path {
         Path::Unfused => unfused::scratch_bytes(&plan.chunks),
-        Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks),
+        Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks, plan.kv_textures),
         Path::Decode(_) => decode::scratch_bytes(&plan.problem, &plan.chunks),
     } + widths::copy_bytes(d, &plan.problem.dims);
     // One uniform buffer per dispatch.

@@ -8,7 +8,7 @@
 //! What each width suits, measured on lavapipe (Mesa 22.3, 2-vCPU Xeon with AVX-512; see
 //! README "Measured"):
 //! - 16 lanes suit everything but decode. The subgroup tier then runs its 16-key variant
-//!   ([`crate::kernel::Kernel::FusedSubgroup16`]): every lane loads a key row of its own and
+//!   ([`crate::kernel::Kernel::FusedSubgroupTexture16`]): every lane loads a key row of its own and
 //!   the subgroup shares it, so each load feeds twice the rows and each vector instruction
 //!   twice the lanes. B1 H8 L1024 D64 went from about 28 to 40-51 GFLOP/s.
 //! - 8 lanes suit decode (up to 4 query rows per kv head over many keys). Its loads are not
@@ -72,8 +72,9 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
 /// bits decode took 6.4 ms against 7.8 (B1 Hq32 Hkv8 Lk4096 D128), and the subgroup tier
 /// ran 66.0 against 63.2 GFLOP/s at B1 H8 L1024 D64 (causal 59.0 against 56.1) and 30.1
 /// against 29.3 at D 256 (causal 28.9 against 24.9), medians of paired rounds (README
-/// "Measured"). At 16 lanes both ran slower that way (decode 19-22 ms against 8-11), and
-/// GPUs keep vec4 loads (not measured there).
+/// "Measured"). At 16 lanes both ran slower that way (decode 19-22 ms against 8-11 on the
+/// EPYC; the subgroup tier at B1 H8 L1024 D64 72.3 against 92.0 GFLOP/s on an Intel Xeon,
+/// medians of 5 paired rounds), and GPUs keep vec4 loads (not measured there).
 pub fn kv_words(ctx: &crate::Context) -> bool {
     let info = ctx.adapter_info();
     info.device_type == wgpu::DeviceType::Cpu

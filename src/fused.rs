@@ -262,7 +262,10 @@ impl Tier {
     fn kernel(self, ctx: &Context, p: &Problem) -> Kernel {
         let lanes16 = subgroup_keys(ctx.adapter_info()) == 16;
         let words = reads_words(ctx, self);
+        let textures = reads_textures(ctx, p, self);
         match self {
+            Tier::Subgroup if wide(p) && textures => Kernel::FusedSubgroupWideTexture16,
+            Tier::Subgroup if textures => Kernel::FusedSubgroupTexture16,
             Tier::Subgroup if wide(p) && lanes16 => Kernel::FusedSubgroupWide16,
             Tier::Subgroup if wide(p) && words => Kernel::FusedSubgroupWideU64,
             Tier::Subgroup if wide(p) => Kernel::FusedSubgroupWide,
@@ -303,8 +306,151 @@ pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
     tier == Tier::Subgroup && crate::cpu_vectors::kv_words(ctx)
 }
 
+/// Texels per row of the textures that hold K and V for the 16-key kernels
+/// (shaders/kv_loads_texture.wgsl's TEXTURE_WIDTH): 64 KiB rows, which
+/// `copy_buffer_to_texture` takes (rows must be multiples of 256 bytes).
+pub const KV_TEXTURE_WIDTH: u32 = 4096;
+
+/// Whether `tier` reads K and V from textures for `p` here (shaders/kv_loads_texture.wgsl):
+/// where [`kv_textures_available`] and [`kv_textures_pay_off`]. llvmpipe loads a storage
+/// buffer at lane-dependent addresses one lane and one component at a time; a texel fetch
+/// is one 16-byte load per lane. On an Intel Xeon at 512 bits that made B1 H8 L1024 D64 run
+/// 108.2 against 93.9 GFLOP/s, copies included (README "Measured"). The price: the K/V
+/// windows are copied into the textures every call (device memory: [`kv_texture_bytes`]).
+pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
+    kv_textures_available(ctx, tier) && kv_textures_pay_off(p)
+}
+
+/// Whether `tier` can read K and V from textures on this context: the subgroup tier on
+/// adapters with 16-lane subgroups (CPU adapters only, see [`tier_obstacle`]), where a
+/// texture row of [`KV_TEXTURE_WIDTH`] texels fits the limits and every window a binding
+/// can hold fits the texture's rows. Asking for a context with `max_texture_dimension_2d`
+/// below [`KV_TEXTURE_WIDTH`] turns textures off, which is how the tests run the
+/// storage-buffer form as well.
+pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
+    let limits = ctx.limits();
+    let rows_needed = limits
+        .max_storage_buffer_binding_size
+        .div_ceil(16 * u64::from(KV_TEXTURE_WIDTH));
+    tier == Tier::Subgroup
+        && subgroup_keys(ctx.adapter_info()) == 16
+        && limits.max_texture_dimension_2d >= KV_TEXTURE_WIDTH
+        && rows_needed <= u64::from(limits.max_texture_dimension_2d)
+}
+
+/// Whether copying all of K and V into textures pays for `p`: unless a causal rule hides
+/// more than half of the keys from every row (top-left with Lq < Lk / 2), which the kernel
+/// then never reads. There the copy cost up to four times the kernel's own time (B1 H8
+/// Lq8 Lk4096 D64 top-left: 0.1 against 0.4 GFLOP/s); without a causal rule the copy paid
+/// or broke even from 8 query rows per kv head (README "Measured").
+pub fn kv_textures_pay_off(p: &Problem) -> bool {
+    let lk = p.dims.lk as i64;
+    let seen = match p.causal_offset {
+        Some(o) => (p.dims.lq as i64 + o).clamp(0, lk),
+        None => lk,
+    };
+    2 * seen >= lk
+}
+
+/// Texture rows that hold a window of `bytes` (vec4 elements, 16 bytes a texel).
+fn kv_texture_rows(bytes: u64) -> u32 {
+    u32::try_from(bytes.div_ceil(16 * u64::from(KV_TEXTURE_WIDTH)).max(1)).unwrap_or(u32::MAX)
+}
+
+/// Device bytes of the K and V textures of every chunk (see [`reads_textures`]): whole rows
+/// of [`KV_TEXTURE_WIDTH`] texels of 16 bytes, all alive until the call's submission ends.
+pub(crate) fn kv_texture_bytes(chunks: &[Chunk]) -> u64 {
+    let row_bytes = 16 * u64::from(KV_TEXTURE_WIDTH);
+    chunks
+        .iter()
+        .map(|c| {
+            (u64::from(kv_texture_rows(c.k.size)) + u64::from(kv_texture_rows(c.v.size)))
+                * row_bytes
+        })
+        .sum()
+}
+
+/// Textures holding a chunk's K and V windows, and the copies that fill them, encoded into
+/// `encoder` (before the pass that reads them): whole rows in one copy, the last partial
+/// row in another (a single-row copy needs no row pitch).
+fn kv_textures(
+    device: &wgpu::Device,
+    encoder: &mut wgpu::CommandEncoder,
+    inputs: &DeviceInputs<'_>,
+    c: &Chunk,
+) -> (wgpu::Texture, wgpu::Texture) {
+    let mut texture = |label, buffer: &wgpu::Buffer, window: &crate::plan::Window| {
+        let texels = window.size / 16;
+        let texture = device.create_texture(&wgpu::TextureDescriptor {
+            label: Some(label),
+            size: wgpu::Extent3d {
+                width: KV_TEXTURE_WIDTH,
+                height: kv_texture_rows(window.size),
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba32Float,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        });
+        let width = u64::from(KV_TEXTURE_WIDTH);
+        let (full_rows, rest) = (texels / width, texels % width);
+        let copy = |encoder: &mut wgpu::CommandEncoder, offset: u64, row: u64, size| {
+            encoder.copy_buffer_to_texture(
+                wgpu::TexelCopyBufferInfo {
+                    buffer,
+                    layout: wgpu::TexelCopyBufferLayout {
+                        offset,
+                        bytes_per_row: Some(16 * KV_TEXTURE_WIDTH),
+                        rows_per_image: None,
+                    },
+                },
+                wgpu::TexelCopyTextureInfo {
+                    texture: &texture,
+                    mip_level: 0,
+                    origin: wgpu::Origin3d {
+                        x: 0,
+                        y: row as u32,
+                        z: 0,
+                    },
+                    aspect: wgpu::TextureAspect::All,
+                },
+                size,
+            );
+        };
+        if full_rows > 0 {
+            let size = wgpu::Extent3d {
+                width: KV_TEXTURE_WIDTH,
+                height: full_rows as u32,
+                depth_or_array_layers: 1,
+            };
+            copy(encoder, window.offset, 0, size);
+        }
+        if rest > 0 {
+            let size = wgpu::Extent3d {
+                width: rest as u32,
+                height: 1,
+                depth_or_array_layers: 1,
+            };
+            copy(
+                encoder,
+                window.offset + full_rows * 16 * width,
+                full_rows,
+                size,
+            );
+        }
+        texture
+    };
+    (
+        texture("k texture", inputs.k, &c.k),
+        texture("v texture", inputs.v, &c.v),
+    )
+}
+
 /// Keys per block of the subgroup tier on this adapter: 16 where every subgroup has at least
-/// 16 lanes (lavapipe with 512-bit vectors: [`Kernel::FusedSubgroup16`]), so that each lane
+/// 16 lanes (lavapipe with 512-bit vectors: [`Kernel::FusedSubgroupTexture16`]), so that each lane
 /// loads a key row of its own; otherwise 8.
 pub fn subgroup_keys(info: &wgpu::AdapterInfo) -> usize {
     if info.subgroup_min_size >= 16 {
@@ -517,10 +663,16 @@ fn partial_bytes(p: &Problem, chunks: &[Chunk]) -> (u64, u64) {
 }
 
 /// Scratch bytes the path allocates beside its outputs: the partial outputs of key passes
-/// and their LSEs (none in one pass).
-pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
+/// and their LSEs (none in one pass), and the K/V textures where the kernel reads them
+/// (`textures`: [`reads_textures`]).
+pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk], textures: bool) -> u64 {
     let (outputs, lses) = partial_bytes(p, chunks);
-    outputs + lses
+    let textures = if textures {
+        kv_texture_bytes(chunks)
+    } else {
+        0
+    };
+    outputs + lses + textures
 }
 
 /// Runs the fused path over chunks from [`plan`], on a tier the caller has checked with
@@ -568,15 +720,30 @@ pub(crate) fn run(
     };
     let dv4 = d.dv / 4;
     let device = ctx.device();
+    let textures = reads_textures(ctx, p, tier);
     let encoder = ctx.scoped("encoding the fused path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("fused attention"),
         });
+        // Every chunk's K/V textures, filled before the pass (they stay alive until the
+        // submission ends: wgpu holds what recorded commands use).
+        let views: Vec<Option<(wgpu::TextureView, wgpu::TextureView)>> = chunks
+            .iter()
+            .map(|c| {
+                textures.then(|| {
+                    let (k, v) = kv_textures(device, &mut encoder, inputs, c);
+                    (
+                        k.create_view(&Default::default()),
+                        v.create_view(&Default::default()),
+                    )
+                })
+            })
+            .collect();
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(tier.name()),
             timestamp_writes: None,
         });
-        for (c, (layout, pipe)) in chunks.iter().zip(&layouts) {
+        for ((c, (layout, pipe)), views) in chunks.iter().zip(&layouts).zip(&views) {
             let (_, m_win, strides) = mask_params(p, c);
             let (row_groups, total, unit_heads) = match layout {
                 Some(l) => (l.row_groups, l.workgroups, l.unit_heads),
@@ -620,7 +787,25 @@ pub(crate) fn run(
             let bind =
                 |params: &FusedParams, o: wgpu::BufferBinding<'_>, l: wgpu::BufferBinding<'_>| {
                     let uniform = ctx.uniform("fused params", params);
-                    pipe.bind_group(device, &inputs.one_pass_bindings(&uniform, c, &dummy, o, l))
+                    use wgpu::BindingResource::{Buffer, TextureView};
+                    let [uniform, q, k, v, bias, allow, o, l] =
+                        inputs.one_pass_bindings(&uniform, c, &dummy, o, l);
+                    // Bindings 2 and 3: the textures instead of the K/V windows.
+                    let (k, v) = match views {
+                        Some((kt, vt)) => (TextureView(kt), TextureView(vt)),
+                        None => (Buffer(k), Buffer(v)),
+                    };
+                    let resources = vec![
+                        Buffer(uniform),
+                        Buffer(q),
+                        k,
+                        v,
+                        Buffer(bias),
+                        Buffer(allow),
+                        Buffer(o),
+                        Buffer(l),
+                    ];
+                    pipe.bind_group_of(device, resources)
                 };
             let Some((part_o, part_l, merge_pipe)) = &partial else {
                 let bg = bind(&params, c.out.bind(out), c.lse.bind(lse));

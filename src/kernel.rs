@@ -16,6 +16,9 @@ pub enum BindingKind {
     StorageRead,
     /// `var<storage, read_write>`.
     StorageReadWrite,
+    /// `texture_2d<f32>` of an unfilterable float format (rgba32float), read with
+    /// `textureLoad`.
+    Texture,
 }
 
 /// Every compute kernel of the crate.
@@ -38,6 +41,12 @@ pub enum Kernel {
     FusedSubgroup16,
     /// [`Kernel::FusedSubgroupWide`] in 16-key blocks, for subgroups of 16 lanes or more.
     FusedSubgroupWide16,
+    /// [`Kernel::FusedSubgroup16`] reading K and V from rgba32float textures
+    /// (`shaders/kv_loads_texture.wgsl`), which the host fills from the K/V windows before
+    /// the pass (crate::fused::reads_textures): what 16-lane CPU adapters run.
+    FusedSubgroupTexture16,
+    /// [`Kernel::FusedSubgroupWide16`] reading K and V from textures.
+    FusedSubgroupWideTexture16,
     /// [`Kernel::FusedSubgroup`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64` too), for CPU adapters
     /// with 8-lane subgroups (crate::cpu_vectors::kv_words).
@@ -89,7 +98,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 25] = [
+    pub const ALL: [Kernel; 27] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -97,6 +106,8 @@ impl Kernel {
         Kernel::FusedSubgroupWide,
         Kernel::FusedSubgroup16,
         Kernel::FusedSubgroupWide16,
+        Kernel::FusedSubgroupTexture16,
+        Kernel::FusedSubgroupWideTexture16,
         Kernel::FusedSubgroupU64,
         Kernel::FusedSubgroupWideU64,
         Kernel::FusedPortable,
@@ -150,6 +161,20 @@ impl Kernel {
             Kernel::FusedSubgroupWide16 => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_lanes_16.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupTexture16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture.wgsl"),
+                include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/subgroup_lanes_16.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupWideTexture16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
                 include_str!("../shaders/subgroup_lanes_16.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
@@ -241,6 +266,8 @@ impl Kernel {
             Kernel::FusedSubgroupWide => "fused_subgroup_wide",
             Kernel::FusedSubgroup16 => "fused_subgroup_16",
             Kernel::FusedSubgroupWide16 => "fused_subgroup_wide_16",
+            Kernel::FusedSubgroupTexture16 => "fused_subgroup_texture_16",
+            Kernel::FusedSubgroupWideTexture16 => "fused_subgroup_wide_texture_16",
             Kernel::FusedSubgroupU64 => "fused_subgroup_u64",
             Kernel::FusedSubgroupWideU64 => "fused_subgroup_wide_u64",
             Kernel::FusedPortable => "fused_portable",
@@ -285,6 +312,17 @@ impl Kernel {
             ],
             // params, p, v, o
             Kernel::WeightedSum => &[Uniform, StorageRead, StorageRead, StorageReadWrite],
+            // params, q, k, v (textures), bias, allow, o, lse
+            Kernel::FusedSubgroupTexture16 | Kernel::FusedSubgroupWideTexture16 => &[
+                Uniform,
+                StorageRead,
+                Texture,
+                Texture,
+                StorageRead,
+                StorageRead,
+                StorageReadWrite,
+                StorageReadWrite,
+            ],
             // params, q, k, v, bias, allow, o, lse
             Kernel::FusedSubgroup
             | Kernel::FusedSubgroupWide
@@ -347,6 +385,8 @@ impl Kernel {
             | Kernel::FusedSubgroupWide
             | Kernel::FusedSubgroup16
             | Kernel::FusedSubgroupWide16
+            | Kernel::FusedSubgroupTexture16
+            | Kernel::FusedSubgroupWideTexture16
             | Kernel::FusedSubgroupU64
             | Kernel::FusedSubgroupWideU64
             | Kernel::FusedPortable
@@ -381,8 +421,9 @@ impl Kernel {
         }
     }
 
-    /// Whether this is one of the subgroup tier's six variants (standard or wide; 8-key
-    /// blocks with vec4 or 64-bit loads, or 16-key blocks): they need `Features::SUBGROUP`
+    /// Whether this is one of the subgroup tier's eight variants (standard or wide; 8-key
+    /// blocks with vec4 or 64-bit loads, or 16-key blocks with vec4 or texture loads): they
+    /// need `Features::SUBGROUP`
     /// and take the override R.
     pub fn is_subgroup_tier(self) -> bool {
         matches!(
@@ -391,6 +432,8 @@ impl Kernel {
                 | Kernel::FusedSubgroupWide
                 | Kernel::FusedSubgroup16
                 | Kernel::FusedSubgroupWide16
+                | Kernel::FusedSubgroupTexture16
+                | Kernel::FusedSubgroupWideTexture16
                 | Kernel::FusedSubgroupU64
                 | Kernel::FusedSubgroupWideU64
         )
@@ -451,23 +494,31 @@ impl PipelineKey {
             .bindings()
             .iter()
             .enumerate()
-            .map(|(i, kind)| wgpu::BindGroupLayoutEntry {
-                binding: i as u32,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: match kind {
-                        BindingKind::Uniform => wgpu::BufferBindingType::Uniform,
-                        BindingKind::StorageRead => {
-                            wgpu::BufferBindingType::Storage { read_only: true }
-                        }
-                        BindingKind::StorageReadWrite => {
-                            wgpu::BufferBindingType::Storage { read_only: false }
-                        }
-                    },
+            .map(|(i, kind)| {
+                let buffer = |ty| wgpu::BindingType::Buffer {
+                    ty,
                     has_dynamic_offset: false,
                     min_binding_size: None,
-                },
-                count: None,
+                };
+                wgpu::BindGroupLayoutEntry {
+                    binding: i as u32,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: match kind {
+                        BindingKind::Uniform => buffer(wgpu::BufferBindingType::Uniform),
+                        BindingKind::StorageRead => {
+                            buffer(wgpu::BufferBindingType::Storage { read_only: true })
+                        }
+                        BindingKind::StorageReadWrite => {
+                            buffer(wgpu::BufferBindingType::Storage { read_only: false })
+                        }
+                        BindingKind::Texture => wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                            multisampled: false,
+                        },
+                    },
+                    count: None,
+                }
             })
             .collect();
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
@@ -542,12 +593,25 @@ impl Pipeline {
         device: &wgpu::Device,
         resources: &[wgpu::BufferBinding<'_>],
     ) -> wgpu::BindGroup {
-        let entries: Vec<wgpu::BindGroupEntry> = resources
+        let resources: Vec<wgpu::BindingResource> = resources
             .iter()
+            .map(|b| wgpu::BindingResource::Buffer(b.clone()))
+            .collect();
+        self.bind_group_of(device, resources)
+    }
+
+    /// A bind group of any resources, one per binding in order (textures as views).
+    pub fn bind_group_of(
+        &self,
+        device: &wgpu::Device,
+        resources: Vec<wgpu::BindingResource<'_>>,
+    ) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = resources
+            .into_iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
+            .map(|(i, resource)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: wgpu::BindingResource::Buffer(b.clone()),
+                resource,
             })
             .collect();
         device.create_bind_group(&wgpu::BindGroupDescriptor {

@@ -1,5 +1,7 @@
-//! The subgroup tier's 16-key variants (`Kernel::FusedSubgroup16`, `FusedSubgroupWide16`),
-//! which run where every subgroup has 16 lanes: on lavapipe with `LP_NATIVE_VECTOR_WIDTH=512`
+//! The subgroup tier's 16-key variants (`Kernel::FusedSubgroupTexture16` and
+//! `FusedSubgroupWideTexture16`, which read K and V from textures, and their storage-buffer
+//! forms `FusedSubgroup16`, `FusedSubgroupWide16`), which run where every subgroup has 16
+//! lanes: on lavapipe with `LP_NATIVE_VECTOR_WIDTH=512`
 //! (wgpu_attention::cpu_vectors). The driver reads that variable once per process, so this
 //! test is its own binary with a plain `main` (Cargo.toml: `harness = false`) that sets it
 //! before creating the context (`cpu_vectors::use_wide`, which also keeps the 512-bit code in
@@ -9,7 +11,9 @@
 //! Against the reference, forced and through auto: lengths around the 16-key block, Lq != Lk
 //! both ways, both causal alignments, widths that need padding, GQA, bool and additive masks,
 //! large logits, rows with no key, the wide variant, and the llvmpipe loop limit (one pass at
-//! the most keys the estimate allows, two passes one block past it). Other adapters have no
+//! the most keys the estimate allows, two passes one block past it), all with K/V read from
+//! textures; then the storage-buffer form, in a context whose texture limit turns textures
+//! off, and the textures in the memory estimate. Other adapters have no
 //! 16-lane variant to test: the binary returns early there.
 
 mod common;
@@ -17,7 +21,9 @@ mod common;
 use common::{assert_parity, assert_parity_conditioned, inputs, Rng};
 use wgpu_attention::fused::subgroup_keys;
 use wgpu_attention::loops::{self, subgroup_block, LLVMPIPE_LOOP_LIMIT, SLACK};
-use wgpu_attention::{AttentionOptions, Causal, Context, Mask, PathChoice, Tolerance};
+use wgpu_attention::{
+    memory_estimate, AttentionOptions, Causal, Context, ContextOptions, Mask, PathChoice, Tolerance,
+};
 
 fn main() {
     // Before the first context (common::ctx creates it): the driver reads it when it loads.
@@ -44,7 +50,7 @@ fn main() {
         wgpu_attention::cpu_vectors::VAR,
         ctx.adapter_info()
     );
-    let cases: [(&str, Case); 6] = [
+    let cases: [(&str, Case); 7] = [
         (
             "lengths, widths and causal rules",
             lengths_widths_and_causal_rules,
@@ -57,6 +63,10 @@ fn main() {
         ),
         ("the wide variant", wide_variant),
         ("the loop limit", loop_limit),
+        (
+            "K/V from textures or from storage buffers",
+            texture_and_buffer_forms,
+        ),
     ];
     for (name, case) in cases {
         case(&ctx);
@@ -279,4 +289,106 @@ fn loop_limit(ctx: &Context) {
     let what = format!("D16 Dv129 Lk{lk} (the wide variant)");
     let r = assert_parity(ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
     assert!(!r.plan.reason.contains("merged"), "{}", r.plan.reason);
+}
+
+/// The 16-key kernels read K and V from textures that each call fills from the K/V windows
+/// (fused::reads_textures); a context whose textures cannot hold a row of
+/// fused::KV_TEXTURE_WIDTH texels takes the storage-buffer form instead. Both forms against
+/// the reference on GQA with a mask and a causal rule, widths that need padding, the wide
+/// variant and large logits (the cases above ran the texture form); the plan says which
+/// form ran; a causal rule that hides half the keys from every row takes the buffer form;
+/// and the memory estimate counts the textures: whole rows of 4096 texels for each of K
+/// and V.
+fn texture_and_buffer_forms(ctx: &Context) {
+    use wgpu_attention::fused::{kv_textures_available, Tier, KV_TEXTURE_WIDTH};
+    assert!(
+        kv_textures_available(ctx, Tier::Subgroup),
+        "{:?}",
+        ctx.limits()
+    );
+    let mut limits = ctx.limits();
+    limits.max_texture_dimension_2d = KV_TEXTURE_WIDTH / 2;
+    let buffers = Context::with_options(&ContextOptions {
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .expect("context with small textures");
+    assert!(!kv_textures_available(&buffers, Tier::Subgroup));
+    let mut rng = Rng::new(166);
+    let (q, k, v) = inputs(&mut rng, [2, 6, 2, 45, 70, 64, 64], 1.0);
+    let mask = rng.bool_array(&[2, 6, 45, 70], 0.7);
+    let (q2, k2, v2) = inputs(&mut rng, [1, 2, 2, 37, 15, 5, 63], 1.0);
+    let (q3, k3, v3) = inputs(&mut rng, [1, 2, 1, 37, 300, 16, 129], 1.0);
+    for (c, textures) in [(ctx, true), (&buffers, false)] {
+        let form = if textures { "textures" } else { "buffers" };
+        let opts = subgroup(Causal::BottomRight).mask(Mask::Bool(mask.view()));
+        let r = assert_parity(
+            c,
+            &format!("{form}: GQA, mask"),
+            &q,
+            &k,
+            &v,
+            &opts,
+            Tolerance::F32,
+        );
+        assert_eq!(
+            r.plan.reason.contains("K/V copied into textures"),
+            textures,
+            "{form}: {}",
+            r.plan.reason
+        );
+        assert!(r.plan.reason.contains("16-key blocks"), "{}", r.plan.reason);
+        let opts = subgroup(Causal::TopLeft);
+        assert_parity(
+            c,
+            &format!("{form}: D5 Dv63"),
+            &q2,
+            &k2,
+            &v2,
+            &opts,
+            Tolerance::F32,
+        );
+        let opts = subgroup(Causal::None);
+        assert_parity(
+            c,
+            &format!("{form}: wide"),
+            &q3,
+            &k3,
+            &v3,
+            &opts,
+            Tolerance::F32,
+        );
+        let opts = AttentionOptions::default().path(PathChoice::FusedSubgroup);
+        let what = format!("{form}: x50");
+        assert_parity_conditioned(c, &what, &q3.mapv(|x| 50.0 * x), &k3, &v3, &opts);
+    }
+    // Top-left with Lq < Lk / 2: no row sees the second half of the keys, so the copy would
+    // not pay (fused::kv_textures_pay_off) and the buffer form runs; from Lq = Lk / 2, and
+    // bottom-right (the last row sees every key), the textures.
+    for (lq, causal, textures) in [
+        (149, Causal::TopLeft, false),
+        (150, Causal::TopLeft, true),
+        (20, Causal::BottomRight, true),
+    ] {
+        let (q, k, v) = inputs(&mut rng, [1, 2, 2, lq, 300, 32, 32], 1.0);
+        let what = format!("Lq{lq} Lk300 {causal:?}");
+        let r = assert_parity(ctx, &what, &q, &k, &v, &subgroup(causal), Tolerance::F32);
+        assert_eq!(
+            r.plan.reason.contains("K/V copied into textures"),
+            textures,
+            "{what}: {}",
+            r.plan.reason
+        );
+    }
+    // 2 kv heads x 1000 keys x 64 floats = 512 000 bytes each of K and V: 8 rows of 64 KiB.
+    let opts = subgroup(Causal::None);
+    let (sq, sk) = ([1, 2, 1000, 64], [1, 2, 1000, 64]);
+    let (with, _) = memory_estimate(ctx, &sq, &sk, &sk, &opts).expect("estimate");
+    let (without, _) = memory_estimate(&buffers, &sq, &sk, &sk, &opts).expect("estimate");
+    let row_bytes = 16 * u64::from(KV_TEXTURE_WIDTH);
+    assert_eq!(
+        with.scratch - without.scratch,
+        2 * 8 * row_bytes,
+        "{with} / {without}"
+    );
 }

@@ -105,6 +105,18 @@ fn binding_tables_match_the_wgsl() {
                         BindingKind::StorageReadWrite
                     }
                     naga::AddressSpace::Storage { .. } => BindingKind::StorageRead,
+                    naga::AddressSpace::Handle => match module.types[var.ty].inner {
+                        naga::TypeInner::Image {
+                            dim: naga::ImageDimension::D2,
+                            arrayed: false,
+                            class:
+                                naga::ImageClass::Sampled {
+                                    kind: naga::ScalarKind::Float,
+                                    multi: false,
+                                },
+                        } => BindingKind::Texture,
+                        ref other => panic!("{}: unexpected handle {other:?}", kernel.label()),
+                    },
                     other => panic!("{}: unexpected address space {other:?}", kernel.label()),
                 };
                 Some((binding.binding, kind))
@@ -219,5 +231,22 @@ fn array_sizes_match_the_planner() {
             };
             assert!(subgroup_rows(d, dv) <= most, "D {d} Dv {dv}");
         }
+    }
+}
+
+/// The texture width the 16-key kernels index K and V with is the one the host lays the
+/// textures out in (fused::KV_TEXTURE_WIDTH), and both texture kernels read it.
+#[test]
+fn texture_width_matches_the_host() {
+    use wgpu_attention::fused::KV_TEXTURE_WIDTH;
+    for kernel in [
+        Kernel::FusedSubgroupTexture16,
+        Kernel::FusedSubgroupWideTexture16,
+    ] {
+        let (module, _) = module(kernel);
+        let width = constant(&module, "TEXTURE_WIDTH")
+            .unwrap_or_else(|| panic!("{}: no TEXTURE_WIDTH", kernel.label()));
+        assert_eq!(width, KV_TEXTURE_WIDTH, "{}", kernel.label());
+        assert!(width.is_power_of_two());
     }
 }

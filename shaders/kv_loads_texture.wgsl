@@ -1,0 +1,40 @@
+// kv_loads_texture.wgsl — the K and V bindings of the subgroup tier's 16-key kernels read
+// from rgba32float textures (Kernel::FusedSubgroupTexture16, FusedSubgroupWideTexture16):
+// what CPU adapters with 16-lane subgroups run (crate::fused::reads_textures). Not a kernel
+// on its own; the registry puts it in front of fused_subgroup.wgsl instead of
+// kv_loads_f32.wgsl. The host copies each chunk's K and V windows (vec4 element i of a
+// window is texel i) into textures TEXTURE_WIDTH texels wide, row after row, before the
+// pass (crate::fused::kv_textures).
+//
+// Why: llvmpipe (Mesa 22.3) turns a storage-buffer load at lane-dependent addresses into a
+// loop over the lanes, one component at a time, with a bounds check and a branch for each
+// (see fused_subgroup.wgsl), while a texel fetch is one 16-byte load per lane and a
+// transpose, without branches. Measured on lavapipe at 512 bits (Intel Xeon, AVX-512,
+// B1 H8 L1024 D64, 6 paired rounds, the copies inside the timed submission, 2026-12-01;
+// README "Measured"): 108.2 against 93.9 GFLOP/s (causal 89.0 against 79.0); D 256 (the
+// wide variant) 99.9 against 71.9. The copies cost a pass over K and V each call, so the
+// host skips textures where a causal rule hides most keys (crate::fused::kv_textures_pay_off).
+//
+// Bindings (group 0):
+//   2 k : texture_2d<f32> rgba32float, window of k (B, Hkv, Lk, D): texel i of the window
+//         at (i % TEXTURE_WIDTH, i / TEXTURE_WIDTH)
+//   3 v : texture_2d<f32>, window of v (B, Hkv, Lk, Dv), laid out alike
+
+@group(0) @binding(2) var k: texture_2d<f32>;
+@group(0) @binding(3) var v: texture_2d<f32>;
+
+// Texels per texture row: crate::fused::KV_TEXTURE_WIDTH (tests/shaders.rs checks they
+// agree). A power of two, so the division and remainder below are a shift and a mask.
+const TEXTURE_WIDTH: u32 = 4096u;
+
+fn texel(i: u32) -> vec2<u32> {
+    return vec2<u32>(i % TEXTURE_WIDTH, i / TEXTURE_WIDTH);
+}
+
+// Four consecutive floats of k (of v) from vec4 index i of the window.
+fn load_k(i: u32) -> vec4<f32> {
+    return textureLoad(k, texel(i), 0);
+}
+fn load_v(i: u32) -> vec4<f32> {
+    return textureLoad(v, texel(i), 0);
+}
