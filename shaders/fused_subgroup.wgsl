@@ -113,6 +113,12 @@
 // faster (83.4 against 91.8 GFLOP/s median), so at 16 lanes this kernel is not bound by its
 // loads; exp() replaced by a clamp gained 8-30 % on a noisy host (llvmpipe's exp is about
 // 20 instructions, R x 16 of them a block).
+// Measured 2026-12-01 at 512 bits on an Intel Xeon (perf on the JIT code; README
+// "Measured"): the 32 per-lane load loops of a 16-key block held about 30 % of the samples
+// (their windows of code took twice the samples of the arithmetic around them), though a
+// probe had put a texel fetch only 10-15 % below a storage load in a tight loop. Reading K
+// and V from textures (kv_loads_texture.wgsl, the 16-lane kernels since 57b673e) took B1
+// H8 L1024 D64 from 93.9 to 108.2 GFLOP/s and D 256 from 71.9 to 99.9 (paired rounds).
 
 fn hmax(a: vec4<f32>) -> f32 {
     return max(max(a.x, a.y), max(a.z, a.w));
