@@ -1,6 +1,6 @@
-// kv_loads_texture.wgsl — the K and V bindings of the subgroup tier's 16-key kernels read
-// from rgba32float textures (Kernel::FusedSubgroupTexture16, FusedSubgroupWideTexture16):
-// what CPU adapters with 16-lane subgroups run (crate::fused::reads_textures). Not a kernel
+// kv_loads_texture.wgsl — the K and V bindings of the subgroup tier read from rgba32float
+// textures (Kernel::FusedSubgroupTexture, FusedSubgroupWideTexture, FusedSubgroupTexture16,
+// FusedSubgroupWideTexture16): what CPU adapters run (crate::fused::reads_textures). Not a kernel
 // on its own; the registry puts it in front of fused_subgroup.wgsl instead of
 // kv_loads_f32.wgsl. The host copies each chunk's K and V windows (vec4 element i of a
 // window is texel i) into textures TEXTURE_WIDTH texels wide, row after row, before the

@@ -232,11 +232,10 @@ fn plan_call(
         if fused::subgroup_keys(ctx.adapter_info()) == 16 {
             reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
         }
-        if fused::reads_words(ctx, fused::Tier::Subgroup) {
-            reason = format!("{reason}; K/V read as 64-bit words");
-        }
         if fused::reads_textures(ctx, &problem, fused::Tier::Subgroup) {
             reason = format!("{reason}; K/V copied into textures and read from them");
+        } else if fused::reads_words(ctx, fused::Tier::Subgroup) {
+            reason = format!("{reason}; K/V read as 64-bit words");
         }
         if let Some(layout) = chunks
             .first()

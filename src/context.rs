@@ -237,16 +237,11 @@ impl Context {
         &self.inner.memory
     }
 
-    /// Bytes held by this device's live buffers (wgpu's count), including tensors the caller
-    /// keeps on the device.
+    /// Bytes held by this device's live buffers and textures (wgpu's counts), including
+    /// tensors the caller keeps on the device and the K/V textures of a call still running.
     pub fn memory_in_use(&self) -> u64 {
-        let bytes = self
-            .inner
-            .device
-            .get_internal_counters()
-            .hal
-            .buffer_memory
-            .read();
+        let hal = self.inner.device.get_internal_counters().hal;
+        let bytes = hal.buffer_memory.read() + hal.texture_memory.read();
         u64::try_from(bytes).unwrap_or(0)
     }
 

@@ -74,7 +74,9 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
 /// against 29.3 at D 256 (causal 28.9 against 24.9), medians of paired rounds (README
 /// "Measured"). At 16 lanes both ran slower that way (decode 19-22 ms against 8-11 on the
 /// EPYC; the subgroup tier at B1 H8 L1024 D64 72.3 against 92.0 GFLOP/s on an Intel Xeon,
-/// medians of 5 paired rounds), and GPUs keep vec4 loads (not measured there).
+/// medians of 5 paired rounds), and GPUs keep vec4 loads (not measured there). The subgroup
+/// tier uses these words only where it cannot read K and V from textures
+/// (crate::fused::reads_textures), which ran faster still.
 pub fn kv_words(ctx: &crate::Context) -> bool {
     let info = ctx.adapter_info();
     info.device_type == wgpu::DeviceType::Cpu

@@ -261,11 +261,13 @@ pub enum Tier {
 impl Tier {
     fn kernel(self, ctx: &Context, p: &Problem) -> Kernel {
         let lanes16 = subgroup_keys(ctx.adapter_info()) == 16;
-        let words = reads_words(ctx, self);
         let textures = reads_textures(ctx, p, self);
+        let words = !textures && reads_words(ctx, self);
         match self {
-            Tier::Subgroup if wide(p) && textures => Kernel::FusedSubgroupWideTexture16,
-            Tier::Subgroup if textures => Kernel::FusedSubgroupTexture16,
+            Tier::Subgroup if wide(p) && textures && lanes16 => Kernel::FusedSubgroupWideTexture16,
+            Tier::Subgroup if textures && lanes16 => Kernel::FusedSubgroupTexture16,
+            Tier::Subgroup if wide(p) && textures => Kernel::FusedSubgroupWideTexture,
+            Tier::Subgroup if textures => Kernel::FusedSubgroupTexture,
             Tier::Subgroup if wide(p) && lanes16 => Kernel::FusedSubgroupWide16,
             Tier::Subgroup if wide(p) && words => Kernel::FusedSubgroupWideU64,
             Tier::Subgroup if wide(p) => Kernel::FusedSubgroupWide,
@@ -299,7 +301,8 @@ impl Tier {
     }
 }
 
-/// Whether `tier` reads K and V as 64-bit words here (shaders/kv_loads_u64.wgsl): the
+/// Whether `tier` could read K and V as 64-bit words here (shaders/kv_loads_u64.wgsl), where
+/// it does not read them from textures ([`reads_textures`] comes first): the
 /// subgroup tier where crate::cpu_vectors::kv_words says so (8-lane CPU subgroups); the
 /// portable and tiled tiers, built for GPUs, keep vec4 loads.
 pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
@@ -321,19 +324,17 @@ pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
     kv_textures_available(ctx, tier) && kv_textures_pay_off(p)
 }
 
-/// Whether `tier` can read K and V from textures on this context: the subgroup tier on
-/// adapters with 16-lane subgroups (CPU adapters only, see [`tier_obstacle`]), where a
-/// texture row of [`KV_TEXTURE_WIDTH`] texels fits the limits and every window a binding
-/// can hold fits the texture's rows. Asking for a context with `max_texture_dimension_2d`
+/// Whether `tier` can read K and V from textures on this context: the subgroup tier (which
+/// runs on CPU adapters only, see [`tier_obstacle`]), where a texture row of
+/// [`KV_TEXTURE_WIDTH`] texels fits the limits and every window a binding can hold fits the
+/// texture's rows. At 8 lanes the textures replace the 64-bit loads too (+10 % at B1 H8
+/// L1024 D64, +16 % at D 256 on the Xeon; README "Measured"). Asking for a context with `max_texture_dimension_2d`
 /// below [`KV_TEXTURE_WIDTH`] turns textures off, which is how the tests run the
 /// storage-buffer form as well.
 pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
     let limits = ctx.limits();
-    let rows_needed = limits
-        .max_storage_buffer_binding_size
-        .div_ceil(16 * u64::from(KV_TEXTURE_WIDTH));
+    let rows_needed = u64::from(kv_texture_rows(limits.max_storage_buffer_binding_size));
     tier == Tier::Subgroup
-        && subgroup_keys(ctx.adapter_info()) == 16
         && limits.max_texture_dimension_2d >= KV_TEXTURE_WIDTH
         && rows_needed <= u64::from(limits.max_texture_dimension_2d)
 }
@@ -352,13 +353,24 @@ pub fn kv_textures_pay_off(p: &Problem) -> bool {
     2 * seen >= lk
 }
 
-/// Texture rows that hold a window of `bytes` (vec4 elements, 16 bytes a texel).
+/// Rows of a K/V texture are allocated in units of this many: llvmpipe lays out 2D textures
+/// in blocks of 4 rows (a 4096 x 1 rgba32float texture takes 256 KiB), so whole units make
+/// the memory estimate exact there and cost other drivers at most 3 rows.
+const KV_TEXTURE_ROW_UNIT: u64 = 4;
+
+/// Texture rows that hold a window of `bytes` (vec4 elements, 16 bytes a texel), in whole
+/// units of [`KV_TEXTURE_ROW_UNIT`].
 fn kv_texture_rows(bytes: u64) -> u32 {
-    u32::try_from(bytes.div_ceil(16 * u64::from(KV_TEXTURE_WIDTH)).max(1)).unwrap_or(u32::MAX)
+    let rows = bytes
+        .div_ceil(16 * u64::from(KV_TEXTURE_WIDTH))
+        .max(1)
+        .next_multiple_of(KV_TEXTURE_ROW_UNIT);
+    u32::try_from(rows).unwrap_or(u32::MAX)
 }
 
 /// Device bytes of the K and V textures of every chunk (see [`reads_textures`]): whole rows
-/// of [`KV_TEXTURE_WIDTH`] texels of 16 bytes, all alive until the call's submission ends.
+/// of [`KV_TEXTURE_WIDTH`] texels of 16 bytes, in units of [`KV_TEXTURE_ROW_UNIT`] rows,
+/// all alive until the call's submission ends.
 pub(crate) fn kv_texture_bytes(chunks: &[Chunk]) -> u64 {
     let row_bytes = 16 * u64::from(KV_TEXTURE_WIDTH);
     chunks

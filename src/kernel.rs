@@ -47,6 +47,11 @@ pub enum Kernel {
     FusedSubgroupTexture16,
     /// [`Kernel::FusedSubgroupWide16`] reading K and V from textures.
     FusedSubgroupWideTexture16,
+    /// [`Kernel::FusedSubgroup`] (8-key blocks) reading K and V from textures: what CPU
+    /// adapters with 8-lane subgroups run.
+    FusedSubgroupTexture,
+    /// [`Kernel::FusedSubgroupWide`] reading K and V from textures.
+    FusedSubgroupWideTexture,
     /// [`Kernel::FusedSubgroup`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64` too), for CPU adapters
     /// with 8-lane subgroups (crate::cpu_vectors::kv_words).
@@ -98,7 +103,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 27] = [
+    pub const ALL: [Kernel; 29] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -108,6 +113,8 @@ impl Kernel {
         Kernel::FusedSubgroupWide16,
         Kernel::FusedSubgroupTexture16,
         Kernel::FusedSubgroupWideTexture16,
+        Kernel::FusedSubgroupTexture,
+        Kernel::FusedSubgroupWideTexture,
         Kernel::FusedSubgroupU64,
         Kernel::FusedSubgroupWideU64,
         Kernel::FusedPortable,
@@ -177,6 +184,20 @@ impl Kernel {
                 include_str!("../shaders/kv_loads_texture.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
                 include_str!("../shaders/subgroup_lanes_16.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupTexture => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture.wgsl"),
+                include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupWideTexture => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture.wgsl"),
+                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupU64 => concat!(
@@ -268,6 +289,8 @@ impl Kernel {
             Kernel::FusedSubgroupWide16 => "fused_subgroup_wide_16",
             Kernel::FusedSubgroupTexture16 => "fused_subgroup_texture_16",
             Kernel::FusedSubgroupWideTexture16 => "fused_subgroup_wide_texture_16",
+            Kernel::FusedSubgroupTexture => "fused_subgroup_texture",
+            Kernel::FusedSubgroupWideTexture => "fused_subgroup_wide_texture",
             Kernel::FusedSubgroupU64 => "fused_subgroup_u64",
             Kernel::FusedSubgroupWideU64 => "fused_subgroup_wide_u64",
             Kernel::FusedPortable => "fused_portable",
@@ -313,7 +336,10 @@ impl Kernel {
             // params, p, v, o
             Kernel::WeightedSum => &[Uniform, StorageRead, StorageRead, StorageReadWrite],
             // params, q, k, v (textures), bias, allow, o, lse
-            Kernel::FusedSubgroupTexture16 | Kernel::FusedSubgroupWideTexture16 => &[
+            Kernel::FusedSubgroupTexture16
+            | Kernel::FusedSubgroupWideTexture16
+            | Kernel::FusedSubgroupTexture
+            | Kernel::FusedSubgroupWideTexture => &[
                 Uniform,
                 StorageRead,
                 Texture,
@@ -387,6 +413,8 @@ impl Kernel {
             | Kernel::FusedSubgroupWide16
             | Kernel::FusedSubgroupTexture16
             | Kernel::FusedSubgroupWideTexture16
+            | Kernel::FusedSubgroupTexture
+            | Kernel::FusedSubgroupWideTexture
             | Kernel::FusedSubgroupU64
             | Kernel::FusedSubgroupWideU64
             | Kernel::FusedPortable
@@ -421,9 +449,9 @@ impl Kernel {
         }
     }
 
-    /// Whether this is one of the subgroup tier's eight variants (standard or wide; 8-key
-    /// blocks with vec4 or 64-bit loads, or 16-key blocks with vec4 or texture loads): they
-    /// need `Features::SUBGROUP`
+    /// Whether this is one of the subgroup tier's ten variants (standard or wide; 8-key
+    /// blocks with vec4, 64-bit or texture loads, or 16-key blocks with vec4 or texture
+    /// loads): they need `Features::SUBGROUP`
     /// and take the override R.
     pub fn is_subgroup_tier(self) -> bool {
         matches!(
@@ -434,6 +462,8 @@ impl Kernel {
                 | Kernel::FusedSubgroupWide16
                 | Kernel::FusedSubgroupTexture16
                 | Kernel::FusedSubgroupWideTexture16
+                | Kernel::FusedSubgroupTexture
+                | Kernel::FusedSubgroupWideTexture
                 | Kernel::FusedSubgroupU64
                 | Kernel::FusedSubgroupWideU64
         )

@@ -683,28 +683,49 @@ fn wide_case(
     }
 }
 
-/// The subgroup tier reads K and V as 64-bit words where subgroups have 8 lanes on a CPU
-/// adapter with `Features::SHADER_INT64` (lavapipe at 256 bits: what the other tests run
-/// here) and as vec4 elsewhere. This runs the vec4 form on the same adapter, on a context
-/// without the feature: each causal rule, a mask with an empty row, large logits, and the
-/// wide variant.
+/// The subgroup tier reads K and V from textures the host fills each call
+/// (`fused::kv_textures_available`: what the other tests run here), else as 64-bit words
+/// where subgroups have 8 lanes on a CPU adapter with `Features::SHADER_INT64`
+/// (`cpu_vectors::kv_words`), else as vec4. This runs the two storage-buffer forms on the
+/// same adapter, on contexts whose textures are too small and, for vec4, without the
+/// feature: each causal rule, a mask with an empty row, large logits, and the wide variant.
 #[test]
-fn subgroup_tier_reads_k_and_v_as_vec4_without_int64() {
-    use wgpu_attention::fused::{tier_obstacle, Tier};
+fn subgroup_tier_reads_k_and_v_from_textures_words_or_vec4() {
+    use wgpu_attention::fused::{kv_textures_available, tier_obstacle, Tier};
     let Some(ctx) = common::ctx() else { return };
     if tier_obstacle(&ctx, Tier::Subgroup).is_some() {
         return;
     }
-    let words = wgpu_attention::cpu_vectors::kv_words(&ctx);
+    let textures = kv_textures_available(&ctx, Tier::Subgroup);
     let mut rng = Rng::new(59);
     let (q, k, v) = inputs(&mut rng, [1, 4, 2, 70, 75, 64, 64], 1.0);
     let opts = AttentionOptions::default().path(PathChoice::FusedSubgroup);
-    let r = assert_parity(&ctx, "default features", &q, &k, &v, &opts, Tolerance::F32);
+    let r = assert_parity(&ctx, "default context", &q, &k, &v, &opts, Tolerance::F32);
     assert_eq!(
-        r.plan.reason.contains("K/V read as 64-bit words"),
-        words,
+        r.plan.reason.contains("K/V copied into textures"),
+        textures,
         "{}",
         r.plan.reason
+    );
+    assert!(!r.plan.reason.contains("64-bit"), "{}", r.plan.reason);
+
+    let no_textures = common::ctx_without_textures(true);
+    let words = wgpu_attention::cpu_vectors::kv_words(&no_textures);
+    common::vec4_load_cases(
+        &no_textures,
+        PathChoice::FusedSubgroup,
+        [1, 4, 2, 70, 75, 64, 64],
+        [1, 4, 2, 40, 75, 130, 250],
+        &|plan| {
+            assert_eq!(plan.path, "fused-subgroup");
+            assert!(!plan.reason.contains("textures"), "{}", plan.reason);
+            assert_eq!(
+                plan.reason.contains("K/V read as 64-bit words"),
+                words,
+                "{}",
+                plan.reason
+            );
+        },
     );
 
     common::vec4_load_cases(
@@ -715,6 +736,7 @@ fn subgroup_tier_reads_k_and_v_as_vec4_without_int64() {
         &|plan| {
             assert_eq!(plan.path, "fused-subgroup");
             assert!(!plan.reason.contains("64-bit"), "{}", plan.reason);
+            assert!(!plan.reason.contains("textures"), "{}", plan.reason);
         },
     );
 }

@@ -297,8 +297,8 @@ fn loop_limit(ctx: &Context) {
 /// the reference on GQA with a mask and a causal rule, widths that need padding, the wide
 /// variant and large logits (the cases above ran the texture form); the plan says which
 /// form ran; a causal rule that hides half the keys from every row takes the buffer form;
-/// and the memory estimate counts the textures: whole rows of 4096 texels for each of K
-/// and V.
+/// and the memory estimate counts the textures: whole units of 4 rows of 4096 texels for
+/// each of K and V.
 fn texture_and_buffer_forms(ctx: &Context) {
     use wgpu_attention::fused::{kv_textures_available, Tier, KV_TEXTURE_WIDTH};
     assert!(
@@ -380,7 +380,8 @@ fn texture_and_buffer_forms(ctx: &Context) {
             r.plan.reason
         );
     }
-    // 2 kv heads x 1000 keys x 64 floats = 512 000 bytes each of K and V: 8 rows of 64 KiB.
+    // 2 kv heads x 1000 keys x 64 floats = 512 000 bytes each of K and V: 8 rows of 64 KiB
+    // (two units of 4 rows).
     let opts = subgroup(Causal::None);
     let (sq, sk) = ([1, 2, 1000, 64], [1, 2, 1000, 64]);
     let (with, _) = memory_estimate(ctx, &sq, &sk, &sk, &opts).expect("estimate");

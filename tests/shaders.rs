@@ -20,6 +20,9 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
     match kernel {
         Kernel::FusedSubgroup
         | Kernel::FusedSubgroupU64
+        | Kernel::FusedSubgroup16
+        | Kernel::FusedSubgroupTexture
+        | Kernel::FusedSubgroupTexture16
         | Kernel::FusedPortable
         | Kernel::FusedTiled
         | Kernel::DecodePartial
@@ -37,6 +40,9 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
         Kernel::FusedPortableWide
         | Kernel::FusedSubgroupWide
         | Kernel::FusedSubgroupWideU64
+        | Kernel::FusedSubgroupWide16
+        | Kernel::FusedSubgroupWideTexture
+        | Kernel::FusedSubgroupWideTexture16
         | Kernel::FusedTiledWide
         | Kernel::DecodePartialWide
         | Kernel::DecodePartialWideU64 => vec![
@@ -240,6 +246,8 @@ fn array_sizes_match_the_planner() {
 fn texture_width_matches_the_host() {
     use wgpu_attention::fused::KV_TEXTURE_WIDTH;
     for kernel in [
+        Kernel::FusedSubgroupTexture,
+        Kernel::FusedSubgroupWideTexture,
         Kernel::FusedSubgroupTexture16,
         Kernel::FusedSubgroupWideTexture16,
     ] {

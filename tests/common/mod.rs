@@ -137,16 +137,38 @@ pub fn inputs(
     )
 }
 
-/// A context on the default adapter without `Features::SHADER_INT64`, so that decode and the
-/// subgroup tier read K and V as vec4 (`cpu_vectors::kv_words`) even where the adapter
-/// could read 64-bit words.
+/// A context on the default adapter without `Features::SHADER_INT64` and with textures too
+/// small for K and V (`fused::kv_textures_available`), so that decode and the subgroup
+/// tier read K and V from storage buffers as vec4 (`cpu_vectors::kv_words`) even where the
+/// adapter could read 64-bit words or textures.
 pub fn ctx_without_int64() -> Context {
+    let ctx = ctx_without_textures(false);
+    assert!(!ctx.features().contains(wgpu::Features::SHADER_INT64));
+    ctx
+}
+
+/// A context on the default adapter whose `max_texture_dimension_2d` is half a K/V texture
+/// row, so that the subgroup tier reads K and V from storage buffers: as 64-bit words where
+/// `int64` and the adapter allow (`cpu_vectors::kv_words`), else as vec4.
+pub fn ctx_without_textures(int64: bool) -> Context {
+    let base = ctx().expect("a default context first");
+    let mut limits = base.limits();
+    limits.max_texture_dimension_2d = wgpu_attention::fused::KV_TEXTURE_WIDTH / 2;
+    let features = if int64 {
+        wgpu::Features::all()
+    } else {
+        wgpu::Features::all() - wgpu::Features::SHADER_INT64
+    };
     let ctx = Context::with_options(&ContextOptions {
-        features: Some(wgpu::Features::all() - wgpu::Features::SHADER_INT64),
+        limits: Some(limits),
+        features: Some(features),
         ..Default::default()
     })
-    .expect("context without SHADER_INT64");
-    assert!(!ctx.features().contains(wgpu::Features::SHADER_INT64));
+    .expect("context without K/V textures");
+    assert!(!wgpu_attention::fused::kv_textures_available(
+        &ctx,
+        wgpu_attention::fused::Tier::Subgroup
+    ));
     ctx
 }
 
