@@ -309,7 +309,7 @@ pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
     tier == Tier::Subgroup && crate::cpu_vectors::kv_words(ctx)
 }
 
-/// Texels per row of the textures that hold K and V for the 16-key kernels
+/// Texels per row of the textures that hold K and V for the subgroup tier
 /// (shaders/kv_loads_texture.wgsl's TEXTURE_WIDTH): 64 KiB rows, which
 /// `copy_buffer_to_texture` takes (rows must be multiples of 256 bytes).
 pub const KV_TEXTURE_WIDTH: u32 = 4096;
@@ -327,10 +327,10 @@ pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
 /// Whether `tier` can read K and V from textures on this context: the subgroup tier (which
 /// runs on CPU adapters only, see [`tier_obstacle`]), where a texture row of
 /// [`KV_TEXTURE_WIDTH`] texels fits the limits and every window a binding can hold fits the
-/// texture's rows. At 8 lanes the textures replace the 64-bit loads too (+10 % at B1 H8
-/// L1024 D64, +16 % at D 256 on the Xeon; README "Measured"). Asking for a context with `max_texture_dimension_2d`
-/// below [`KV_TEXTURE_WIDTH`] turns textures off, which is how the tests run the
-/// storage-buffer form as well.
+/// texture's rows. At 8 lanes the textures replace the 64-bit loads too (+9 % at B1 H8
+/// L1024 D64, +16 % at D 256 on the Xeon; README "Measured"). Asking for a context with
+/// `max_texture_dimension_2d` below [`KV_TEXTURE_WIDTH`] turns textures off, which is how
+/// the tests run the storage-buffer forms as well.
 pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
     let limits = ctx.limits();
     let rows_needed = u64::from(kv_texture_rows(limits.max_storage_buffer_binding_size));
@@ -384,7 +384,7 @@ pub(crate) fn kv_texture_bytes(chunks: &[Chunk]) -> u64 {
 
 /// Textures holding a chunk's K and V windows, and the copies that fill them, encoded into
 /// `encoder` (before the pass that reads them): whole rows in one copy, the last partial
-/// row in another (a single-row copy needs no row pitch).
+/// row in another.
 fn kv_textures(
     device: &wgpu::Device,
     encoder: &mut wgpu::CommandEncoder,

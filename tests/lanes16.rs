@@ -22,7 +22,7 @@ use common::{assert_parity, assert_parity_conditioned, inputs, Rng};
 use wgpu_attention::fused::subgroup_keys;
 use wgpu_attention::loops::{self, subgroup_block, LLVMPIPE_LOOP_LIMIT, SLACK};
 use wgpu_attention::{
-    memory_estimate, AttentionOptions, Causal, Context, ContextOptions, Mask, PathChoice, Tolerance,
+    memory_estimate, AttentionOptions, Causal, Context, Mask, PathChoice, Tolerance,
 };
 
 fn main() {
@@ -306,14 +306,7 @@ fn texture_and_buffer_forms(ctx: &Context) {
         "{:?}",
         ctx.limits()
     );
-    let mut limits = ctx.limits();
-    limits.max_texture_dimension_2d = KV_TEXTURE_WIDTH / 2;
-    let buffers = Context::with_options(&ContextOptions {
-        limits: Some(limits),
-        ..Default::default()
-    })
-    .expect("context with small textures");
-    assert!(!kv_textures_available(&buffers, Tier::Subgroup));
+    let buffers = common::ctx_without_textures(true);
     let mut rng = Rng::new(166);
     let (q, k, v) = inputs(&mut rng, [2, 6, 2, 45, 70, 64, 64], 1.0);
     let mask = rng.bool_array(&[2, 6, 45, 70], 0.7);
