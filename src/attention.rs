@@ -228,11 +228,14 @@ fn plan_call(
     if let Path::Decode(form) = path {
         reason = format!("{reason}; {}", decode::describe(ctx, &problem, form));
     }
+    // Whether the path copies K and V into textures: the reason says so, the estimate counts them.
+    let kv_textures =
+        matches!(path, Path::Fused(tier) if fused::reads_textures(ctx, &problem, tier));
     if path == Path::Fused(fused::Tier::Subgroup) {
         if fused::subgroup_keys(ctx.adapter_info()) == 16 {
             reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
         }
-        if fused::reads_textures(ctx, &problem, fused::Tier::Subgroup) {
+        if kv_textures {
             reason = format!("{reason}; K/V copied into textures and read from them");
         } else if fused::reads_words(ctx, fused::Tier::Subgroup) {
             reason = format!("{reason}; K/V read as 64-bit words");
@@ -270,8 +273,6 @@ fn plan_call(
         Path::Fused(_) => 1,
         Path::Decode(_) => 2,
     };
-    let kv_textures =
-        matches!(path, Path::Fused(tier) if fused::reads_textures(ctx, &problem, tier));
     Ok(Prepared {
         kv_textures,
         problem,
