@@ -319,7 +319,8 @@ pub const KV_TEXTURE_WIDTH: u32 = 4096;
 /// buffer at lane-dependent addresses one lane and one component at a time; a texel fetch
 /// is one 16-byte load per lane. On an Intel Xeon at 512 bits that made B1 H8 L1024 D64 run
 /// 108.2 against 93.9 GFLOP/s, copies included (README "Measured"). The price: the K/V
-/// windows are copied into the textures every call (device memory: [`kv_texture_bytes`]).
+/// windows are copied into the textures every call (their device memory is counted in the
+/// call's estimate, see [`crate::memory`]).
 pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
     kv_textures_available(ctx, tier) && kv_textures_pay_off(p)
 }
