@@ -20,7 +20,7 @@ struct DecodeParams {
     splits: u32, keys_per_split: u32, tiles: u32, total: u32,
     g0: u32, q_win: u32, k_win: u32, v_win: u32,
     m_win: u32, m_sb: u32, m_sh: u32, m_si: u32,
-    m_sj: u32, n_groups: u32, pad0: u32, pad1: u32,
+    m_sj: u32, n_groups: u32, kv_rows: u32, pad1: u32,
 }
 
 override D: u32 = 64u;

@@ -6,9 +6,10 @@
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW and masked(): in decode_common.wgsl, which the registry puts in front.
 //   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
-//   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), read through load_k()
+//   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), read through load_k()
 //              and load_v(): kv_loads_f32.wgsl (vec4<f32>) or, on CPU adapters with 8-lane
 //              subgroups and 64-bit integers, kv_loads_u64.wgsl (64-bit words)
+//            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //
 // Rows of a group: the R = (Hq / Hkv) * Lq query rows whose heads read this kv head, row
 // r = (head within group) * Lq + i. All of them share every K/V load: grouped-query decode
@@ -108,7 +109,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     let j_begin = split * p.keys_per_split;
     let j_end = min(j_begin + p.keys_per_split, p.lk);
-    let k_row0 = (b * p.hkv + kvh) * p.lk;
+    let k_row0 = (b * p.hkv + kvh) * p.kv_rows;
     for (var j0 = j_begin; j0 < j_end; j0 = j0 + 4u) {
         let ja = (k_row0 + min(j0, p.lk - 1u));
         let jb = (k_row0 + min(j0 + 1u, p.lk - 1u));

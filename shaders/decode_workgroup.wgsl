@@ -20,8 +20,9 @@
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW and masked(): in decode_common.wgsl, which the registry puts in front.
 //   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
-//   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), read through load_k()
+//   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), read through load_k()
 //              and load_v() (kv_loads_f32.wgsl, which the registry puts in front)
+//            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //
 // Rows of a group: the (Hq / Hkv) * Lq query rows whose heads read this kv head, row
 // r = (head within group) * Lq + i, as in decode_partial.wgsl. Tile t holds rows
@@ -104,7 +105,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (CAUSAL != 0u) {
         j_end = min(j_end, u32(clamp(i32(last_pos) + p.causal_offset + 1, 0, i32(p.lk))));
     }
-    let k_row0 = (b * p.hkv + kvh) * p.lk;
+    let k_row0 = (b * p.hkv + kvh) * p.kv_rows;
 
     // Output columns: with COLS = 1, invocation t owns column t % dv4 of rows t / dv4,
     // t / dv4 + row_sets, .. (row_sets = how many times dv4 fits in the workgroup;

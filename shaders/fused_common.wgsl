@@ -6,9 +6,10 @@
 // Bindings (group 0), the same for every tier:
 //   0 params : uniform FusedParams (mirrors src/params.rs)
 //   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
-//   2 k, 3 v : windows of k (B, Hkv, Lk, D) and v (B, Hkv, Lk, Dv), declared by the loads
+//   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), declared by the loads
 //              file the registry also puts in front: kv_loads_f32.wgsl (vec4<f32>), or for
 //              the subgroup tier's 8-lane CPU kernels kv_loads_u64.wgsl (64-bit words)
+//            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
 //   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
 //   6 o      : storage read_write vec4<f32>, window of out (B, Hq, Lq, Dv)
@@ -36,6 +37,7 @@ struct FusedParams {
     lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
     m_si: u32, m_sj: u32, row_groups: u32, key0: u32,
     key1: u32, o_rows: u32, unit_heads: u32, splits: u32,
+    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
 override D: u32 = 64u;

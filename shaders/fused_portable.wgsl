@@ -79,7 +79,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // Blocks starting at or after `diag` may hold keys some row here must not see.
         diag = u32(clamp(i32(wg_first) + p.causal_offset + 1, 0, i32(p.lk)));
     }
-    let k_row0 = kvh * p.lk;
+    let k_row0 = kvh * p.kv_rows;
     for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + 8u) {
         workgroupBarrier();
         for (var idx = lindex; idx < 8u * d4; idx = idx + 64u) {

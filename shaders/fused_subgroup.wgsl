@@ -318,7 +318,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let split_keys = ((p.key1 - p.key0 + p.splits - 1u) / p.splits + KEYS - 1u) / KEYS * KEYS;
     let key_lo = p.key0 + split * split_keys;
     let key_hi = min(key_lo + split_keys, p.key1);
-    let k_row0 = kvh * p.lk;
+    let k_row0 = kvh * p.kv_rows;
     var j0 = key_lo;
     if (CAUSAL == 0u) {
         for (; j0 < key_hi; j0 = j0 + KEYS) {

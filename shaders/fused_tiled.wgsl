@@ -95,7 +95,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let tx = lindex % 8u;
     let d4 = D / 4u;
     let dv4 = DV / 4u;
-    let k_row0 = kvh * p.lk;
+    let k_row0 = kvh * p.kv_rows;
 
     // This invocation's rows; rows past the chunk are clamped duplicates, never written.
     var rows: array<u32, 4>;

@@ -6,8 +6,8 @@
 // so that either file can stand here.
 //
 // Bindings (group 0):
-//   2 k : storage read vec4<f32>, window of k (B, Hkv, Lk, D)
-//   3 v : storage read vec4<f32>, window of v (B, Hkv, Lk, Dv)
+//   2 k : storage read vec4<f32>, window of k (B, Hkv, kv_rows, D)
+//   3 v : storage read vec4<f32>, window of v (B, Hkv, kv_rows, Dv)
 
 @group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;

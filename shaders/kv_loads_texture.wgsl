@@ -22,9 +22,9 @@
 // 88.2 against 108.4 GFLOP/s, 3 paired rounds.
 //
 // Bindings (group 0):
-//   2 k : texture_2d<f32> rgba32float, window of k (B, Hkv, Lk, D): texel i of the window
+//   2 k : texture_2d<f32> rgba32float, window of k (B, Hkv, kv_rows, D): texel i of the window
 //         at (i % TEXTURE_WIDTH, i / TEXTURE_WIDTH)
-//   3 v : texture_2d<f32>, window of v (B, Hkv, Lk, Dv), laid out alike
+//   3 v : texture_2d<f32>, window of v (B, Hkv, kv_rows, Dv), laid out alike
 
 @group(0) @binding(2) var k: texture_2d<f32>;
 @group(0) @binding(3) var v: texture_2d<f32>;

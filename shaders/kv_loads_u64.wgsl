@@ -23,8 +23,8 @@
 // GPUs keep vec4<f32> loads (not measured there).
 //
 // Bindings (group 0):
-//   2 k : storage read vec2<u64>, window of k (B, Hkv, Lk, D), two floats a word
-//   3 v : storage read vec2<u64>, window of v (B, Hkv, Lk, Dv)
+//   2 k : storage read vec2<u64>, window of k (B, Hkv, kv_rows, D), two floats a word
+//   3 v : storage read vec2<u64>, window of v (B, Hkv, kv_rows, Dv)
 
 @group(0) @binding(2) var<storage, read> k: array<vec2<u64>>;
 @group(0) @binding(3) var<storage, read> v: array<vec2<u64>>;

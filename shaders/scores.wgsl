@@ -3,7 +3,8 @@
 // Bindings (group 0):
 //   0 params : uniform ChunkParams (mirrors src/params.rs field by field)
 //   1 q      : storage read  f32, window of q (B, Hq, Lq, D); index = absolute - q_win
-//   2 k      : storage read  f32, window of k (B, Hkv, Lk, D); index = absolute - k_win
+//   2 k      : storage read  f32, window of k (B, Hkv, kv_rows, D); index = absolute - k_win
+//            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //   3 bias   : storage read  f32, additive mask (broadcast by strides), or a 1-element dummy
 //   4 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a 1-element dummy
 //   5 s      : storage write f32, (n_heads, rows, Lk) scores of this chunk, row-major
@@ -28,6 +29,7 @@ struct ChunkParams {
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
     lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
     m_si: u32, m_sj: u32, tiles_x: u32, tiles_y: u32,
+    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: ChunkParams;
@@ -81,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let qb = (bh * p.lq + p.row0 + min(r0 + 1u, rmax)) * p.d - p.q_win;
     let qc = (bh * p.lq + p.row0 + min(r0 + 2u, rmax)) * p.d - p.q_win;
     let qd = (bh * p.lq + p.row0 + min(r0 + 3u, rmax)) * p.d - p.q_win;
-    let kbase = kvh * p.lk;
+    let kbase = kvh * p.kv_rows;
     let ka = (kbase + min(j0, jmax)) * p.d - p.k_win;
     let kb = (kbase + min(j0 + 8u, jmax)) * p.d - p.k_win;
     let kc = (kbase + min(j0 + 16u, jmax)) * p.d - p.k_win;

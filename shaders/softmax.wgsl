@@ -25,6 +25,7 @@ struct ChunkParams {
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
     lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
     m_si: u32, m_sj: u32, tiles_x: u32, tiles_y: u32,
+    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: ChunkParams;

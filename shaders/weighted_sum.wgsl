@@ -3,7 +3,8 @@
 // Bindings (group 0):
 //   0 params : uniform ChunkParams (mirrors src/params.rs)
 //   1 pw     : storage read  f32, (n_heads, rows, Lk) attention weights of this chunk
-//   2 v      : storage read  f32, window of v (B, Hkv, Lk, Dv); index = absolute - v_win
+//   2 v      : storage read  f32, window of v (B, Hkv, kv_rows, Dv); index = absolute - v_win
+//            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //   3 o      : storage read_write f32, window of out (B, Hq, Lq, Dv); index = absolute - o_win
 //
 // Dispatch: workgroups of 8x8 invocations, each computing 4 rows x 4 columns, so one
@@ -21,6 +22,7 @@ struct ChunkParams {
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
     lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
     m_si: u32, m_sj: u32, tiles_x: u32, tiles_y: u32,
+    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: ChunkParams;
@@ -50,7 +52,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let pb = (hl * p.rows + min(r0 + 1u, rmax)) * p.lk;
     let pc = (hl * p.rows + min(r0 + 2u, rmax)) * p.lk;
     let pd = (hl * p.rows + min(r0 + 3u, rmax)) * p.lk;
-    let vbase = kvh * p.lk * p.dv - p.v_win;
+    let vbase = kvh * p.kv_rows * p.dv - p.v_win;
     let ca = min(c0, cmax);
     let cb = min(c0 + 8u, cmax);
     let cc = min(c0 + 16u, cmax);

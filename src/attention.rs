@@ -71,7 +71,7 @@ where
         validate_problem(dims, opts, Some((q_max, k_max)))?;
         return Ok(empty::host_outputs(&dims, opts, reason));
     }
-    let plan = prepare(ctx, dims, opts, Some((q_max, k_max)), Inputs::Host)?;
+    let plan = prepare(ctx, dims, dims.lk, opts, Some((q_max, k_max)), Inputs::Host)?;
     let qt = GpuTensor::upload_scanned(ctx, "q", &qv, q_max)?;
     let kt = GpuTensor::upload_scanned(ctx, "k", &kv, k_max)?;
     let vt = GpuTensor::upload_scanned(ctx, "v", &vv, v_max)?;
@@ -109,14 +109,75 @@ pub fn attention_gpu(
         validate_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
         return empty::device_outputs(ctx, &dims, opts, reason);
     }
-    let plan = prepare(ctx, dims, opts, q.max_abs.zip(k.max_abs), Inputs::Device)?;
+    let plan = prepare(
+        ctx,
+        dims,
+        dims.lk,
+        opts,
+        q.max_abs.zip(k.max_abs),
+        Inputs::Device,
+    )?;
     execute(ctx, q, k, v, &plan, opts)
+}
+
+/// Attention of q over the first `lk` rows of each kv head of K and V buffers that hold
+/// `kv_rows` rows a head (a [`crate::KvCache`]): the shapes of `k` and `v` give B, Hkv and
+/// the widths, `lk` the keys. q is uploaded first when it is a host array (`Inputs::HostQuery`).
+pub(crate) fn attention_over_rows(
+    ctx: &Context,
+    q: CachedQuery<'_>,
+    (k, v): (&GpuTensor, &GpuTensor),
+    lk: usize,
+    opts: &AttentionOptions<'_>,
+) -> Result<GpuAttentionOutput> {
+    let kv_rows = k.shape.get(2).copied().unwrap_or(0);
+    let with_rows = |shape: &[usize]| {
+        let mut s = shape.to_vec();
+        if let Some(rows) = s.get_mut(2) {
+            *rows = lk;
+        }
+        s
+    };
+    let q_shape = match &q {
+        CachedQuery::Host(a) => a.shape().to_vec(),
+        CachedQuery::Device(t) => t.shape.clone(),
+    };
+    let dims = validate_dims(&q_shape, &with_rows(&k.shape), &with_rows(&v.shape))?;
+    let q_max = match &q {
+        CachedQuery::Host(a) => Some(max_abs_finite("q", a)?),
+        CachedQuery::Device(t) => t.max_abs,
+    };
+    let max_abs = q_max.zip(k.max_abs);
+    if let Some(reason) = empty::reason(&dims) {
+        validate_problem(dims, opts, max_abs)?;
+        return empty::device_outputs(ctx, &dims, opts, reason);
+    }
+    let inputs = match q {
+        CachedQuery::Host(_) => Inputs::HostQuery,
+        CachedQuery::Device(_) => Inputs::Device,
+    };
+    let plan = prepare(ctx, dims, kv_rows, opts, max_abs, inputs)?;
+    match q {
+        CachedQuery::Host(a) => {
+            let qt = GpuTensor::upload_scanned(ctx, "q", &a, q_max.unwrap_or(0.0))?;
+            execute(ctx, &qt, k, v, &plan, opts)
+        }
+        CachedQuery::Device(t) => execute(ctx, t, k, v, &plan, opts),
+    }
+}
+
+/// The query of [`attention_over_rows`]: a host array or a device tensor.
+pub(crate) enum CachedQuery<'a> {
+    Host(ndarray::ArrayViewD<'a, f32>),
+    Device(&'a GpuTensor),
 }
 
 /// Where q, k and v live when a call starts: host arrays are uploaded by the call itself.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Inputs {
     Host,
+    /// q from the host; k and v already on the device (a cache).
+    HostQuery,
     Device,
 }
 
@@ -157,7 +218,7 @@ pub fn memory_estimate(
         validate_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
-    let plan = plan_call(ctx, dims, opts, None)?;
+    let plan = plan_call(ctx, dims, dims.lk, opts, None)?;
     let info = PlanInfo {
         path: plan.path.name(),
         reason: plan.reason.clone(),
@@ -171,23 +232,27 @@ pub fn memory_estimate(
 fn prepare(
     ctx: &Context,
     dims: Dims,
+    kv_rows: usize,
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let plan = plan_call(ctx, dims, opts, max_abs)?;
+    let plan = plan_call(ctx, dims, kv_rows, opts, max_abs)?;
     ctx.check_memory(&estimate(&plan, opts.return_weights, inputs))?;
     Ok(plan)
 }
 
-/// Validation, path choice and chunk plan of a call.
+/// Validation, path choice and chunk plan of a call whose K and V hold `kv_rows` rows per kv
+/// head (`dims.lk`, or a cache's capacity).
 fn plan_call(
     ctx: &Context,
     dims: Dims,
+    kv_rows: usize,
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
 ) -> Result<Prepared> {
     let mut problem = validate_problem(dims, opts, max_abs)?;
+    problem.kv_rows = kv_rows;
     check_element_counts(&problem, opts.return_weights)?;
     let (path, mut reason) = choose_path(ctx, &problem, opts)?;
     // The scale was fixed from the caller's D by validation; padding leaves it alone.
@@ -305,18 +370,18 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
         Path::Unfused => unfused::scratch_bytes(&plan.chunks),
         Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks, plan.kv_textures),
         Path::Decode(_) => decode::scratch_bytes(&plan.problem, &plan.chunks),
-    } + widths::copy_bytes(d, &plan.problem.dims);
+    } + widths::copy_bytes(d, &plan.problem.dims, plan.problem.kv_rows);
     // One uniform buffer per dispatch.
     let uniforms = plan.chunks.len() as u64 * plan.dispatches_per_chunk * buffer_bytes(64);
-    let host_inputs = if inputs == Inputs::Host {
-        input_bytes
-    } else {
-        0
+    let host_inputs = match inputs {
+        Inputs::Host => input_bytes,
+        Inputs::HostQuery => buffer_bytes(d.rows() * d.d),
+        Inputs::Device => 0,
     };
-    let readback = if inputs == Inputs::Host {
-        out.max(weights_bytes)
-    } else {
+    let readback = if inputs == Inputs::Device {
         0
+    } else {
+        out.max(weights_bytes)
     };
     MemoryEstimate {
         inputs: host_inputs,
@@ -341,8 +406,9 @@ fn execute(
     let (dims, kd) = (plan.user_dims, problem.dims);
     let mask_bufs = upload_mask(ctx, problem)?;
     // Zero-padded copies for the vec4 paths when D or Dv is not a multiple of 4, and on
-    // every path when one is 0.
-    let kv_rows = dims.b * dims.hkv * dims.lk;
+    // every path when one is 0 (of a cache, every row of its capacity: the copy keeps the
+    // layout the kernels index).
+    let kv_rows = dims.b * dims.hkv * problem.kv_rows;
     let pad = |name: &str, t: &GpuTensor, rows: usize, from: usize, to: usize| {
         (from != to)
             .then(|| widths::repack(ctx, name, &t.buffer, rows, from, to))
@@ -393,8 +459,8 @@ fn check_element_counts(p: &Problem, weights: bool) -> Result<()> {
     let d = &p.dims;
     let sizes = [
         ("q", d.rows() * d.d),
-        ("k", d.b * d.hkv * d.lk * d.d),
-        ("v", d.b * d.hkv * d.lk * d.dv),
+        ("k", d.b * d.hkv * p.kv_rows * d.d),
+        ("v", d.b * d.hkv * p.kv_rows * d.dv),
         ("out", d.rows() * d.dv),
         ("weights", if weights { d.rows() * d.lk } else { 0 }),
     ];

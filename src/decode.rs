@@ -442,7 +442,7 @@ pub(crate) fn run(
                 m_si: strides[2],
                 m_sj: strides[3],
                 n_groups: n_groups as u32,
-                pad0: 0,
+                kv_rows: p.kv_rows as u32,
                 pad1: 0,
             };
             let merge_total = (n_groups * rows * dv4) as u64;

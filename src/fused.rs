@@ -796,6 +796,8 @@ pub(crate) fn run(
                 o_rows: d.lq as u32,
                 unit_heads: unit_heads as u32,
                 splits: 1,
+                kv_rows: p.kv_rows as u32,
+                pad: [0; 3],
             };
             let bind =
                 |params: &FusedParams, o: wgpu::BufferBinding<'_>, l: wgpu::BufferBinding<'_>| {

@@ -54,6 +54,7 @@
 
 mod attention;
 pub mod broadcast;
+mod cache;
 pub mod check;
 mod context;
 pub mod cpu_vectors;
@@ -84,6 +85,7 @@ mod unfused;
 mod widths;
 
 pub use attention::{attention, attention_gpu, memory_estimate, GpuAttentionOutput};
+pub use cache::KvCache;
 pub use check::{compare, Comparison, Tolerance};
 pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
 pub use error::{Error, Result};

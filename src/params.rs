@@ -70,6 +70,10 @@ pub struct ChunkParams {
     pub tiles_x: u32,
     /// Tiles along the second axis.
     pub tiles_y: u32,
+    /// Rows each kv head holds in the K and V buffers (`lk`, or a cache's capacity).
+    pub kv_rows: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad: [u32; 3],
 }
 
 /// Parameters of one chunk for the fused kernels (`fused_subgroup`, `fused_portable`).
@@ -139,6 +143,10 @@ pub struct FusedParams {
     /// key0) / splits rounded up to the key block) and writes its rows s x rows further on
     /// in the partial buffers.
     pub splits: u32,
+    /// Rows each kv head holds in the K and V buffers (`lk`, or a cache's capacity).
+    pub kv_rows: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad: [u32; 3],
 }
 
 /// Parameters of one chunk for `decode_partial.wgsl`. A group is one (batch, kv head) pair
@@ -191,8 +199,8 @@ pub struct DecodeParams {
     pub m_sj: u32,
     /// Groups in the chunk.
     pub n_groups: u32,
-    /// Padding to a multiple of 16 bytes.
-    pub pad0: u32,
+    /// Rows each kv head holds in the K and V buffers (`lk`, or a cache's capacity).
+    pub kv_rows: u32,
     /// Padding to a multiple of 16 bytes.
     pub pad1: u32,
 }

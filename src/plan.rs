@@ -289,11 +289,13 @@ fn try_chunk(
     let out =
         Window::new(first_row * d.dv, end_row * d.dv, budget).map_err(|s| name_err("out", s))?;
     let lse = Window::new(first_row, end_row, budget).map_err(|s| name_err("lse", s))?;
-    let (kv0, kv1) = (kv(bh0), kv(bh_last) + 1);
+    // K and V rows of kv heads kv0 ..= kv_last: each head's first lk of its kv_rows rows.
+    let (kv0, kv_last) = (kv(bh0), kv(bh_last));
+    let kv_end = kv_last * p.kv_rows + d.lk;
     let k =
-        Window::new(kv0 * d.lk * d.d, kv1 * d.lk * d.d, budget).map_err(|s| name_err("k", s))?;
+        Window::new(kv0 * p.kv_rows * d.d, kv_end * d.d, budget).map_err(|s| name_err("k", s))?;
     let v =
-        Window::new(kv0 * d.lk * d.dv, kv1 * d.lk * d.dv, budget).map_err(|s| name_err("v", s))?;
+        Window::new(kv0 * p.kv_rows * d.dv, kv_end * d.dv, budget).map_err(|s| name_err("v", s))?;
     let mask = match &p.mask {
         None => None,
         Some(m) => {

@@ -115,6 +115,10 @@ pub struct Problem {
     pub causal_offset: Option<i64>,
     /// Prepared mask, if any.
     pub mask: Option<MaskData>,
+    /// Rows each kv head holds in the K and V buffers: `dims.lk`, or a cache's capacity
+    /// ([`crate::KvCache`]), whose first `dims.lk` rows per head are the keys. Kernels find
+    /// kv head h's rows at `h * kv_rows`.
+    pub kv_rows: usize,
 }
 
 impl Problem {
@@ -293,6 +297,7 @@ pub fn validate_problem(
         scale,
         causal_offset: opts.causal.offset(dims.lq, dims.lk),
         mask,
+        kv_rows: dims.lk,
     })
 }
 

@@ -106,6 +106,8 @@ fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
         m_sj: strides[3],
         tiles_x: 0,
         tiles_y: 0,
+        kv_rows: p.kv_rows as u32,
+        pad: [0; 3],
     }
 }
 

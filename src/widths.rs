@@ -43,9 +43,10 @@ pub(crate) fn nonzero_dims(d: Dims) -> Dims {
 
 /// The padded tensors a call adds when its kernels run on `run` for the caller's `user`
 /// dimensions (q, k and v copies, and the wide output), as `(name, f32 elements)`; empty
-/// when the widths are the same.
-fn copies(user: &Dims, run: &Dims) -> Vec<(&'static str, usize)> {
-    let kv_rows = user.b * user.hkv * user.lk;
+/// when the widths are the same. `kv_rows` is the rows each kv head holds in K and V
+/// (`user.lk`, or a cache's capacity: the copies keep that layout).
+fn copies(user: &Dims, run: &Dims, kv_rows: usize) -> Vec<(&'static str, usize)> {
+    let kv_rows = user.b * user.hkv * kv_rows;
     let mut out = Vec::new();
     if run.d != user.d {
         out.push(("q", user.rows() * run.d));
@@ -60,8 +61,8 @@ fn copies(user: &Dims, run: &Dims) -> Vec<(&'static str, usize)> {
 
 /// Device bytes of the padded copies (see [`copies`]). The wide output is NaN-filled
 /// through a staging copy like every output, so it counts twice.
-pub(crate) fn copy_bytes(user: &Dims, run: &Dims) -> u64 {
-    copies(user, run)
+pub(crate) fn copy_bytes(user: &Dims, run: &Dims, kv_rows: usize) -> u64 {
+    copies(user, run, kv_rows)
         .iter()
         .map(|&(name, n)| buffer_bytes(n) * if name == "out" { 2 } else { 1 })
         .sum()

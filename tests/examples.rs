@@ -5,6 +5,8 @@ mod common;
 #[path = "../examples/sentence.rs"]
 mod sentence;
 
+// `main` parses the command line; the test calls `run` with the defaults.
+#[allow(dead_code)]
 #[path = "../examples/decode.rs"]
 mod decode;
 
@@ -21,7 +23,7 @@ fn decode_example_runs() {
     if common::ctx().is_none() {
         return;
     }
-    decode::main().expect("decode example");
+    decode::run(8, 2, 64, 300).expect("decode example");
 }
 
 #[path = "../examples/tiny_transformer.rs"]

@@ -1,0 +1,308 @@
+//! [`KvCache`]: keys and values kept on the device and appended to token by token.
+//!
+//! Decoding a sequence attends the newest query rows to every key so far. With host arrays
+//! ([`crate::attention`]) each step uploads the whole cache again; a `KvCache` holds K and
+//! V on the device with room for `capacity` rows per kv head, [`KvCache::append`] uploads
+//! only the new rows, and [`KvCache::attention`] runs any path over the rows appended so
+//! far. The kernels read kv head h's rows from `h × capacity` (the problem's `kv_rows`), so
+//! nothing is copied between steps.
+
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Data, Dimension, Slice};
+
+use crate::attention::{attention_over_rows, lse_to_array, CachedQuery, GpuAttentionOutput};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::memory::{buffer_bytes, MemoryEstimate};
+use crate::options::{AttentionOptions, AttentionOutput};
+use crate::problem::max_abs_finite;
+use crate::tensor::GpuTensor;
+
+/// Keys and values of shape `(B, Hkv, capacity, D)` and `(B, Hkv, capacity, Dv)` on the
+/// device, of which the first [`KvCache::len`] rows of every kv head hold data.
+///
+/// ```
+/// # fn main() -> Result<(), wgpu_attention::Error> {
+/// # let Ok(ctx) = wgpu_attention::Context::new() else { return Ok(()) };
+/// use ndarray::Array4;
+/// use wgpu_attention::{AttentionOptions, Causal, KvCache};
+///
+/// // One sequence, 2 kv heads, room for 64 positions, D = Dv = 16.
+/// let mut cache = KvCache::new(&ctx, 1, 2, 64, 16, 16)?;
+/// cache.append(&ctx, &Array4::<f32>::ones((1, 2, 10, 16)), &Array4::<f32>::ones((1, 2, 10, 16)))?;
+/// // The next token: 4 query heads (grouped-query attention) over the 10 cached positions.
+/// let q = Array4::<f32>::ones((1, 4, 1, 16));
+/// let opts = AttentionOptions::default().causal(Causal::BottomRight);
+/// let out = cache.attention(&ctx, &q, &opts)?;
+/// assert_eq!(out.out.shape(), &[1, 4, 1, 16]);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct KvCache {
+    /// K, all `capacity` rows of every kv head (rows past `len` are zeros or stale data
+    /// from before [`KvCache::truncate`]).
+    k: GpuTensor,
+    /// V, laid out like `k`.
+    v: GpuTensor,
+    /// Sequences (B).
+    batch: usize,
+    /// Key/value heads (Hkv).
+    kv_heads: usize,
+    /// Positions each kv head has room for.
+    capacity: usize,
+    /// Key width (D) and value width (Dv).
+    widths: (usize, usize),
+    /// Rows of every kv head that hold data.
+    len: usize,
+}
+
+impl KvCache {
+    /// An empty cache for `batch` sequences of `kv_heads` key/value heads, with room for
+    /// `capacity` positions, keys of width `d` and values of width `dv`. Device memory:
+    /// `4 × batch × kv_heads × capacity × (d + dv)` bytes, refused with
+    /// [`Error::OutOfMemory`] when the device does not have it free.
+    pub fn new(
+        ctx: &Context,
+        batch: usize,
+        kv_heads: usize,
+        capacity: usize,
+        d: usize,
+        dv: usize,
+    ) -> Result<Self> {
+        for (name, n) in [
+            ("batch", batch),
+            ("kv_heads", kv_heads),
+            ("capacity", capacity),
+            ("d", d),
+            ("dv", dv),
+        ] {
+            if n == 0 {
+                return Err(Error::InvalidOption {
+                    name: "KvCache::new",
+                    reason: format!("{name} must be at least 1"),
+                });
+            }
+        }
+        let elements = |width: usize| {
+            batch
+                .checked_mul(kv_heads)
+                .and_then(|n| n.checked_mul(capacity))
+                .and_then(|n| n.checked_mul(width))
+                .filter(|&n| n <= u32::MAX as usize)
+                .ok_or_else(|| {
+                    Error::too_large(format_args!(
+                        "a cache of {batch} x {kv_heads} x {capacity} x {width} elements; kernels index with u32, so at most {}",
+                        u32::MAX
+                    ))
+                })
+        };
+        let (k_len, v_len) = (elements(d)?, elements(dv)?);
+        ctx.check_memory(&MemoryEstimate {
+            scratch: buffer_bytes(k_len) + buffer_bytes(v_len),
+            ..MemoryEstimate::default()
+        })?;
+        let tensor = |label, len: usize, width| -> Result<GpuTensor> {
+            Ok(GpuTensor {
+                buffer: ctx.scratch_buffer(label, len as u64 * 4)?,
+                shape: vec![batch, kv_heads, capacity, width],
+                max_abs: Some(0.0),
+            })
+        };
+        Ok(KvCache {
+            k: tensor("kv cache k", k_len, d)?,
+            v: tensor("kv cache v", v_len, dv)?,
+            batch,
+            kv_heads,
+            capacity,
+            widths: (d, dv),
+            len: 0,
+        })
+    }
+
+    /// Appends `n` positions to every sequence and kv head: `k` of shape `(B, Hkv, n, D)`
+    /// and `v` of shape `(B, Hkv, n, Dv)`, as the cache was made. Uploads only these rows.
+    /// Refused, leaving the cache as it was, when a shape differs, a value is not finite,
+    /// or the rows do not fit the capacity.
+    pub fn append<Sk, Sv, D>(
+        &mut self,
+        ctx: &Context,
+        k: &ArrayBase<Sk, D>,
+        v: &ArrayBase<Sv, D>,
+    ) -> Result<()>
+    where
+        Sk: Data<Elem = f32>,
+        Sv: Data<Elem = f32>,
+        D: Dimension,
+    {
+        let (kv, vv) = (k.view().into_dyn(), v.view().into_dyn());
+        let n = self.check_rows("k", kv.shape(), self.widths.0)?;
+        let n_v = self.check_rows("v", vv.shape(), self.widths.1)?;
+        if n_v != n {
+            return Err(Error::mismatch(format_args!(
+                "k appends {n} positions and v {n_v}; they must agree"
+            )));
+        }
+        let free = self.capacity - self.len;
+        if n > free {
+            return Err(Error::too_large(format_args!(
+                "appending {n} positions to a cache holding {} of {}: {free} fit; make the cache with a larger capacity",
+                self.len, self.capacity
+            )));
+        }
+        let k_max = max_abs_finite("k", &kv)?;
+        max_abs_finite("v", &vv)?;
+        let heads = self.batch * self.kv_heads;
+        let at = (self.capacity, self.len);
+        write_rows(ctx, &self.k, &kv, (heads, self.widths.0), at)?;
+        write_rows(ctx, &self.v, &vv, (heads, self.widths.1), at)?;
+        self.len += n;
+        self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
+        Ok(())
+    }
+
+    /// The rows appended per kv head (the key length of the next attention call).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no row has been appended (or all were dropped).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Positions the cache has room for.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Drops every position past the first `len` (no effect when `len` is not below
+    /// [`KvCache::len`]); appends then continue from there. Nothing is written on the device.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Drops every position.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The cached keys and values, `(B, Hkv, len, D)` and `(B, Hkv, len, Dv)`, read back from
+    /// the device.
+    pub fn to_arrays(&self, ctx: &Context) -> Result<(ArrayD<f32>, ArrayD<f32>)> {
+        let rows = |t: &GpuTensor| -> Result<ArrayD<f32>> {
+            let all = t.to_array(ctx)?;
+            Ok(all.slice_axis(Axis(2), Slice::from(0..self.len)).to_owned())
+        };
+        Ok((rows(&self.k)?, rows(&self.v)?))
+    }
+
+    /// Attention of `q`, of shape `(B, Hq, Lq, D)` with Hq a multiple of the cache's kv
+    /// heads, over the cached positions, as [`crate::attention`] would compute it with the
+    /// cached K and V as arrays of length [`KvCache::len`]: every option, path and causal
+    /// alignment applies (`Causal::BottomRight` puts the last query row at the last cached
+    /// position). Only q is uploaded.
+    pub fn attention<S, D>(
+        &self,
+        ctx: &Context,
+        q: &ArrayBase<S, D>,
+        opts: &AttentionOptions<'_>,
+    ) -> Result<AttentionOutput>
+    where
+        S: Data<Elem = f32>,
+        D: Dimension,
+    {
+        let q = q.view().into_dyn();
+        self.check_query(q.shape())?;
+        let r = attention_over_rows(
+            ctx,
+            CachedQuery::Host(q),
+            (&self.k, &self.v),
+            self.len,
+            opts,
+        )?;
+        Ok(AttentionOutput {
+            out: r.out.to_array(ctx)?,
+            lse: r.lse.map(|t| lse_to_array(ctx, &t)).transpose()?,
+            weights: r.weights.map(|t| t.to_array(ctx)).transpose()?,
+            plan: r.plan,
+        })
+    }
+
+    /// [`KvCache::attention`] with q already on the device; the outputs stay there.
+    pub fn attention_gpu(
+        &self,
+        ctx: &Context,
+        q: &GpuTensor,
+        opts: &AttentionOptions<'_>,
+    ) -> Result<GpuAttentionOutput> {
+        self.check_query(&q.shape)?;
+        attention_over_rows(
+            ctx,
+            CachedQuery::Device(q),
+            (&self.k, &self.v),
+            self.len,
+            opts,
+        )
+    }
+
+    /// q must be rank 4 with the cache's batch; the rest (heads, width) is checked with
+    /// the problem.
+    fn check_query(&self, shape: &[usize]) -> Result<()> {
+        match *shape {
+            [b, _, _, _] if b == self.batch => Ok(()),
+            [b, _, _, _] => Err(Error::mismatch(format_args!(
+                "q of shape {shape:?} has batch {b}; the cache holds {} sequences",
+                self.batch
+            ))),
+            _ => Err(Error::Rank {
+                name: "q",
+                got: shape.len(),
+                shape: shape.to_vec(),
+            }),
+        }
+    }
+
+    /// Positions in an appended array of `shape`, which must be `(B, Hkv, n, width)`.
+    fn check_rows(&self, name: &'static str, shape: &[usize], width: usize) -> Result<usize> {
+        let want = [self.batch, self.kv_heads, width];
+        match *shape {
+            [b, h, n, w] if [b, h, w] == want => Ok(n),
+            [_, _, _, _] => Err(Error::mismatch(format_args!(
+                "{name} of shape {shape:?} does not fit the cache: expected ({}, {}, n, {})",
+                want[0], want[1], want[2]
+            ))),
+            _ => Err(Error::Rank {
+                name,
+                got: shape.len(),
+                shape: shape.to_vec(),
+            }),
+        }
+    }
+}
+
+/// Writes `rows`, of shape `(B, Hkv, n, width)` with `heads` = B x Hkv, into `t`, of shape
+/// `(B, Hkv, capacity, width)`, from position `len` of every kv head: one contiguous write
+/// per head.
+fn write_rows(
+    ctx: &Context,
+    t: &GpuTensor,
+    rows: &ArrayViewD<'_, f32>,
+    (heads, width): (usize, usize),
+    (capacity, len): (usize, usize),
+) -> Result<()> {
+    let per_head = rows.len() / heads.max(1);
+    if per_head == 0 {
+        return Ok(());
+    }
+    let data = rows.as_standard_layout();
+    let data = data.as_slice().ok_or_else(|| {
+        Error::mismatch(format_args!("could not make the appended rows contiguous"))
+    })?;
+    ctx.scoped("appending to a KV cache", || {
+        for (head, block) in data.chunks_exact(per_head).enumerate() {
+            let offset = ((head * capacity + len) * width * 4) as u64;
+            ctx.queue()
+                .write_buffer(&t.buffer, offset, bytemuck::cast_slice(block));
+        }
+    })
+}

@@ -1,0 +1,389 @@
+//! `KvCache`: attention over K and V kept on the device with room for more positions than
+//! they hold, against the reference on the same keys as plain arrays, on every path.
+
+mod common;
+
+use common::Rng;
+use ndarray::{concatenate, s, ArrayD, Axis};
+use wgpu_attention::{
+    check, reference, AttentionOptions, Causal, Context, ContextOptions, Error, GpuTensor, KvCache,
+    Mask, PathChoice, Tolerance,
+};
+
+/// Every path a caller can force, with the path name its plan reports (the fused tiers and
+/// both decode forms included, so each kernel reads K and V at the cache's head stride).
+const PATHS: [(PathChoice, &str); 7] = [
+    (PathChoice::Auto, ""),
+    (PathChoice::Unfused, "unfused"),
+    (PathChoice::FusedSubgroup, "fused-subgroup"),
+    (PathChoice::FusedPortable, "fused-portable"),
+    (PathChoice::FusedTiled, "fused-tiled"),
+    (PathChoice::Decode, ""),
+    (PathChoice::DecodeWorkgroup, "decode-workgroup"),
+];
+
+/// A cache holding `k` and `v` (`(B, Hkv, L, width)`) in its first L positions, appended in
+/// three pieces, with junk rows appended and dropped in between so that the positions past
+/// L hold stale values a wrong head stride would read.
+fn filled_cache(
+    ctx: &Context,
+    rng: &mut Rng,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    capacity: usize,
+) -> KvCache {
+    let (b, hkv, len, d, dv) = (
+        k.shape()[0],
+        k.shape()[1],
+        k.shape()[2],
+        k.shape()[3],
+        v.shape()[3],
+    );
+    let mut cache = KvCache::new(ctx, b, hkv, capacity, d, dv).expect("cache");
+    let first = len / 2;
+    cache
+        .append(
+            ctx,
+            &k.slice(s![.., .., ..first, ..]),
+            &v.slice(s![.., .., ..first, ..]),
+        )
+        .expect("append");
+    let junk = capacity - first;
+    cache
+        .append(
+            ctx,
+            &rng.array(&[b, hkv, junk, d], 7.0),
+            &rng.array(&[b, hkv, junk, dv], 7.0),
+        )
+        .expect("junk");
+    assert_eq!(cache.len(), capacity);
+    cache.truncate(first);
+    assert_eq!(cache.len(), first);
+    cache
+        .append(
+            ctx,
+            &k.slice(s![.., .., first..len - 1, ..]),
+            &v.slice(s![.., .., first..len - 1, ..]),
+        )
+        .expect("append");
+    cache
+        .append(
+            ctx,
+            &k.slice(s![.., .., len - 1.., ..]),
+            &v.slice(s![.., .., len - 1.., ..]),
+        )
+        .expect("append");
+    assert_eq!(cache.len(), len);
+    cache
+}
+
+/// Asserts the cache's attention of `q` matches the reference over `k` and `v`, and returns
+/// the path that ran.
+fn assert_cache_parity(
+    ctx: &Context,
+    what: &str,
+    cache: &KvCache,
+    q: &ArrayD<f32>,
+    (k, v): (&ArrayD<f32>, &ArrayD<f32>),
+    opts: &AttentionOptions<'_>,
+) -> Option<&'static str> {
+    let gpu = match cache.attention(ctx, q, opts) {
+        Ok(r) => r,
+        Err(Error::PathUnavailable { .. }) if opts.path != PathChoice::Auto => return None,
+        Err(e) => panic!("{what}: {e}"),
+    };
+    let cpu = reference::attention(q, k, v, opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let c = check::compare(&gpu.out.view(), &cpu.out.view(), Tolerance::F32);
+    assert!(c.passed(), "{what} [{}]: out: {c}", gpu.plan.path);
+    if let (Some(g), Some(e)) = (&gpu.lse, &cpu.lse) {
+        let c = check::compare(&g.view(), &e.view(), Tolerance::F32);
+        assert!(c.passed(), "{what} [{}]: lse: {c}", gpu.plan.path);
+    }
+    if let (Some(g), Some(e)) = (&gpu.weights, &cpu.weights) {
+        let c = check::compare(&g.view(), &e.view(), Tolerance::F32);
+        assert!(c.passed(), "{what} [{}]: weights: {c}", gpu.plan.path);
+    }
+    Some(gpu.plan.path)
+}
+
+#[test]
+fn cache_matches_arrays_on_every_path() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(91);
+    // (B, Hq, Hkv, Lq, len, capacity, D, Dv): GQA, Dv != D, widths that are not multiples
+    // of 4 (padded copies of the whole capacity), lengths that are not block multiples.
+    let shapes = [
+        [1, 8, 2, 1, 300, 512, 64, 64],
+        [2, 4, 2, 7, 77, 100, 16, 24],
+        [1, 3, 1, 16, 130, 131, 5, 7],
+        [1, 4, 4, 33, 65, 200, 32, 32],
+    ];
+    for [b, hq, hkv, lq, len, capacity, d, dv] in shapes {
+        let q = rng.array(&[b, hq, lq, d], 1.0);
+        let k = rng.array(&[b, hkv, len, d], 1.0);
+        let v = rng.array(&[b, hkv, len, dv], 1.0);
+        let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity);
+        let (k_back, v_back) = cache.to_arrays(&ctx).expect("read back");
+        assert_eq!((k_back, v_back), (k.clone(), v.clone()), "to_arrays");
+        let mut ran = Vec::new();
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            for (choice, name) in PATHS {
+                let opts = AttentionOptions::default()
+                    .causal(causal)
+                    .path(choice)
+                    .with_lse();
+                let what = format!(
+                    "{:?} {causal:?} {choice:?}",
+                    [b, hq, hkv, lq, len, capacity, d, dv]
+                );
+                if let Some(path) = assert_cache_parity(&ctx, &what, &cache, &q, (&k, &v), &opts) {
+                    if !name.is_empty() {
+                        assert_eq!(path, name, "{what}");
+                    }
+                    ran.push(path);
+                }
+            }
+        }
+        // Every adapter runs the unfused path, the portable tier and both decode forms.
+        for must in ["unfused", "fused-portable", "decode-workgroup"] {
+            assert!(ran.contains(&must), "{must} did not run: {ran:?}");
+        }
+    }
+}
+
+#[test]
+fn cache_with_masks_weights_and_large_logits() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(92);
+    let (b, hq, hkv, lq, len, capacity, d) = (1, 4, 2, 5, 90, 128, 32);
+    let q = rng.array(&[b, hq, lq, d], 1.0);
+    let k = rng.array(&[b, hkv, len, d], 1.0);
+    let v = rng.array(&[b, hkv, len, d], 1.0);
+    let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity);
+    // A boolean mask that leaves query row 2 of head 1 no key (zeros and an LSE of -inf).
+    let mut allow = rng.bool_array(&[b, hq, lq, len], 0.7);
+    allow.slice_mut(s![0, 1, 2, ..]).fill(false);
+    let bias = rng.array(&[lq, len], 3.0);
+    for (choice, _) in PATHS {
+        for mask in [Mask::Bool(allow.view()), Mask::Additive(bias.view())] {
+            let opts = AttentionOptions::default()
+                .mask(mask)
+                .causal(Causal::BottomRight)
+                .path(choice)
+                .with_lse();
+            assert_cache_parity(
+                &ctx,
+                &format!("mask {choice:?}"),
+                &cache,
+                &q,
+                (&k, &v),
+                &opts,
+            );
+        }
+    }
+    // The weights (unfused path) have the cache's length as their last dimension.
+    let opts = AttentionOptions::default().with_weights();
+    let r = cache.attention(&ctx, &q, &opts).expect("weights");
+    assert_eq!(r.weights.expect("weights").shape(), &[b, hq, lq, len]);
+    assert_cache_parity(&ctx, "weights", &cache, &q, (&k, &v), &opts);
+
+    // Logits of order 1e2 need the conditioned comparison of the array tests; here the
+    // cache result must equal the arrays' own GPU result on the same path.
+    let big_q = q.mapv(|x| x * 30.0);
+    for (choice, _) in PATHS {
+        let opts = AttentionOptions::default().path(choice);
+        let Ok(from_cache) = cache.attention(&ctx, &big_q, &opts) else {
+            continue;
+        };
+        let from_arrays = wgpu_attention::attention(&ctx, &big_q, &k, &v, &opts).expect("arrays");
+        assert_eq!(from_cache.plan.path, from_arrays.plan.path);
+        let c = check::compare(
+            &from_cache.out.view(),
+            &from_arrays.out.view(),
+            Tolerance::F32,
+        );
+        assert!(c.passed(), "large logits {choice:?}: {c}");
+    }
+}
+
+#[test]
+fn cache_split_to_small_bindings() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 1 << 14;
+    limits.min_storage_buffer_offset_alignment = 256;
+    let ctx = Context::with_options(&ContextOptions {
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .expect("small bindings");
+    let mut rng = Rng::new(93);
+    // Each kv head holds 40 of 64 rows of 16 floats: 2.5 KiB of data at a 4 KiB stride, so
+    // a 16 KiB binding takes some heads and the windows start at aligned offsets.
+    let (b, hq, hkv, lq, len, capacity, d) = (2, 8, 4, 3, 40, 64, 16);
+    let q = rng.array(&[b, hq, lq, d], 1.0);
+    let k = rng.array(&[b, hkv, len, d], 1.0);
+    let v = rng.array(&[b, hkv, len, d], 1.0);
+    let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity);
+    for (choice, _) in PATHS {
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(choice)
+            .with_lse();
+        let gpu = cache.attention(&ctx, &q, &opts);
+        if let Ok(r) = &gpu {
+            assert!(r.plan.chunks > 1, "{choice:?}: {} chunk(s)", r.plan.chunks);
+        }
+        assert_cache_parity(
+            &ctx,
+            &format!("small bindings {choice:?}"),
+            &cache,
+            &q,
+            (&k, &v),
+            &opts,
+        );
+    }
+}
+
+#[test]
+fn cache_on_device_query_and_growth_step_by_step() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(94);
+    let (hq, hkv, d) = (4, 2, 16);
+    let mut cache = KvCache::new(&ctx, 1, hkv, 12, d, d).expect("cache");
+    // Nothing cached yet: no key for any row, as with arrays of length 0.
+    let q = rng.array(&[1, hq, 1, d], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .with_lse();
+    let empty = cache.attention(&ctx, &q, &opts).expect("empty cache");
+    assert!(empty.out.iter().all(|&x| x == 0.0));
+    assert!(empty
+        .lse
+        .expect("lse")
+        .iter()
+        .all(|&x| x == f32::NEG_INFINITY));
+    let (mut k_all, mut v_all) = (
+        ArrayD::<f32>::zeros(vec![1, hkv, 0, d]),
+        ArrayD::<f32>::zeros(vec![1, hkv, 0, d]),
+    );
+    for step in 0..12 {
+        let (k_new, v_new) = (
+            rng.array(&[1, hkv, 1, d], 1.0),
+            rng.array(&[1, hkv, 1, d], 1.0),
+        );
+        cache.append(&ctx, &k_new, &v_new).expect("append");
+        k_all = concatenate(Axis(2), &[k_all.view(), k_new.view()]).expect("concat");
+        v_all = concatenate(Axis(2), &[v_all.view(), v_new.view()]).expect("concat");
+        let q = rng.array(&[1, hq, 1, d], 1.0);
+        let host = assert_cache_parity(
+            &ctx,
+            &format!("step {step}"),
+            &cache,
+            &q,
+            (&k_all, &v_all),
+            &opts,
+        );
+        assert!(host.is_some());
+        // q on the device gives the same answer.
+        let qt = GpuTensor::from_array(&ctx, "q", &q).expect("q tensor");
+        let dev = cache.attention_gpu(&ctx, &qt, &opts).expect("device q");
+        let out = dev.out.to_array(&ctx).expect("download");
+        let from_host = cache.attention(&ctx, &q, &opts).expect("host q").out;
+        assert_eq!(out, from_host, "step {step}");
+    }
+    // Full: one more position is refused and the cache keeps what it had.
+    let err = cache
+        .append(
+            &ctx,
+            &rng.array(&[1, hkv, 1, d], 1.0),
+            &rng.array(&[1, hkv, 1, d], 1.0),
+        )
+        .expect_err("over capacity");
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    assert_eq!(cache.len(), 12);
+    cache.clear();
+    assert!(cache.is_empty());
+}
+
+#[test]
+fn cache_refuses_bad_input() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(95);
+    for (args, what) in [
+        ((0, 2, 8, 16, 16), "batch"),
+        ((1, 0, 8, 16, 16), "kv_heads"),
+        ((1, 2, 0, 16, 16), "capacity"),
+        ((1, 2, 8, 0, 16), "d"),
+        ((1, 2, 8, 16, 0), "dv"),
+    ] {
+        let (b, h, c, d, dv) = args;
+        let err = KvCache::new(&ctx, b, h, c, d, dv).expect_err(what);
+        assert!(matches!(err, Error::InvalidOption { .. }), "{what}: {err}");
+        assert!(err.to_string().contains(what), "{err}");
+    }
+    let mut cache = KvCache::new(&ctx, 1, 2, 8, 16, 12).expect("cache");
+    let k = rng.array(&[1, 2, 3, 16], 1.0);
+    let v = rng.array(&[1, 2, 3, 12], 1.0);
+    // Wrong width, wrong heads, wrong rank, positions that disagree, non-finite values.
+    let bad: [(ArrayD<f32>, ArrayD<f32>); 4] = [
+        (rng.array(&[1, 2, 3, 8], 1.0), v.clone()),
+        (k.clone(), rng.array(&[1, 1, 3, 12], 1.0)),
+        (rng.array(&[2, 3, 16], 1.0), v.clone()),
+        (k.clone(), rng.array(&[1, 2, 2, 12], 1.0)),
+    ];
+    for (bk, bv) in &bad {
+        let err = cache.append(&ctx, bk, bv).expect_err("bad shape");
+        assert!(
+            matches!(err, Error::ShapeMismatch { .. } | Error::Rank { .. }),
+            "{:?} {:?}: {err}",
+            bk.shape(),
+            bv.shape()
+        );
+    }
+    let mut nan_k = k.clone();
+    nan_k[[0, 1, 2, 3]] = f32::NAN;
+    let err = cache.append(&ctx, &nan_k, &v).expect_err("NaN");
+    assert!(matches!(err, Error::NonFinite { .. }), "{err}");
+    assert!(
+        cache.is_empty(),
+        "a refused append leaves the cache as it was"
+    );
+    cache.append(&ctx, &k, &v).expect("append");
+    // q must be rank 4 with the cache's batch and a width and head count that fit.
+    for shape in [
+        vec![2, 2, 1, 16],
+        vec![2, 1, 16],
+        vec![1, 3, 1, 16],
+        vec![1, 2, 1, 8],
+    ] {
+        let q = rng.array(&shape, 1.0);
+        let err = cache
+            .attention(&ctx, &q, &AttentionOptions::default())
+            .expect_err("bad q");
+        assert!(
+            matches!(
+                err,
+                Error::ShapeMismatch { .. } | Error::Rank { .. } | Error::HeadGrouping { .. }
+            ),
+            "{shape:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn cache_memory_is_counted_and_refused_when_missing() {
+    let Some(_) = common::ctx() else { return };
+    let ctx = Context::with_options(&ContextOptions {
+        memory_limit: Some(1 << 20),
+        ..Default::default()
+    })
+    .expect("context with a 1 MiB limit");
+    // 2 x 1 x 2 x 1024 x 64 floats = 1 MiB: more than the limit leaves free.
+    let err = KvCache::new(&ctx, 1, 2, 1024, 64, 64).expect_err("too large");
+    assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    let before = ctx.memory_in_use();
+    let cache = KvCache::new(&ctx, 1, 2, 256, 64, 64).expect("256 KiB");
+    assert!(ctx.memory_in_use() >= before + 2 * 2 * 256 * 64 * 4);
+    drop(cache);
+}
