@@ -81,10 +81,13 @@ pub fn run(hq: usize, hkv: usize, d: usize, prompt: usize) -> Result<(), Error> 
     Ok(())
 }
 
-/// `a` with `new` appended along the position axis.
+/// `a` with `new` appended along the position axis (not in standard layout: `attention`
+/// scans and uploads it in memory order).
 fn grow(a: &ArrayD<f32>, new: &ArrayD<f32>) -> Result<ArrayD<f32>, Error> {
-    concatenate(Axis(2), &[a.view(), new.view()]).map_err(|e| Error::InvalidOption {
-        name: "cache",
-        reason: e.to_string(),
-    })
+    let grown =
+        concatenate(Axis(2), &[a.view(), new.view()]).map_err(|e| Error::InvalidOption {
+            name: "cache",
+            reason: e.to_string(),
+        })?;
+    Ok(grown)
 }

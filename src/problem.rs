@@ -229,19 +229,21 @@ pub fn validate_dims(q: &[usize], k: &[usize], v: &[usize]) -> Result<Dims> {
 
 /// Largest |x| of a tensor, or an error naming the first non-finite element.
 pub fn max_abs_finite(name: &'static str, x: &ArrayViewD<'_, f32>) -> Result<f32> {
-    // Contiguous row-major inputs (the usual case): one linear pass, which the compiler
-    // vectorises; the index is worked out only for the error. ndarray's indexed iterator
-    // over dynamic dimensions was most of the host time of a large `bench`.
-    if let Some(values) = x.as_slice() {
-        let mut m = 0.0f32;
-        let mut all_finite = true;
-        for &val in values {
-            all_finite &= val.is_finite();
-            m = m.max(val.abs());
-        }
-        if all_finite {
-            return Ok(m);
-        }
+    // One pass over the values in memory order (any contiguous layout, such as the result
+    // of concatenating along a middle axis), which the compiler vectorises, or in logical
+    // order otherwise; the index is worked out only for the error. ndarray's indexed
+    // iterator over dynamic dimensions was most of the host time of a large `bench`.
+    let (mut m, mut all_finite) = (0.0f32, true);
+    let mut scan = |val: f32| {
+        all_finite &= val.is_finite();
+        m = m.max(val.abs());
+    };
+    match x.as_slice_memory_order() {
+        Some(values) => values.iter().for_each(|&val| scan(val)),
+        None => x.iter().for_each(|&val| scan(val)),
+    }
+    if all_finite {
+        return Ok(m);
     }
     let mut m = 0.0f32;
     for (idx, &val) in x.indexed_iter() {

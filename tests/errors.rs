@@ -154,3 +154,38 @@ fn lost_device_is_reported_and_stays_reported() {
         assert!(matches!(e, Error::Gpu { .. }), "attempt {attempt}: {e}");
     }
 }
+
+#[test]
+fn non_finite_values_are_found_in_any_layout() {
+    // A transposed view (contiguous in memory order, not in logical order) and a strided
+    // view (not contiguous at all) take other scans than standard arrays; the error still
+    // names the logical index, and finite views pass with the right magnitude.
+    let mut base = ArrayD::from_shape_fn(IxDyn(&[4, 6]), |ix| (ix[0] * 6 + ix[1]) as f32 * 0.01);
+    base[[3, 1]] = f32::NAN;
+    let opts = AttentionOptions::default();
+    let transposed = base.t(); // (6, 4): the NaN sits at [1, 3]
+    let e = reference::attention(&transposed, &arr(&[3, 4]), &arr(&[3, 4]), &opts)
+        .expect_err("NaN in a transposed view");
+    assert!(
+        matches!(&e, Error::NonFinite { name: "q", index, .. } if index == &vec![1, 3]),
+        "{e}"
+    );
+    let strided = base.slice(ndarray::s![.., 1..;2]).into_dyn(); // (4, 3): the NaN at [3, 0]
+    let e = reference::attention(&arr(&[2, 3]), &strided, &arr(&[4, 3]), &opts)
+        .expect_err("NaN in a strided view");
+    assert!(
+        matches!(&e, Error::NonFinite { name: "k", index, .. } if index == &vec![3, 0]),
+        "{e}"
+    );
+    base[[3, 1]] = -0.7;
+    let finite = base.t().into_dyn();
+    assert_eq!(
+        wgpu_attention::problem::max_abs_finite("q", &finite).expect("finite"),
+        0.7
+    );
+    let strided = base.slice(ndarray::s![.., 1..;2]).into_dyn();
+    assert_eq!(
+        wgpu_attention::problem::max_abs_finite("k", &strided).expect("finite"),
+        0.7
+    );
+}
