@@ -8,6 +8,8 @@
 //! - [`Context`]: adapter choice and device ([`Context::new`], [`Context::from_device`]).
 //! - [`attention`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
+//! - [`KvCache`]: keys and values on the device for token-by-token decoding; appends upload
+//!   only the new rows, and every path reads the cache in place.
 //! - [`broadcast`]: how q, k and v of different ranks, batches or heads broadcast, as in
 //!   PyTorch.
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
