@@ -130,19 +130,11 @@ pub(crate) fn attention_over_rows(
     lk: usize,
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuAttentionOutput> {
-    let kv_rows = k.shape.get(2).copied().unwrap_or(0);
-    let with_rows = |shape: &[usize]| {
-        let mut s = shape.to_vec();
-        if let Some(rows) = s.get_mut(2) {
-            *rows = lk;
-        }
-        s
-    };
     let q_shape = match &q {
         CachedQuery::Host(a) => a.shape().to_vec(),
         CachedQuery::Device(t) => t.shape.clone(),
     };
-    let dims = validate_dims(&q_shape, &with_rows(&k.shape), &with_rows(&v.shape))?;
+    let (dims, kv_rows) = cached_dims(&q_shape, (k, v), lk)?;
     let q_max = match &q {
         CachedQuery::Host(a) => Some(max_abs_finite("q", a)?),
         CachedQuery::Device(t) => t.max_abs,
@@ -164,6 +156,50 @@ pub(crate) fn attention_over_rows(
         }
         CachedQuery::Device(t) => execute(ctx, t, k, v, &plan, opts),
     }
+}
+
+/// [`memory_estimate`] for [`attention_over_rows`] with a host q of `q_shape`: q and the
+/// outputs, their staging and readback, and the path's scratch (the cache is already held).
+pub(crate) fn estimate_over_rows(
+    ctx: &Context,
+    q_shape: &[usize],
+    (k, v): (&GpuTensor, &GpuTensor),
+    lk: usize,
+    opts: &AttentionOptions<'_>,
+) -> Result<(MemoryEstimate, PlanInfo)> {
+    let (dims, kv_rows) = cached_dims(q_shape, (k, v), lk)?;
+    if let Some(reason) = empty::reason(&dims) {
+        validate_problem(dims, opts, None)?;
+        return Ok((MemoryEstimate::default(), empty::plan(reason)));
+    }
+    let plan = plan_call(ctx, dims, kv_rows, opts, None)?;
+    let info = PlanInfo {
+        path: plan.path.name(),
+        reason: plan.reason.clone(),
+        chunks: plan.chunks.len(),
+    };
+    Ok((
+        estimate(&plan, opts.return_weights, Inputs::HostQuery),
+        info,
+    ))
+}
+
+/// The dimensions of attention over the first `lk` rows per kv head of `k` and `v` (shapes
+/// `(B, Hkv, kv_rows, width)`), validated with q's shape, and their `kv_rows`.
+fn cached_dims(
+    q_shape: &[usize],
+    (k, v): (&GpuTensor, &GpuTensor),
+    lk: usize,
+) -> Result<(Dims, usize)> {
+    let with_rows = |shape: &[usize]| {
+        let mut s = shape.to_vec();
+        if let Some(rows) = s.get_mut(2) {
+            *rows = lk;
+        }
+        s
+    };
+    let dims = validate_dims(q_shape, &with_rows(&k.shape), &with_rows(&v.shape))?;
+    Ok((dims, k.shape.get(2).copied().unwrap_or(lk)))
 }
 
 /// The query of [`attention_over_rows`]: a host array or a device tensor.

@@ -9,11 +9,13 @@
 
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Data, Dimension, Slice};
 
-use crate::attention::{attention_over_rows, lse_to_array, CachedQuery, GpuAttentionOutput};
+use crate::attention::{
+    attention_over_rows, estimate_over_rows, lse_to_array, CachedQuery, GpuAttentionOutput,
+};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::memory::{buffer_bytes, MemoryEstimate};
-use crate::options::{AttentionOptions, AttentionOutput};
+use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::problem::max_abs_finite;
 use crate::tensor::GpuTensor;
 
@@ -226,6 +228,19 @@ impl KvCache {
             weights: r.weights.map(|t| t.to_array(ctx)).transpose()?,
             plan: r.plan,
         })
+    }
+
+    /// The device memory [`KvCache::attention`] would hold at its peak for a host q of
+    /// `q_shape` (beside the cache itself, which [`Context::memory_in_use`] already counts),
+    /// and the path it would take; nothing is allocated. See [`crate::memory_estimate`].
+    pub fn memory_estimate(
+        &self,
+        ctx: &Context,
+        q_shape: &[usize],
+        opts: &AttentionOptions<'_>,
+    ) -> Result<(MemoryEstimate, PlanInfo)> {
+        self.check_query(q_shape)?;
+        estimate_over_rows(ctx, q_shape, (&self.k, &self.v), self.len, opts)
     }
 
     /// [`KvCache::attention`] with q already on the device; the outputs stay there.

@@ -387,3 +387,79 @@ fn cache_memory_is_counted_and_refused_when_missing() {
     assert!(ctx.memory_in_use() >= before + 2 * 2 * 256 * 64 * 4);
     drop(cache);
 }
+
+/// A call on a cache is refused exactly when the device lacks what its estimate says
+/// (q, outputs, scratch, staging and readback; the cache itself is already counted as in
+/// use), and the estimate is what the call holds by wgpu's counters, on each path. The
+/// second shape's widths need padded copies of the whole capacity, freed within the call
+/// (so only the bound is checked there).
+#[test]
+fn cache_calls_fit_exactly_at_their_estimate() {
+    let Some(base) = common::ctx() else { return };
+    let mut rng = Rng::new(96);
+    for (d, dv) in [(32, 16), (30, 18)] {
+        let padded = d % 4 != 0;
+        let (b, hq, hkv, lq, len, capacity) = (1, 4, 2, 70, 300, 400);
+        let q = rng.array(&[b, hq, lq, d], 1.0);
+        let k = rng.array(&[b, hkv, len, d], 1.0);
+        let v = rng.array(&[b, hkv, len, dv], 1.0);
+        for (choice, _) in PATHS {
+            let opts = AttentionOptions::default().path(choice).with_lse();
+            let fresh = |limit: Option<u64>| {
+                let ctx = Context::with_options(&ContextOptions {
+                    memory_limit: limit,
+                    limits: Some(base.limits()),
+                    ..Default::default()
+                })
+                .expect("context");
+                let mut cache = KvCache::new(&ctx, b, hkv, capacity, d, dv).expect("cache");
+                cache.append(&ctx, &k, &v).expect("append");
+                // Uploads wait in wgpu's staging buffers until the next submission: flush
+                // them and let the device free them, so that what is in use stays.
+                ctx.queue().submit([]);
+                ctx.wait().expect("uploads done");
+                (ctx, cache)
+            };
+            let (probe, cache) = fresh(None);
+            let Ok((est, plan)) = cache.memory_estimate(&probe, q.shape(), &opts) else {
+                continue; // a tier this adapter lacks
+            };
+            let what = format!("D {d} Dv {dv} {choice:?} [{}]", plan.path);
+            let need = probe.memory_in_use() + est.total();
+            let (tight, cache_t) = fresh(Some(need));
+            let r = cache_t.attention(&tight, &q, &opts).expect("fits exactly");
+            assert_eq!(r.plan.path, plan.path);
+            let (short, cache_s) = fresh(Some(need - 1));
+            let err = cache_s
+                .attention(&short, &q, &opts)
+                .expect_err("one byte short");
+            assert!(matches!(err, Error::OutOfMemory { .. }), "{what}: {err}");
+            // Only q is uploaded: its part is below what K alone would take.
+            assert!(
+                est.inputs > 0 && est.inputs < (k.len() * 4) as u64,
+                "{what}: {est}"
+            );
+            // With q already on the device a call holds everything but q's upload and the
+            // readback, right after submission.
+            let qt = GpuTensor::from_array(&probe, "q", &q).expect("q");
+            probe.queue().submit([]);
+            probe.wait().expect("upload done");
+            let before = probe.memory_in_use();
+            let r = cache.attention_gpu(&probe, &qt, &opts).expect("device q");
+            let held = probe.memory_in_use().saturating_sub(before);
+            probe.wait().expect("done");
+            assert_eq!(r.plan.path, plan.path);
+            let bound = est.total() - 2 * est.inputs - est.readback;
+            assert!(
+                held <= bound,
+                "{what}: held {held}, estimate {bound} ({est})"
+            );
+            if !padded {
+                assert!(
+                    held as f64 >= 0.9 * bound as f64,
+                    "{what}: held {held}, estimate {bound} ({est})"
+                );
+            }
+        }
+    }
+}
