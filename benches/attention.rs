@@ -1,5 +1,6 @@
 //! Criterion benchmarks: every path over a small shape grid, plus two CPU baselines (the f64
-//! reference and per-head ndarray matmul attention). Each GPU result is checked against the
+//! reference and per-head ndarray matmul attention), and a decode step from host arrays
+//! against the same step from a `KvCache`. Each GPU result is checked against the
 //! reference before it is timed. Run: `cargo bench` (needs a GPU adapter; lavapipe works).
 //! The grid mixes prefill and decode shapes, so it runs at the vector width lavapipe is
 //! given (`LP_NATIVE_VECTOR_WIDTH`, default 256 bits), unlike `wgpu-attention bench`, which
@@ -9,7 +10,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use wgpu_attention::perf::{cpu_matmul_attention, forward_flops};
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    attention_gpu, reference, AttentionOptions, Causal, Context, GpuTensor, PathChoice, Tolerance,
+    attention, attention_gpu, reference, AttentionOptions, Causal, Context, GpuTensor, KvCache,
+    PathChoice, Tolerance,
 };
 
 /// Every forceable kernel path. Each is labelled with the path that ran (forced decode runs
@@ -96,6 +98,43 @@ fn bench(c: &mut Criterion) {
             );
         }
     }
+    group.finish();
+    decode_step(c, &ctx);
+}
+
+/// One decode step over a 2 048-position cache (B1 Hq32 Hkv8 D128, bottom-right causal),
+/// from host arrays (`attention`: K and V uploaded with every call) and from a `KvCache`
+/// (only q uploaded), both with the readback, each checked against the reference first.
+fn decode_step(c: &mut Criterion, ctx: &Context) {
+    let (hq, hkv, lk, d) = (32, 8, 2048, 128);
+    let mut rng = Rng::new(4);
+    let q = rng.array(&[1, hq, 1, d], 1.0);
+    let k = rng.array(&[1, hkv, lk, d], 1.0);
+    let v = rng.array(&[1, hkv, lk, d], 1.0);
+    let opts = AttentionOptions::default().causal(Causal::BottomRight);
+    let expected = reference::attention(&q, &k, &v, &opts).expect("reference");
+    let mut cache = KvCache::new(ctx, 1, hkv, lk + 64, d, d).expect("cache");
+    cache.append(ctx, &k, &v).expect("append");
+    let check = |out: &ndarray::ArrayD<f32>, name: &str| {
+        let cmp = wgpu_attention::compare(&out.view(), &expected.out.view(), Tolerance::F32);
+        assert!(cmp.passed(), "{name}: {cmp}");
+    };
+    check(
+        &attention(ctx, &q, &k, &v, &opts).expect("arrays").out,
+        "host arrays",
+    );
+    check(
+        &cache.attention(ctx, &q, &opts).expect("cache").out,
+        "cache",
+    );
+    let mut group = c.benchmark_group("decode step B1 Hq32 Hkv8 Lk2048 D128");
+    group.sample_size(10);
+    group.bench_function("host arrays", |bench| {
+        bench.iter(|| attention(ctx, &q, &k, &v, &opts).expect("arrays"))
+    });
+    group.bench_function("kv cache", |bench| {
+        bench.iter(|| cache.attention(ctx, &q, &opts).expect("cache"))
+    });
     group.finish();
 }
 
