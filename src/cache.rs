@@ -56,6 +56,8 @@ pub struct KvCache {
     widths: (usize, usize),
     /// Rows of every kv head that hold data.
     len: usize,
+    /// The context whose device holds the buffers: calls with another context are refused.
+    owner: Context,
 }
 
 impl KvCache {
@@ -118,6 +120,7 @@ impl KvCache {
             capacity,
             widths: (d, dv),
             len: 0,
+            owner: ctx.clone(),
         })
     }
 
@@ -136,6 +139,7 @@ impl KvCache {
         Sv: Data<Elem = f32>,
         D: Dimension,
     {
+        self.check_device(ctx)?;
         let (kv, vv) = (k.view().into_dyn(), v.view().into_dyn());
         let n = self.check_rows("k", kv.shape(), self.widths.0)?;
         let n_v = self.check_rows("v", vv.shape(), self.widths.1)?;
@@ -191,6 +195,7 @@ impl KvCache {
     /// The cached keys and values, `(B, Hkv, len, D)` and `(B, Hkv, len, Dv)`, read back from
     /// the device.
     pub fn to_arrays(&self, ctx: &Context) -> Result<(ArrayD<f32>, ArrayD<f32>)> {
+        self.check_device(ctx)?;
         let rows = |t: &GpuTensor| -> Result<ArrayD<f32>> {
             let all = t.to_array(ctx)?;
             Ok(all.slice_axis(Axis(2), Slice::from(0..self.len)).to_owned())
@@ -213,6 +218,7 @@ impl KvCache {
         S: Data<Elem = f32>,
         D: Dimension,
     {
+        self.check_device(ctx)?;
         let q = q.view().into_dyn();
         self.check_query(q.shape())?;
         let r = attention_over_rows(
@@ -239,6 +245,7 @@ impl KvCache {
         q_shape: &[usize],
         opts: &AttentionOptions<'_>,
     ) -> Result<(MemoryEstimate, PlanInfo)> {
+        self.check_device(ctx)?;
         self.check_query(q_shape)?;
         estimate_over_rows(ctx, q_shape, (&self.k, &self.v), self.len, opts)
     }
@@ -250,6 +257,7 @@ impl KvCache {
         q: &GpuTensor,
         opts: &AttentionOptions<'_>,
     ) -> Result<GpuAttentionOutput> {
+        self.check_device(ctx)?;
         self.check_query(&q.shape)?;
         attention_over_rows(
             ctx,
@@ -258,6 +266,18 @@ impl KvCache {
             self.len,
             opts,
         )
+    }
+
+    /// The cache's buffers live on the device of the context that made it.
+    fn check_device(&self, ctx: &Context) -> Result<()> {
+        if ctx.same_as(&self.owner) {
+            Ok(())
+        } else {
+            Err(Error::InvalidOption {
+                name: "ctx",
+                reason: "the cache was made on another context's device; use that context".into(),
+            })
+        }
     }
 
     /// q must be rank 4 with the cache's batch; the rest (heads, width) is checked with

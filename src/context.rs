@@ -202,6 +202,12 @@ impl Context {
         }
     }
 
+    /// Whether `other` is this context or a clone of it (the same device and queue; two
+    /// contexts made separately are different, even on one adapter).
+    pub(crate) fn same_as(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The wgpu device.
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device

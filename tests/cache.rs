@@ -350,6 +350,22 @@ fn cache_refuses_bad_input() {
         "a refused append leaves the cache as it was"
     );
     cache.append(&ctx, &k, &v).expect("append");
+    // Another context has its own device, which does not hold the cache's buffers.
+    let other = Context::new().expect("a second context");
+    let q = rng.array(&[1, 2, 1, 16], 1.0);
+    let err = cache
+        .attention(&other, &q, &AttentionOptions::default())
+        .expect_err("another device");
+    assert!(
+        matches!(err, Error::InvalidOption { name: "ctx", .. }),
+        "{err}"
+    );
+    let err = cache.append(&other, &k, &v).expect_err("another device");
+    assert!(
+        matches!(err, Error::InvalidOption { name: "ctx", .. }),
+        "{err}"
+    );
+    assert_eq!(cache.len(), 3);
     // q must be rank 4 with the cache's batch and a width and head count that fit.
     for shape in [
         vec![2, 2, 1, 16],
