@@ -148,13 +148,7 @@ impl KvCache {
                 "k appends {n} positions and v {n_v}; they must agree"
             )));
         }
-        let free = self.capacity - self.len;
-        if n > free {
-            return Err(Error::too_large(format_args!(
-                "appending {n} positions to a cache holding {} of {}: {free} fit; make the cache with a larger capacity",
-                self.len, self.capacity
-            )));
-        }
+        self.check_room(n)?;
         let k_max = max_abs_finite("k", &kv)?;
         max_abs_finite("v", &vv)?;
         let heads = self.batch * self.kv_heads;
@@ -163,6 +157,66 @@ impl KvCache {
         write_rows(ctx, &self.v, &vv, (heads, self.widths.1), at)?;
         self.len += n;
         self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
+        Ok(())
+    }
+
+    /// [`KvCache::append`] from tensors already on the device (say, K and V projected by a
+    /// kernel), copied on the device: one copy per kv head. Values computed on the device
+    /// were not scanned, so from then on the cache's calls skip the proof that scores stay
+    /// below 1e30, as [`crate::attention_gpu`] does for such tensors.
+    pub fn append_gpu(&mut self, ctx: &Context, k: &GpuTensor, v: &GpuTensor) -> Result<()> {
+        self.check_device(ctx)?;
+        let n = self.check_rows("k", &k.shape, self.widths.0)?;
+        let n_v = self.check_rows("v", &v.shape, self.widths.1)?;
+        if n_v != n {
+            return Err(Error::mismatch(format_args!(
+                "k appends {n} positions and v {n_v}; they must agree"
+            )));
+        }
+        self.check_room(n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let heads = self.batch * self.kv_heads;
+        let (capacity, len) = (self.capacity, self.len);
+        ctx.scoped("appending to a KV cache", || {
+            let mut encoder =
+                ctx.device()
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("kv cache append"),
+                    });
+            for (src, dst, width) in [(k, &self.k, self.widths.0), (v, &self.v, self.widths.1)] {
+                let row_bytes = (width * 4) as u64;
+                for head in 0..heads {
+                    encoder.copy_buffer_to_buffer(
+                        &src.buffer,
+                        (head * n) as u64 * row_bytes,
+                        &dst.buffer,
+                        (head * capacity + len) as u64 * row_bytes,
+                        n as u64 * row_bytes,
+                    );
+                }
+            }
+            encoder
+        })
+        .and_then(|encoder| ctx.submit(encoder))?;
+        self.len += n;
+        self.k.max_abs = match (self.k.max_abs, k.max_abs) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// Refuses `n` more positions when they do not fit.
+    fn check_room(&self, n: usize) -> Result<()> {
+        let free = self.capacity - self.len;
+        if n > free {
+            return Err(Error::too_large(format_args!(
+                "appending {n} positions to a cache holding {} of {}: {free} fit; make the cache with a larger capacity",
+                self.len, self.capacity
+            )));
+        }
         Ok(())
     }
 
@@ -187,9 +241,10 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
-    /// Drops every position.
+    /// Drops every position (and what the cache knew of their magnitudes).
     pub fn clear(&mut self) {
         self.len = 0;
+        self.k.max_abs = Some(0.0);
     }
 
     /// The cached keys and values, `(B, Hkv, len, D)` and `(B, Hkv, len, Dv)`, read back from

@@ -479,3 +479,53 @@ fn cache_calls_fit_exactly_at_their_estimate() {
         }
     }
 }
+
+#[test]
+fn device_tensors_append_like_host_arrays() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(97);
+    let (b, hq, hkv, d, dv) = (2, 6, 3, 20, 12);
+    let mut host = KvCache::new(&ctx, b, hkv, 50, d, dv).expect("cache");
+    let mut device = KvCache::new(&ctx, b, hkv, 50, d, dv).expect("cache");
+    let (mut k_all, mut v_all) = (
+        ArrayD::<f32>::zeros(vec![b, hkv, 0, d]),
+        ArrayD::<f32>::zeros(vec![b, hkv, 0, dv]),
+    );
+    for n in [7, 1, 0, 13] {
+        let (k, v) = (
+            rng.array(&[b, hkv, n, d], 1.0),
+            rng.array(&[b, hkv, n, dv], 1.0),
+        );
+        host.append(&ctx, &k, &v).expect("host append");
+        let (kt, vt) = (
+            GpuTensor::from_array(&ctx, "k", &k).expect("k"),
+            GpuTensor::from_array(&ctx, "v", &v).expect("v"),
+        );
+        device.append_gpu(&ctx, &kt, &vt).expect("device append");
+        k_all = concatenate(Axis(2), &[k_all.view(), k.view()]).expect("concat");
+        v_all = concatenate(Axis(2), &[v_all.view(), v.view()]).expect("concat");
+    }
+    assert_eq!(device.len(), 21);
+    assert_eq!(
+        device.to_arrays(&ctx).expect("read"),
+        (k_all.clone(), v_all.clone())
+    );
+    let q = rng.array(&[b, hq, 4, d], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .with_lse();
+    assert_cache_parity(&ctx, "device appends", &device, &q, (&k_all, &v_all), &opts);
+    let from_host = host.attention(&ctx, &q, &opts).expect("host");
+    let from_device = device.attention(&ctx, &q, &opts).expect("device");
+    assert_eq!(from_host.out, from_device.out);
+    // Shapes are checked as for host arrays, and a refused append changes nothing.
+    let wrong = GpuTensor::from_array(&ctx, "k", &rng.array(&[b, hkv, 2, d + 4], 1.0)).expect("k");
+    let v2 = GpuTensor::from_array(&ctx, "v", &rng.array(&[b, hkv, 2, dv], 1.0)).expect("v");
+    let err = device.append_gpu(&ctx, &wrong, &v2).expect_err("width");
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{err}");
+    let big = GpuTensor::from_array(&ctx, "k", &rng.array(&[b, hkv, 30, d], 1.0)).expect("k");
+    let big_v = GpuTensor::from_array(&ctx, "v", &rng.array(&[b, hkv, 30, dv], 1.0)).expect("v");
+    let err = device.append_gpu(&ctx, &big, &big_v).expect_err("capacity");
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    assert_eq!(device.to_arrays(&ctx).expect("read"), (k_all, v_all));
+}
