@@ -230,6 +230,16 @@ impl KvCache {
         self.len == 0
     }
 
+    /// `(B, Hkv, capacity, D)`: the shape of its keys.
+    pub fn shape(&self) -> [usize; 4] {
+        [self.batch, self.kv_heads, self.capacity, self.widths.0]
+    }
+
+    /// Dv, the width of its values.
+    pub fn value_width(&self) -> usize {
+        self.widths.1
+    }
+
     /// Positions the cache has room for.
     pub fn capacity(&self) -> usize {
         self.capacity

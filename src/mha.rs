@@ -7,6 +7,7 @@ use std::path::Path;
 use ndarray::{Array1, Array2, ArrayD, ArrayView2, Ix2, IxDyn};
 
 use crate::attention::attention_gpu;
+use crate::cache::KvCache;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, PipelineKey};
@@ -185,9 +186,15 @@ pub struct MultiHeadAttention {
 
 /// cos/sin of position l for pair i, (L, HD/2) as interleaved pairs, in f64 then rounded.
 pub fn rope_table(l: usize, hd: usize, base: f64) -> Vec<f32> {
+    rope_table_at(0, l, hd, base)
+}
+
+/// [`rope_table`] for positions `first .. first + l` (row r is position `first + r`): the
+/// new tokens of [`MultiHeadAttention::forward_cached`].
+pub fn rope_table_at(first: usize, l: usize, hd: usize, base: f64) -> Vec<f32> {
     let half = hd / 2;
     let mut t = Vec::with_capacity(l * half * 2);
-    for pos in 0..l {
+    for pos in first..first + l {
         for i in 0..half {
             let angle = pos as f64 * base.powf(-2.0 * i as f64 / hd as f64);
             t.push(angle.cos() as f32);
@@ -229,16 +236,7 @@ impl MultiHeadAttention {
 
     /// The layer on `x` of shape (L, d_model) or (B, L, d_model); returns the same shape.
     pub fn forward(&self, x: &ndarray::ArrayViewD<'_, f32>) -> Result<ArrayD<f32>> {
-        let (b, l) = match x.shape() {
-            [l, d] if *d == self.d_model => (1, *l),
-            [b, l, d] if *d == self.d_model => (*b, *l),
-            other => {
-                return Err(Error::mismatch(format_args!(
-                    "x is {other:?}; expected (L, {0}) or (B, L, {0})",
-                    self.d_model
-                )))
-            }
-        };
+        let (b, l) = self.tokens(x.shape())?;
         if b == 0 || l == 0 {
             // No tokens: an empty output of x's shape, as attention gives for no query rows.
             return Ok(ArrayD::zeros(x.shape()));
@@ -277,6 +275,92 @@ impl MultiHeadAttention {
         }
         let host = GpuTensor { shape, ..out }.to_array(&self.ctx)?;
         Ok(host)
+    }
+
+    /// (B, L) of an input of shape (L, d_model) or (B, L, d_model).
+    fn tokens(&self, shape: &[usize]) -> Result<(usize, usize)> {
+        match *shape {
+            [l, d] if d == self.d_model => Ok((1, l)),
+            [b, l, d] if d == self.d_model => Ok((b, l)),
+            _ => Err(Error::mismatch(format_args!(
+                "x is {shape:?}; expected (L, {0}) or (B, L, {0})",
+                self.d_model
+            ))),
+        }
+    }
+
+    /// A [`KvCache`] for [`MultiHeadAttention::forward_cached`]: `batch` sequences of this
+    /// layer's kv heads and head width, with room for `capacity` positions.
+    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        KvCache::new(
+            &self.ctx,
+            batch,
+            self.cfg.n_kv_heads,
+            capacity,
+            self.hd,
+            self.hd,
+        )
+    }
+
+    /// The layer on the next tokens of sequences whose earlier tokens went through `cache`
+    /// (from [`MultiHeadAttention::new_cache`]): `x` of shape (L, d_model) or (B, L, d_model)
+    /// holds L new tokens a sequence. Their keys and values are projected, rotated to their
+    /// positions (`cache.len()` onwards) and appended to the cache on the device; their
+    /// queries attend to every cached position. With a causal rule each new token sees the
+    /// cached positions and the new ones up to itself (bottom-right alignment, whatever the
+    /// layer's alignment: the new tokens are the last ones); without one, all of them.
+    /// Feeding a sequence in pieces gives the rows of [`MultiHeadAttention::forward`] on the
+    /// whole sequence with a causal rule.
+    pub fn forward_cached(
+        &self,
+        x: &ndarray::ArrayViewD<'_, f32>,
+        cache: &mut KvCache,
+    ) -> Result<ArrayD<f32>> {
+        let (b, l) = self.tokens(x.shape())?;
+        let (hq, hkv, hd) = (self.cfg.n_heads, self.cfg.n_kv_heads, self.hd);
+        if cache.shape() != [b, hkv, cache.capacity(), hd] || cache.value_width() != hd {
+            return Err(Error::mismatch(format_args!(
+                "the cache holds {:?} (value width {}); this layer needs ({b}, {hkv}, capacity, {hd}) for x of shape {:?}",
+                cache.shape(),
+                cache.value_width(),
+                x.shape()
+            )));
+        }
+        if b == 0 || l == 0 {
+            return Ok(ArrayD::zeros(x.shape()));
+        }
+        let m = b * l;
+        let first = cache.len();
+        let xt = GpuTensor::from_array(&self.ctx, "x", x)?;
+        let q = self.project(&xt, 0, m, false, Some((l, hq, hd)))?;
+        let k = self.project(&xt, 1, m, false, Some((l, hkv, hd)))?;
+        let v = self.project(&xt, 2, m, false, Some((l, hkv, hd)))?;
+        if let Some(rope) = self.cfg.rope {
+            let table = self
+                .ctx
+                .upload("rope table", &rope_table_at(first, l, hd, rope.base))?;
+            self.rotate(&q.buffer, &table, b * hq * l, l, rope.style)?;
+            self.rotate(&k.buffer, &table, b * hkv * l, l, rope.style)?;
+        }
+        let shaped = |t: GpuTensor, h| GpuTensor {
+            shape: vec![b, h, l, hd],
+            ..t
+        };
+        cache.append_gpu(&self.ctx, &shaped(k, hkv), &shaped(v, hkv))?;
+        let causal = match self.cfg.causal {
+            Causal::None => Causal::None,
+            Causal::TopLeft | Causal::BottomRight => Causal::BottomRight,
+        };
+        let opts = AttentionOptions::default()
+            .causal(causal)
+            .path(self.cfg.path);
+        let attn = cache.attention_gpu(&self.ctx, &shaped(q, hq), &opts)?;
+        let out = self.project(&attn.out, 3, m, true, Some((l, hq, hd)))?;
+        GpuTensor {
+            shape: x.shape().to_vec(),
+            ..out
+        }
+        .to_array(&self.ctx)
     }
 
     /// `x W_i + b_i` with the matmul kernel. `split_in`: x is in head-split layout (the

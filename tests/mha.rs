@@ -175,3 +175,65 @@ fn projections_stop_at_the_loop_limit() {
     let e = layer.forward(&x.view()).expect_err("past the loop limit");
     assert!(e.to_string().contains("llvmpipe"), "{e}");
 }
+
+/// A sequence fed in pieces through `forward_cached` (a prompt, then one token at a time,
+/// then a few at once) gives the rows of the reference on the whole sequence with a causal
+/// rule: the cache holds the rotated keys at their positions, and each piece sees what came
+/// before it. Without a causal rule every piece sees the cache and all of itself.
+#[test]
+fn cached_forward_matches_the_whole_sequence() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(72);
+    let (d_model, hq, hkv, hd) = (48, 8, 2, 16);
+    let w = weights(&mut rng, d_model, hq, hkv, hd, true);
+    let rope = Some(Rope {
+        style: RopeStyle::HalfSplit,
+        base: 10000.0,
+    });
+    for (causal, path) in [
+        (Causal::TopLeft, PathChoice::Auto),
+        (Causal::BottomRight, PathChoice::Decode),
+        (Causal::TopLeft, PathChoice::Unfused),
+        (Causal::None, PathChoice::Auto),
+    ] {
+        let cfg = MhaConfig {
+            n_heads: hq,
+            n_kv_heads: hkv,
+            rope,
+            causal,
+            path,
+        };
+        let layer = MultiHeadAttention::new(&ctx, &w, cfg).expect("layer");
+        let (b, total) = (2, 23);
+        let x = rng.array(&[b, total, d_model], 1.0);
+        let mut cache = layer.new_cache(b, 32).expect("cache");
+        let pieces = [(0, 12), (12, 13), (13, 14), (14, 15), (15, 23)];
+        for (from, to) in pieces {
+            let piece = x.slice(ndarray::s![.., from..to, ..]).into_dyn();
+            let got = layer
+                .forward_cached(&piece, &mut cache)
+                .expect("cached forward");
+            assert_eq!(cache.len(), to);
+            // The reference on the tokens so far; its last rows are this piece's.
+            let seen = x.slice(ndarray::s![.., ..to, ..]).into_dyn();
+            let mut ref_cfg = cfg;
+            if causal == Causal::None {
+                // Each piece saw every token up to its own end.
+                ref_cfg.causal = Causal::None;
+            }
+            let want = mha_reference(&w, &ref_cfg, &seen).expect("reference");
+            let want = want.slice(ndarray::s![.., from..to, ..]).into_dyn();
+            let c = wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32);
+            assert!(c.passed(), "{causal:?} {path:?} tokens {from}..{to}: {c}");
+        }
+        // A cache of the wrong shape is refused.
+        let mut wrong = layer.new_cache(1, 32).expect("cache");
+        let err = layer
+            .forward_cached(&x.view(), &mut wrong)
+            .expect_err("batch 2 against a cache of 1");
+        assert!(
+            matches!(err, wgpu_attention::Error::ShapeMismatch { .. }),
+            "{err}"
+        );
+    }
+}
