@@ -1,7 +1,9 @@
 //! The tutorials' tiny transformer (`../shared/seeds/`): 3 layers of d = 16 over 5 tokens,
 //! each layer `x + attention(x)` (one causal head) then `x + FFN(x)` (d -> 4d -> d, ReLU).
 //! Attention runs on the GPU through `MultiHeadAttention`; the same forward pass is also run
-//! all on the CPU, and the two are compared.
+//! all on the CPU, and the two are compared. Then the tokens go through again one at a
+//! time, as a generator would feed them, each layer keeping its keys and values in a
+//! `KvCache` (`forward_cached`): every token's output must equal its row of the full pass.
 //!
 //! The tutorial defines W_O but never applies it, so W_O is the identity here; its weights
 //! are drawn from N(0, 0.1) like the tutorial's, with our seeded generator.
@@ -72,9 +74,12 @@ pub fn main() -> Result<(), Error> {
     };
     let tokens = matrix(&mut rng, n_tokens, d, 1.0)?;
 
+    let modules = layers
+        .iter()
+        .map(|layer| MultiHeadAttention::new(&ctx, &layer.attn, cfg))
+        .collect::<Result<Vec<_>, _>>()?;
     let (mut gpu, mut cpu) = (tokens.clone(), tokens.clone());
-    for (i, layer) in layers.iter().enumerate() {
-        let module = MultiHeadAttention::new(&ctx, &layer.attn, cfg)?;
+    for (i, (layer, module)) in layers.iter().zip(&modules).enumerate() {
         gpu = &gpu + &to2(module.forward(&gpu.view().into_dyn())?)?;
         gpu = &gpu + &ffn(layer, &gpu);
         cpu = &cpu + &to2(mha_reference(&layer.attn, &cfg, &cpu.view().into_dyn())?)?;
@@ -91,6 +96,28 @@ pub fn main() -> Result<(), Error> {
             c.max_abs_err
         );
         assert!(c.passed(), "{c}");
+    }
+    // Token by token: each layer's cache holds the keys and values of the tokens before.
+    let mut caches = modules
+        .iter()
+        .map(|m| m.new_cache(1, n_tokens))
+        .collect::<Result<Vec<_>, _>>()?;
+    for t in 0..n_tokens {
+        let mut h = tokens.slice(ndarray::s![t..t + 1, ..]).to_owned();
+        for ((layer, module), cache) in layers.iter().zip(&modules).zip(&mut caches) {
+            h = &h + &to2(module.forward_cached(&h.view().into_dyn(), cache)?)?;
+            h = &h + &ffn(layer, &h);
+        }
+        let c = wgpu_attention::compare(
+            &h.view().into_dyn(),
+            &gpu.slice(ndarray::s![t..t + 1, ..]).into_dyn(),
+            Tolerance::F32,
+        );
+        println!(
+            "token {t} alone through the caches: max abs err {:.2e} against the full pass",
+            c.max_abs_err
+        );
+        assert!(c.passed(), "token {t}: {c}");
     }
     println!(
         "final token 0: {:?}",
