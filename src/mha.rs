@@ -241,6 +241,23 @@ impl MultiHeadAttention {
             // No tokens: an empty output of x's shape, as attention gives for no query rows.
             return Ok(ArrayD::zeros(x.shape()));
         }
+        let [q, k, v] = self.project_qkv(x, (b, l), 0)?;
+        let opts = AttentionOptions::default()
+            .causal(self.cfg.causal)
+            .path(self.cfg.path);
+        let attn = attention_gpu(&self.ctx, &q, &k, &v, &opts)?;
+        self.project_out(&attn.out, x.shape(), (b, l))
+    }
+
+    /// q, k and v of the tokens of `x` (`b` sequences of `l` tokens), projected into the
+    /// head-split layout `(B, H, L, HD)` that attention takes, with q and k rotated to
+    /// positions `first ..` (RoPE).
+    fn project_qkv(
+        &self,
+        x: &ndarray::ArrayViewD<'_, f32>,
+        (b, l): (usize, usize),
+        first: usize,
+    ) -> Result<[GpuTensor; 3]> {
         let (hq, hkv, hd) = (self.cfg.n_heads, self.cfg.n_kv_heads, self.hd);
         let m = b * l;
         let xt = GpuTensor::from_array(&self.ctx, "x", x)?;
@@ -250,7 +267,7 @@ impl MultiHeadAttention {
         if let Some(rope) = self.cfg.rope {
             let table = self
                 .ctx
-                .upload("rope table", &rope_table(l, hd, rope.base))?;
+                .upload("rope table", &rope_table_at(first, l, hd, rope.base))?;
             self.rotate(&q.buffer, &table, b * hq * l, l, rope.style)?;
             self.rotate(&k.buffer, &table, b * hkv * l, l, rope.style)?;
         }
@@ -258,23 +275,28 @@ impl MultiHeadAttention {
             shape: vec![b, h, l, hd],
             ..t
         };
-        let opts = AttentionOptions::default()
-            .causal(self.cfg.causal)
-            .path(self.cfg.path);
-        let attn = attention_gpu(
-            &self.ctx,
-            &shaped(q, hq),
-            &shaped(k, hkv),
-            &shaped(v, hkv),
-            &opts,
+        Ok([shaped(q, hq), shaped(k, hkv), shaped(v, hkv)])
+    }
+
+    /// The output projection of an attention output (head-split), read back in `x_shape`.
+    fn project_out(
+        &self,
+        attn_out: &GpuTensor,
+        x_shape: &[usize],
+        (b, l): (usize, usize),
+    ) -> Result<ArrayD<f32>> {
+        let out = self.project(
+            attn_out,
+            3,
+            b * l,
+            true,
+            Some((l, self.cfg.n_heads, self.hd)),
         )?;
-        let out = self.project(&attn.out, 3, m, true, Some((l, hq, hd)))?;
-        let mut shape = x.shape().to_vec();
-        if let Some(last) = shape.last_mut() {
-            *last = self.d_model;
+        GpuTensor {
+            shape: x_shape.to_vec(),
+            ..out
         }
-        let host = GpuTensor { shape, ..out }.to_array(&self.ctx)?;
-        Ok(host)
+        .to_array(&self.ctx)
     }
 
     /// (B, L) of an input of shape (L, d_model) or (B, L, d_model).
@@ -317,7 +339,7 @@ impl MultiHeadAttention {
         cache: &mut KvCache,
     ) -> Result<ArrayD<f32>> {
         let (b, l) = self.tokens(x.shape())?;
-        let (hq, hkv, hd) = (self.cfg.n_heads, self.cfg.n_kv_heads, self.hd);
+        let (hkv, hd) = (self.cfg.n_kv_heads, self.hd);
         if cache.shape() != [b, hkv, cache.capacity(), hd] || cache.value_width() != hd {
             return Err(Error::mismatch(format_args!(
                 "the cache holds {:?} (value width {}); this layer needs ({b}, {hkv}, capacity, {hd}) for x of shape {:?}",
@@ -329,24 +351,8 @@ impl MultiHeadAttention {
         if b == 0 || l == 0 {
             return Ok(ArrayD::zeros(x.shape()));
         }
-        let m = b * l;
-        let first = cache.len();
-        let xt = GpuTensor::from_array(&self.ctx, "x", x)?;
-        let q = self.project(&xt, 0, m, false, Some((l, hq, hd)))?;
-        let k = self.project(&xt, 1, m, false, Some((l, hkv, hd)))?;
-        let v = self.project(&xt, 2, m, false, Some((l, hkv, hd)))?;
-        if let Some(rope) = self.cfg.rope {
-            let table = self
-                .ctx
-                .upload("rope table", &rope_table_at(first, l, hd, rope.base))?;
-            self.rotate(&q.buffer, &table, b * hq * l, l, rope.style)?;
-            self.rotate(&k.buffer, &table, b * hkv * l, l, rope.style)?;
-        }
-        let shaped = |t: GpuTensor, h| GpuTensor {
-            shape: vec![b, h, l, hd],
-            ..t
-        };
-        cache.append_gpu(&self.ctx, &shaped(k, hkv), &shaped(v, hkv))?;
+        let [q, k, v] = self.project_qkv(x, (b, l), cache.len())?;
+        cache.append_gpu(&self.ctx, &k, &v)?;
         let causal = match self.cfg.causal {
             Causal::None => Causal::None,
             Causal::TopLeft | Causal::BottomRight => Causal::BottomRight,
@@ -354,13 +360,8 @@ impl MultiHeadAttention {
         let opts = AttentionOptions::default()
             .causal(causal)
             .path(self.cfg.path);
-        let attn = cache.attention_gpu(&self.ctx, &shaped(q, hq), &opts)?;
-        let out = self.project(&attn.out, 3, m, true, Some((l, hq, hd)))?;
-        GpuTensor {
-            shape: x.shape().to_vec(),
-            ..out
-        }
-        .to_array(&self.ctx)
+        let attn = cache.attention_gpu(&self.ctx, &q, &opts)?;
+        self.project_out(&attn.out, x.shape(), (b, l))
     }
 
     /// `x W_i + b_i` with the matmul kernel. `split_in`: x is in head-split layout (the
