@@ -141,14 +141,7 @@ impl KvCache {
     {
         self.check_device(ctx)?;
         let (kv, vv) = (k.view().into_dyn(), v.view().into_dyn());
-        let n = self.check_rows("k", kv.shape(), self.widths.0)?;
-        let n_v = self.check_rows("v", vv.shape(), self.widths.1)?;
-        if n_v != n {
-            return Err(Error::mismatch(format_args!(
-                "k appends {n} positions and v {n_v}; they must agree"
-            )));
-        }
-        self.check_room(n)?;
+        let n = self.check_append(kv.shape(), vv.shape())?;
         let k_max = max_abs_finite("k", &kv)?;
         max_abs_finite("v", &vv)?;
         let heads = self.batch * self.kv_heads;
@@ -166,14 +159,7 @@ impl KvCache {
     /// below 1e30, as [`crate::attention_gpu`] does for such tensors.
     pub fn append_gpu(&mut self, ctx: &Context, k: &GpuTensor, v: &GpuTensor) -> Result<()> {
         self.check_device(ctx)?;
-        let n = self.check_rows("k", &k.shape, self.widths.0)?;
-        let n_v = self.check_rows("v", &v.shape, self.widths.1)?;
-        if n_v != n {
-            return Err(Error::mismatch(format_args!(
-                "k appends {n} positions and v {n_v}; they must agree"
-            )));
-        }
-        self.check_room(n)?;
+        let n = self.check_append(&k.shape, &v.shape)?;
         if n == 0 {
             return Ok(());
         }
@@ -208,8 +194,16 @@ impl KvCache {
         Ok(())
     }
 
-    /// Refuses `n` more positions when they do not fit.
-    fn check_room(&self, n: usize) -> Result<()> {
+    /// The positions an append of k and v of these shapes adds: both `(B, Hkv, n, width)`
+    /// with the cache's B, Hkv and widths, the same n, and room for it.
+    fn check_append(&self, k_shape: &[usize], v_shape: &[usize]) -> Result<usize> {
+        let n = self.check_rows("k", k_shape, self.widths.0)?;
+        let n_v = self.check_rows("v", v_shape, self.widths.1)?;
+        if n_v != n {
+            return Err(Error::mismatch(format_args!(
+                "k appends {n} positions and v {n_v}; they must agree"
+            )));
+        }
         let free = self.capacity - self.len;
         if n > free {
             return Err(Error::too_large(format_args!(
@@ -217,7 +211,7 @@ impl KvCache {
                 self.len, self.capacity
             )));
         }
-        Ok(())
+        Ok(n)
     }
 
     /// The rows appended per kv head (the key length of the next attention call).
