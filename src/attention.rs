@@ -173,11 +173,7 @@ pub(crate) fn estimate_over_rows(
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
     let plan = plan_call(ctx, dims, kv_rows, opts, None)?;
-    let info = PlanInfo {
-        path: plan.path.name(),
-        reason: plan.reason.clone(),
-        chunks: plan.chunks.len(),
-    };
+    let info = plan.info();
     Ok((
         estimate(&plan, opts.return_weights, Inputs::HostQuery),
         info,
@@ -255,11 +251,7 @@ pub fn memory_estimate(
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
     let plan = plan_call(ctx, dims, dims.lk, opts, None)?;
-    let info = PlanInfo {
-        path: plan.path.name(),
-        reason: plan.reason.clone(),
-        chunks: plan.chunks.len(),
-    };
+    let info = plan.info();
     Ok((estimate(&plan, opts.return_weights, Inputs::Host), info))
 }
 
@@ -383,6 +375,17 @@ fn plan_call(
         chunks,
         dispatches_per_chunk,
     })
+}
+
+impl Prepared {
+    /// What the plan tells the caller before anything runs: path, reason, chunks.
+    fn info(&self) -> PlanInfo {
+        PlanInfo {
+            path: self.path.name(),
+            reason: self.reason.clone(),
+            chunks: self.chunks.len(),
+        }
+    }
 }
 
 /// Peak device bytes of a prepared call (see [`MemoryEstimate`] for what each part holds).
