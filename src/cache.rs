@@ -20,7 +20,9 @@ use crate::problem::max_abs_finite;
 use crate::tensor::GpuTensor;
 
 /// Keys and values of shape `(B, Hkv, capacity, D)` and `(B, Hkv, capacity, Dv)` on the
-/// device, of which the first [`KvCache::len`] rows of every kv head hold data.
+/// device, of which the first [`KvCache::len`] rows of every kv head hold data. The B
+/// sequences advance together (one length for all); sequences of different lengths can
+/// share a cache with their padding masked out (a bool mask of shape `(B, 1, Lq, len)`).
 ///
 /// ```
 /// # fn main() -> Result<(), wgpu_attention::Error> {
