@@ -1,12 +1,13 @@
 //! The main job (`wgpu-attention` with no arguments): parity of every kernel path on a few
-//! shapes, including the seeds' 9-token sentence, then a short timing table.
+//! shapes, including the seeds' 9-token sentence, decoding through a KV cache, then a short
+//! timing table.
 
 use ndarray::ArrayD;
 use wgpu_attention::perf::{forward_flops, time_gpu};
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    check, cpu_vectors, reference, AttentionOptions, Causal, Context, Error, GpuTensor, Mask,
-    PathChoice, Tolerance,
+    check, cpu_vectors, reference, AttentionOptions, Causal, Context, Error, GpuTensor, KvCache,
+    Mask, PathChoice, Tolerance,
 };
 
 use super::Failure;
@@ -105,6 +106,62 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
         }
     }
     Ok(all_ok)
+}
+
+/// Token-by-token decoding through a [`KvCache`]: a 120-token prompt, then 9 steps that each
+/// append one position and attend the newest query to the cache (GQA, bottom-right causal),
+/// each step against the reference on the same keys as arrays.
+fn cache_decode(ctx: &Context) -> Result<bool, Failure> {
+    let (hq, hkv, d, prompt, steps) = (8, 2, 64, 120, 9);
+    let mut rng = Rng::new(2025);
+    let k = rng.array(&[1, hkv, prompt + steps, d], 1.0);
+    let v = rng.array(&[1, hkv, prompt + steps, d], 1.0);
+    let rows = |a: &ArrayD<f32>, end: usize| {
+        a.slice(ndarray::s![.., .., ..end, ..])
+            .to_owned()
+            .into_dyn()
+    };
+    let mut cache = KvCache::new(ctx, 1, hkv, prompt + steps, d, d).map_err(Failure::from_error)?;
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .with_lse();
+    let (mut worst, mut ok, mut paths) = (0.0f64, true, Vec::new());
+    for step in 0..=steps {
+        let (from, to) = if step == 0 {
+            (0, prompt)
+        } else {
+            (prompt + step - 1, prompt + step)
+        };
+        let piece = |a: &ArrayD<f32>| a.slice(ndarray::s![.., .., from..to, ..]).to_owned();
+        cache
+            .append(ctx, &piece(&k), &piece(&v))
+            .map_err(Failure::from_error)?;
+        let q = rng.array(&[1, hq, 1, d], 1.0);
+        let gpu = cache
+            .attention(ctx, &q, &opts)
+            .map_err(Failure::from_error)?;
+        let cpu = reference::attention(&q, &rows(&k, to), &rows(&v, to), &opts)
+            .map_err(Failure::from_error)?;
+        let c = check::compare(&gpu.out.view(), &cpu.out.view(), Tolerance::F32);
+        let lse_ok = match (&gpu.lse, &cpu.lse) {
+            (Some(g), Some(e)) => check::compare(&g.view(), &e.view(), Tolerance::F32).passed(),
+            _ => false,
+        };
+        ok &= c.passed() && lse_ok;
+        worst = worst.max(c.max_abs_err);
+        if !paths.contains(&gpu.plan.path) {
+            paths.push(gpu.plan.path);
+        }
+    }
+    println!(
+        "\nA KV cache on the device (KvCache): a {prompt}-token prompt, then {steps} tokens one at a time (Hq{hq} Hkv{hkv} D{d}, bottom-right causal), each step against the reference:"
+    );
+    println!(
+        "  path {}, max abs err {worst:.3e}: {}",
+        paths.join(", "),
+        if ok { "ok" } else { "FAILED" }
+    );
+    Ok(ok)
 }
 
 fn sentence_weights(ctx: &Context) -> Result<(), Failure> {
@@ -246,7 +303,8 @@ fn time_rows(ctx: &Context, shapes: &[Shape]) -> Result<(), Failure> {
 pub fn run() -> Result<(), Failure> {
     let ctx = Context::new().map_err(Failure::from_error)?;
     println!("wgpu-attention self-check on {}\n", ctx.adapter_name());
-    let ok = parity(&ctx)?;
+    let mut ok = parity(&ctx)?;
+    ok &= cache_decode(&ctx)?;
     sentence_weights(&ctx)?;
     timing(&ctx)?;
     if !ok {
