@@ -406,15 +406,16 @@ fn cache_memory_is_counted_and_refused_when_missing() {
 
 /// A call on a cache is refused exactly when the device lacks what its estimate says
 /// (q, outputs, scratch, staging and readback; the cache itself is already counted as in
-/// use), and the estimate is what the call holds by wgpu's counters, on each path. The
-/// second shape's widths need padded copies of the whole capacity, freed within the call
-/// (so only the bound is checked there).
+/// use), and what the call still holds when it returns (wgpu's counters) is within the
+/// estimate, on each path; the second shape's widths need padded copies of the whole
+/// capacity. Only the bound is checked: a call whose work lavapipe has finished by the time
+/// it returns has had its scratch freed already (in CI a forced decode held 19 KB of its
+/// 116 KB this way), so how close the estimate comes is left to tests/memory.rs.
 #[test]
 fn cache_calls_fit_exactly_at_their_estimate() {
     let Some(base) = common::ctx() else { return };
     let mut rng = Rng::new(96);
     for (d, dv) in [(32, 16), (30, 18)] {
-        let padded = d % 4 != 0;
         let (b, hq, hkv, lq, len, capacity) = (1, 4, 2, 70, 300, 400);
         let q = rng.array(&[b, hq, lq, d], 1.0);
         let k = rng.array(&[b, hkv, len, d], 1.0);
@@ -470,12 +471,6 @@ fn cache_calls_fit_exactly_at_their_estimate() {
                 held <= bound,
                 "{what}: held {held}, estimate {bound} ({est})"
             );
-            if !padded {
-                assert!(
-                    held as f64 >= 0.9 * bound as f64,
-                    "{what}: held {held}, estimate {bound} ({est})"
-                );
-            }
         }
     }
 }
