@@ -75,13 +75,20 @@ where
     let qt = GpuTensor::upload_scanned(ctx, "q", &qv, q_max)?;
     let kt = GpuTensor::upload_scanned(ctx, "k", &kv, k_max)?;
     let vt = GpuTensor::upload_scanned(ctx, "v", &vv, v_max)?;
-    let r = execute(ctx, &qt, &kt, &vt, &plan, opts)?;
-    Ok(AttentionOutput {
-        out: r.out.to_array(ctx)?,
-        lse: r.lse.map(|t| lse_to_array(ctx, &t)).transpose()?,
-        weights: r.weights.map(|t| t.to_array(ctx)).transpose()?,
-        plan: r.plan,
-    })
+    execute(ctx, &qt, &kt, &vt, &plan, opts)?.download(ctx)
+}
+
+impl GpuAttentionOutput {
+    /// The outputs read back into host arrays (the LSE as its f32 bit patterns, so `-inf`
+    /// arrives intact).
+    pub(crate) fn download(self, ctx: &Context) -> Result<AttentionOutput> {
+        Ok(AttentionOutput {
+            out: self.out.to_array(ctx)?,
+            lse: self.lse.map(|t| lse_to_array(ctx, &t)).transpose()?,
+            weights: self.weights.map(|t| t.to_array(ctx)).transpose()?,
+            plan: self.plan,
+        })
+    }
 }
 
 /// Reads an LSE tensor: the kernels store f32 bit patterns, so `-inf` arrives intact.

@@ -9,9 +9,7 @@
 
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Data, Dimension, Slice};
 
-use crate::attention::{
-    attention_over_rows, estimate_over_rows, lse_to_array, CachedQuery, GpuAttentionOutput,
-};
+use crate::attention::{attention_over_rows, estimate_over_rows, CachedQuery, GpuAttentionOutput};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::memory::{buffer_bytes, MemoryEstimate};
@@ -282,19 +280,14 @@ impl KvCache {
         self.check_device(ctx)?;
         let q = q.view().into_dyn();
         self.check_query(q.shape())?;
-        let r = attention_over_rows(
+        attention_over_rows(
             ctx,
             CachedQuery::Host(q),
             (&self.k, &self.v),
             self.len,
             opts,
-        )?;
-        Ok(AttentionOutput {
-            out: r.out.to_array(ctx)?,
-            lse: r.lse.map(|t| lse_to_array(ctx, &t)).transpose()?,
-            weights: r.weights.map(|t| t.to_array(ctx)).transpose()?,
-            plan: r.plan,
-        })
+        )?
+        .download(ctx)
     }
 
     /// The device memory [`KvCache::attention`] would hold at its peak for a host q of
