@@ -103,8 +103,10 @@ fn bench(c: &mut Criterion) {
 }
 
 /// One decode step over a 2 048-position cache (B1 Hq32 Hkv8 D128, bottom-right causal),
-/// from host arrays (`attention`: K and V uploaded with every call) and from a `KvCache`
-/// (only q uploaded), both with the readback, each checked against the reference first.
+/// from host arrays (`attention`: K and V uploaded with every call), from a `KvCache`
+/// (only q uploaded) and from an f16 `KvCache` (decode reads half the bytes), all with the
+/// readback, each checked against the reference first (the f16 cache against the reference
+/// on its rounded keys and values).
 fn decode_step(c: &mut Criterion, ctx: &Context) {
     let (hq, hkv, lk, d) = (32, 8, 2048, 128);
     let mut rng = Rng::new(4);
@@ -127,6 +129,14 @@ fn decode_step(c: &mut Criterion, ctx: &Context) {
         &cache.attention(ctx, &q, &opts).expect("cache").out,
         "cache",
     );
+    let mut cache_f16 = KvCache::new_f16(ctx, 1, hkv, lk + 64, d, d).expect("f16 cache");
+    cache_f16.append(ctx, &k, &v).expect("append");
+    let round = |a: &ndarray::ArrayD<f32>| a.mapv(|x| half::f16::from_f32(x).to_f32());
+    let expected_f16 =
+        reference::attention(&q, &round(&k), &round(&v), &opts).expect("reference on f16");
+    let got = cache_f16.attention(ctx, &q, &opts).expect("f16 cache").out;
+    let cmp = wgpu_attention::compare(&got.view(), &expected_f16.out.view(), Tolerance::F32);
+    assert!(cmp.passed(), "f16 cache: {cmp}");
     let mut group = c.benchmark_group("decode step B1 Hq32 Hkv8 Lk2048 D128");
     group.sample_size(10);
     group.bench_function("host arrays", |bench| {
@@ -134,6 +144,9 @@ fn decode_step(c: &mut Criterion, ctx: &Context) {
     });
     group.bench_function("kv cache", |bench| {
         bench.iter(|| cache.attention(ctx, &q, &opts).expect("cache"))
+    });
+    group.bench_function("kv cache f16", |bench| {
+        bench.iter(|| cache_f16.attention(ctx, &q, &opts).expect("f16 cache"))
     });
     group.finish();
 }

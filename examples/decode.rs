@@ -4,8 +4,10 @@
 //! with 8 query heads over 2 kv heads). Every step is checked against the CPU reference on
 //! the same keys held as host arrays.
 //!
-//! Each step also runs the same attention from host arrays (`attention`, which uploads the
-//! whole K and V every call) and prints both times.
+//! Each step also runs the same attention through an f16 cache (`KvCache::new_f16`: half the
+//! memory, and decode reads half the bytes; checked against the reference on the rounded
+//! keys and values) and from host arrays (`attention`, which uploads the whole K and V every
+//! call), and prints the three times.
 //!
 //! Run: `cargo run --release --example decode [-- HQ HKV D PROMPT]` (default 8 2 64 300).
 
@@ -41,9 +43,11 @@ pub fn run(hq: usize, hkv: usize, d: usize, prompt: usize) -> Result<(), Error> 
     let mut rng = Rng::new(5);
     // Room for the prompt and 8 more positions; the prompt goes in first, in one append.
     let mut cache = KvCache::new(&ctx, 1, hkv, prompt + 8, d, d)?;
+    let mut cache_f16 = KvCache::new_f16(&ctx, 1, hkv, prompt + 8, d, d)?;
     let mut k = rng.array(&[1, hkv, prompt, d], 1.0);
     let mut v = rng.array(&[1, hkv, prompt, d], 1.0);
     cache.append(&ctx, &k, &v)?;
+    cache_f16.append(&ctx, &k, &v)?;
     let opts = AttentionOptions::default()
         .causal(Causal::BottomRight)
         .path(PathChoice::Decode)
@@ -54,17 +58,25 @@ pub fn run(hq: usize, hkv: usize, d: usize, prompt: usize) -> Result<(), Error> 
         let gpu = cache.attention(&ctx, &q, &opts)?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         let t = std::time::Instant::now();
+        let half = cache_f16.attention(&ctx, &q, &opts)?;
+        let half_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = std::time::Instant::now();
         let from_arrays = attention(&ctx, &q, &k, &v, &opts)?;
         let arrays_ms = t.elapsed().as_secs_f64() * 1e3;
         let cpu = reference::attention(&q, &k, &v, &opts)?;
         let c = wgpu_attention::compare(&gpu.out.view(), &cpu.out.view(), Tolerance::F32);
         println!(
-            "step {step}: {} keys, path {}, cache {ms:.2} ms, host arrays {arrays_ms:.2} ms (wall clock, readback included), max err {:.1e}",
+            "step {step}: {} keys, path {}, cache {ms:.2} ms, f16 cache {half_ms:.2} ms, host arrays {arrays_ms:.2} ms (wall clock, readback included), max err {:.1e}",
             cache.len(),
             gpu.plan.path,
             c.max_abs_err
         );
         assert!(c.passed(), "{c}");
+        // The f16 cache holds the keys and values rounded to f16: its reference takes those.
+        let (k16, v16) = cache_f16.to_arrays(&ctx)?;
+        let cpu16 = reference::attention(&q, &k16, &v16, &opts)?;
+        let c16 = wgpu_attention::compare(&half.out.view(), &cpu16.out.view(), Tolerance::F32);
+        assert!(c16.passed(), "f16 cache: {c16}");
         let same =
             wgpu_attention::compare(&from_arrays.out.view(), &cpu.out.view(), Tolerance::F32);
         assert!(same.passed(), "host arrays: {same}");
@@ -75,6 +87,7 @@ pub fn run(hq: usize, hkv: usize, d: usize, prompt: usize) -> Result<(), Error> 
             rng.array(&[1, hkv, 1, d], 1.0),
         );
         cache.append(&ctx, &k_new, &v_new)?;
+        cache_f16.append(&ctx, &k_new, &v_new)?;
         k = grow(&k, &k_new)?;
         v = grow(&v, &v_new)?;
     }

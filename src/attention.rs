@@ -71,7 +71,14 @@ where
         validate_problem(dims, opts, Some((q_max, k_max)))?;
         return Ok(empty::host_outputs(&dims, opts, reason));
     }
-    let plan = prepare(ctx, dims, dims.lk, opts, Some((q_max, k_max)), Inputs::Host)?;
+    let plan = prepare(
+        ctx,
+        dims,
+        (dims.lk, KvStorage::F32),
+        opts,
+        Some((q_max, k_max)),
+        Inputs::Host,
+    )?;
     let qt = GpuTensor::upload_scanned(ctx, "q", &qv, q_max)?;
     let kt = GpuTensor::upload_scanned(ctx, "k", &kv, k_max)?;
     let vt = GpuTensor::upload_scanned(ctx, "v", &vv, v_max)?;
@@ -119,7 +126,41 @@ pub fn attention_gpu(
     let plan = prepare(
         ctx,
         dims,
-        dims.lk,
+        (dims.lk, KvStorage::F32),
+        opts,
+        q.max_abs.zip(k.max_abs),
+        Inputs::Device,
+    )?;
+    execute(ctx, q, k, v, &plan, opts)
+}
+
+/// What the K and V buffers of a call hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KvStorage {
+    /// f32 values.
+    F32,
+    /// f16 values, two a u32 word (element 2i in the low half), in tensors whose shape is
+    /// that of the values: decode reads them so (shaders/kv_loads_f16.wgsl); for every
+    /// other path the call widens them to f32 first.
+    F16,
+}
+
+/// [`attention_gpu`] with K and V stored as `storage` (f16 from [`crate::fp16`]).
+pub(crate) fn attention_gpu_stored(
+    ctx: &Context,
+    q: &GpuTensor,
+    (k, v, storage): (&GpuTensor, &GpuTensor, KvStorage),
+    opts: &AttentionOptions<'_>,
+) -> Result<GpuAttentionOutput> {
+    let dims = validate_dims(&q.shape, &k.shape, &v.shape)?;
+    if let Some(reason) = empty::reason(&dims) {
+        validate_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
+        return empty::device_outputs(ctx, &dims, opts, reason);
+    }
+    let plan = prepare(
+        ctx,
+        dims,
+        (dims.lk, storage),
         opts,
         q.max_abs.zip(k.max_abs),
         Inputs::Device,
@@ -133,7 +174,7 @@ pub fn attention_gpu(
 pub(crate) fn attention_over_rows(
     ctx: &Context,
     q: CachedQuery<'_>,
-    (k, v): (&GpuTensor, &GpuTensor),
+    (k, v, storage): (&GpuTensor, &GpuTensor, KvStorage),
     lk: usize,
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuAttentionOutput> {
@@ -155,7 +196,7 @@ pub(crate) fn attention_over_rows(
         CachedQuery::Host(_) => Inputs::HostQuery,
         CachedQuery::Device(_) => Inputs::Device,
     };
-    let plan = prepare(ctx, dims, kv_rows, opts, max_abs, inputs)?;
+    let plan = prepare(ctx, dims, (kv_rows, storage), opts, max_abs, inputs)?;
     match q {
         CachedQuery::Host(a) => {
             let qt = GpuTensor::upload_scanned(ctx, "q", &a, q_max.unwrap_or(0.0))?;
@@ -170,7 +211,7 @@ pub(crate) fn attention_over_rows(
 pub(crate) fn estimate_over_rows(
     ctx: &Context,
     q_shape: &[usize],
-    (k, v): (&GpuTensor, &GpuTensor),
+    (k, v, storage): (&GpuTensor, &GpuTensor, KvStorage),
     lk: usize,
     opts: &AttentionOptions<'_>,
 ) -> Result<(MemoryEstimate, PlanInfo)> {
@@ -179,7 +220,7 @@ pub(crate) fn estimate_over_rows(
         validate_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
-    let plan = plan_call(ctx, dims, kv_rows, opts, None)?;
+    let plan = plan_call(ctx, dims, (kv_rows, storage), opts, None)?;
     let info = plan.info();
     Ok((
         estimate(&plan, opts.return_weights, Inputs::HostQuery),
@@ -234,6 +275,16 @@ struct Prepared {
     dispatches_per_chunk: u64,
     /// Whether the path copies K and V into textures (fused::reads_textures).
     kv_textures: bool,
+    /// What the K and V buffers hold; f16 ones that the path does not read as f16
+    /// (`problem.kv_half` false) are widened to f32 first.
+    kv_storage: KvStorage,
+}
+
+impl Prepared {
+    /// Whether the call widens f16 K and V to f32 before the path runs.
+    fn widens_kv(&self) -> bool {
+        self.kv_storage == KvStorage::F16 && !self.problem.kv_half
+    }
 }
 
 /// Peak device memory that [`attention`] would hold for inputs of these shapes (and the
@@ -257,7 +308,7 @@ pub fn memory_estimate(
         validate_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
-    let plan = plan_call(ctx, dims, dims.lk, opts, None)?;
+    let plan = plan_call(ctx, dims, (dims.lk, KvStorage::F32), opts, None)?;
     let info = plan.info();
     Ok((estimate(&plan, opts.return_weights, Inputs::Host), info))
 }
@@ -267,22 +318,22 @@ pub fn memory_estimate(
 fn prepare(
     ctx: &Context,
     dims: Dims,
-    kv_rows: usize,
+    kv: (usize, KvStorage),
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let plan = plan_call(ctx, dims, kv_rows, opts, max_abs)?;
+    let plan = plan_call(ctx, dims, kv, opts, max_abs)?;
     ctx.check_memory(&estimate(&plan, opts.return_weights, inputs))?;
     Ok(plan)
 }
 
 /// Validation, path choice and chunk plan of a call whose K and V hold `kv_rows` rows per kv
-/// head (`dims.lk`, or a cache's capacity).
+/// head (`dims.lk`, or a cache's capacity) stored as `kv_storage`.
 fn plan_call(
     ctx: &Context,
     dims: Dims,
-    kv_rows: usize,
+    (kv_rows, kv_storage): (usize, KvStorage),
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
 ) -> Result<Prepared> {
@@ -325,6 +376,15 @@ fn plan_call(
         Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
         Path::Unfused | Path::Decode(_) => 1,
     };
+    // f16 K and V: decode reads them as they are, unless their widths were padded (the
+    // padded copies are f32); every other path reads f32.
+    if kv_storage == KvStorage::F16 {
+        if matches!(path, Path::Decode(_)) && problem.dims == dims {
+            problem.kv_half = true;
+        } else {
+            reason = format!("{reason}; K/V widened from f16 to f32 first");
+        }
+    }
     if let Path::Decode(form) = path {
         reason = format!("{reason}; {}", decode::describe(ctx, &problem, form));
     }
@@ -375,6 +435,7 @@ fn plan_call(
     };
     Ok(Prepared {
         kv_textures,
+        kv_storage,
         problem,
         user_dims: dims,
         path,
@@ -416,7 +477,8 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
         Path::Unfused => unfused::scratch_bytes(&plan.chunks),
         Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks, plan.kv_textures),
         Path::Decode(_) => decode::scratch_bytes(&plan.problem, &plan.chunks),
-    } + widths::copy_bytes(d, &plan.problem.dims, plan.problem.kv_rows);
+    } + widths::copy_bytes(d, &plan.problem.dims, plan.problem.kv_rows)
+        + widened_kv_bytes(plan);
     // One uniform buffer per dispatch.
     let uniforms = plan.chunks.len() as u64 * plan.dispatches_per_chunk * buffer_bytes(64);
     let host_inputs = match inputs {
@@ -439,6 +501,17 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     }
 }
 
+/// Bytes of the f32 copies of f16 K and V that a call widens first (0 where it reads them as
+/// they are).
+fn widened_kv_bytes(plan: &Prepared) -> u64 {
+    if !plan.widens_kv() {
+        return 0;
+    }
+    let d = &plan.user_dims;
+    let rows = d.b * d.hkv * plan.problem.kv_rows;
+    buffer_bytes(rows * d.d) + buffer_bytes(rows * d.dv)
+}
+
 /// Uploads the mask, runs the prepared path and wraps its outputs.
 fn execute(
     ctx: &Context,
@@ -451,10 +524,27 @@ fn execute(
     let (problem, path) = (&plan.problem, plan.path);
     let (dims, kd) = (plan.user_dims, problem.dims);
     let mask_bufs = upload_mask(ctx, problem)?;
+    // f16 K and V for a path that reads f32: widened first, every row of their buffers.
+    let kv_rows = dims.b * dims.hkv * problem.kv_rows;
+    let widened = if plan.widens_kv() {
+        let widen = |name, t: &GpuTensor, width: usize| -> Result<GpuTensor> {
+            Ok(GpuTensor {
+                buffer: crate::fp16::widen(ctx, name, &t.buffer, kv_rows * width)?,
+                shape: t.shape.clone(),
+                max_abs: t.max_abs,
+            })
+        };
+        Some((
+            widen("k widened", k, dims.d)?,
+            widen("v widened", v, dims.dv)?,
+        ))
+    } else {
+        None
+    };
+    let (k, v) = widened.as_ref().map_or((k, v), |(k, v)| (k, v));
     // Zero-padded copies for the vec4 paths when D or Dv is not a multiple of 4, and on
     // every path when one is 0 (of a cache, every row of its capacity: the copy keeps the
     // layout the kernels index).
-    let kv_rows = dims.b * dims.hkv * problem.kv_rows;
     let pad = |name: &str, t: &GpuTensor, rows: usize, from: usize, to: usize| {
         (from != to)
             .then(|| widths::repack(ctx, name, &t.buffer, rows, from, to))
@@ -480,7 +570,7 @@ fn execute(
         Path::Fused(tier) => fused::run(ctx, problem, &inputs, &plan.chunks, tier)?,
         Path::Decode(form) => decode::run(ctx, problem, form, &inputs, &plan.chunks)?,
     };
-    drop((qp, kp, vp));
+    drop((qp, kp, vp, widened));
     if kd.dv != dims.dv {
         out = widths::repack(ctx, "out", &out, dims.rows(), kd.dv, dims.dv)?;
     }

@@ -7,11 +7,15 @@
 //! far. The kernels read kv head h's rows from `h × capacity` (the problem's `kv_rows`), so
 //! nothing is copied between steps.
 
-use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Data, Dimension, Slice};
+use half::f16;
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Data, Dimension, IxDyn, Slice};
 
-use crate::attention::{attention_over_rows, estimate_over_rows, CachedQuery, GpuAttentionOutput};
+use crate::attention::{
+    attention_over_rows, estimate_over_rows, CachedQuery, GpuAttentionOutput, KvStorage,
+};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::fp16::{max_abs_f16, narrow, pack, to_f16_checked, unpack, F16_MAX};
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::problem::max_abs_finite;
@@ -56,6 +60,8 @@ pub struct KvCache {
     widths: (usize, usize),
     /// Rows of every kv head that hold data.
     len: usize,
+    /// f32, or f16 two values a u32 word ([`KvCache::new_f16`]).
+    storage: KvStorage,
     /// The context whose device holds the buffers: calls with another context are refused.
     owner: Context,
 }
@@ -72,6 +78,41 @@ impl KvCache {
         capacity: usize,
         d: usize,
         dv: usize,
+    ) -> Result<Self> {
+        Self::with_storage(ctx, [batch, kv_heads, capacity, d, dv], KvStorage::F32)
+    }
+
+    /// [`KvCache::new`] storing K and V as f16: half the device memory (`2 × batch ×
+    /// kv_heads × capacity × (d + dv)` bytes), and the decode path reads them as f16, half
+    /// the bytes a step (shaders/kv_loads_f16.wgsl); other paths widen the cache to f32 on
+    /// the device for the call (the plan's reason says so). Appended values are rounded to
+    /// f16 (those beyond its range, |x| > 65504, are refused); scores and sums stay f32.
+    /// `d` and `dv` must be even (each head's rows start on a whole 4-byte word).
+    pub fn new_f16(
+        ctx: &Context,
+        batch: usize,
+        kv_heads: usize,
+        capacity: usize,
+        d: usize,
+        dv: usize,
+    ) -> Result<Self> {
+        for (name, width) in [("d", d), ("dv", dv)] {
+            if !width.is_multiple_of(2) {
+                return Err(Error::InvalidOption {
+                    name: "KvCache::new_f16",
+                    reason: format!(
+                        "{name} = {width}: an f16 cache needs even widths, so that each row starts on a 4-byte word"
+                    ),
+                });
+            }
+        }
+        Self::with_storage(ctx, [batch, kv_heads, capacity, d, dv], KvStorage::F16)
+    }
+
+    fn with_storage(
+        ctx: &Context,
+        [batch, kv_heads, capacity, d, dv]: [usize; 5],
+        storage: KvStorage,
     ) -> Result<Self> {
         for (name, n) in [
             ("batch", batch),
@@ -101,13 +142,18 @@ impl KvCache {
                 })
         };
         let (k_len, v_len) = (elements(d)?, elements(dv)?);
+        // 4-byte words a tensor of `len` values takes.
+        let words = |len: usize| match storage {
+            KvStorage::F32 => len,
+            KvStorage::F16 => len.div_ceil(2),
+        };
         ctx.check_memory(&MemoryEstimate {
-            scratch: buffer_bytes(k_len) + buffer_bytes(v_len),
+            scratch: buffer_bytes(words(k_len)) + buffer_bytes(words(v_len)),
             ..MemoryEstimate::default()
         })?;
         let tensor = |label, len: usize, width| -> Result<GpuTensor> {
             Ok(GpuTensor {
-                buffer: ctx.scratch_buffer(label, len as u64 * 4)?,
+                buffer: ctx.scratch_buffer(label, words(len) as u64 * 4)?,
                 shape: vec![batch, kv_heads, capacity, width],
                 max_abs: Some(0.0),
             })
@@ -120,6 +166,7 @@ impl KvCache {
             capacity,
             widths: (d, dv),
             len: 0,
+            storage,
             owner: ctx.clone(),
         })
     }
@@ -144,25 +191,102 @@ impl KvCache {
         let n = self.check_append(kv.shape(), vv.shape())?;
         let k_max = max_abs_finite("k", &kv)?;
         max_abs_finite("v", &vv)?;
-        let heads = self.batch * self.kv_heads;
-        let at = (self.capacity, self.len);
-        write_rows(ctx, &self.k, &kv, (heads, self.widths.0), at)?;
-        write_rows(ctx, &self.v, &vv, (heads, self.widths.1), at)?;
-        self.len += n;
+        match self.storage {
+            KvStorage::F32 => {
+                self.write(ctx, Rows::F32(&kv), Rows::F32(&vv), n)?;
+                self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
+            }
+            KvStorage::F16 => {
+                // Rounded to f16 on the host; values beyond its range are refused here.
+                let k16 = to_f16_checked("k", &kv)?;
+                let v16 = to_f16_checked("v", &vv)?;
+                // The proof on scores takes the rounded values' magnitude.
+                let k_max = max_abs_f16("k", &k16.view())?;
+                self.write(ctx, Rows::F16(&k16.view()), Rows::F16(&v16.view()), n)?;
+                self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`KvCache::append`] of f16 arrays: stored as they are in an f16 cache, widened to f32
+    /// (exactly) in an f32 one.
+    pub fn append_f16<Sk, Sv, D>(
+        &mut self,
+        ctx: &Context,
+        k: &ArrayBase<Sk, D>,
+        v: &ArrayBase<Sv, D>,
+    ) -> Result<()>
+    where
+        Sk: Data<Elem = f16>,
+        Sv: Data<Elem = f16>,
+        D: Dimension,
+    {
+        self.check_device(ctx)?;
+        let (kv, vv) = (k.view().into_dyn(), v.view().into_dyn());
+        let n = self.check_append(kv.shape(), vv.shape())?;
+        let k_max = max_abs_f16("k", &kv)?;
+        max_abs_f16("v", &vv)?;
+        match self.storage {
+            KvStorage::F16 => self.write(ctx, Rows::F16(&kv), Rows::F16(&vv), n)?,
+            KvStorage::F32 => {
+                let (k32, v32) = (kv.mapv(f16::to_f32), vv.mapv(f16::to_f32));
+                self.write(ctx, Rows::F32(&k32.view()), Rows::F32(&v32.view()), n)?;
+            }
+        }
         self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
         Ok(())
     }
 
+    /// Writes n checked rows of k and v after the cached ones and counts them.
+    fn write(&mut self, ctx: &Context, k: Rows<'_, '_>, v: Rows<'_, '_>, n: usize) -> Result<()> {
+        let heads = self.batch * self.kv_heads;
+        let at = (self.capacity, self.len);
+        write_rows(ctx, &self.k, k, (heads, self.widths.0), at)?;
+        write_rows(ctx, &self.v, v, (heads, self.widths.1), at)?;
+        self.len += n;
+        Ok(())
+    }
+
     /// [`KvCache::append`] from tensors already on the device (say, K and V projected by a
-    /// kernel), copied on the device: one copy per kv head. Values computed on the device
-    /// were not scanned, so from then on the cache's calls skip the proof that scores stay
-    /// below 1e30, as [`crate::attention_gpu`] does for such tensors.
+    /// kernel), copied on the device: one copy per kv head (an f16 cache narrows them on the
+    /// device first). Values computed on the device were not scanned, so from then on the
+    /// cache's calls skip the proof that scores stay below 1e30, as [`crate::attention_gpu`]
+    /// does for such tensors; and an f16 cache cannot refuse such values beyond f16's range
+    /// (they become infinities, as in PyTorch's `.half()`); tensors uploaded with
+    /// [`GpuTensor::from_array`] are checked.
     pub fn append_gpu(&mut self, ctx: &Context, k: &GpuTensor, v: &GpuTensor) -> Result<()> {
         self.check_device(ctx)?;
         let n = self.check_append(&k.shape, &v.shape)?;
         if n == 0 {
             return Ok(());
         }
+        let narrowed = match self.storage {
+            KvStorage::F32 => None,
+            KvStorage::F16 => {
+                for (name, t) in [("k", k), ("v", v)] {
+                    if let Some(m) = t.max_abs.filter(|&m| m > F16_MAX) {
+                        return Err(Error::InvalidOption {
+                            name,
+                            reason: format!(
+                                "holds values up to |x| = {m}, beyond f16's range (|x| <= {F16_MAX}) of this cache"
+                            ),
+                        });
+                    }
+                }
+                Some((
+                    narrow(ctx, "kv cache k f16", &k.buffer, k.len())?,
+                    narrow(ctx, "kv cache v f16", &v.buffer, v.len())?,
+                ))
+            }
+        };
+        let (k_src, v_src) = narrowed
+            .as_ref()
+            .map_or((&k.buffer, &v.buffer), |(k, v)| (k, v));
+        let value_bytes = match self.storage {
+            KvStorage::F32 => 4,
+            KvStorage::F16 => 2,
+        };
         let heads = self.batch * self.kv_heads;
         let (capacity, len) = (self.capacity, self.len);
         ctx.scoped("appending to a KV cache", || {
@@ -171,11 +295,14 @@ impl KvCache {
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                         label: Some("kv cache append"),
                     });
-            for (src, dst, width) in [(k, &self.k, self.widths.0), (v, &self.v, self.widths.1)] {
-                let row_bytes = (width * 4) as u64;
+            for (src, dst, width) in [
+                (k_src, &self.k, self.widths.0),
+                (v_src, &self.v, self.widths.1),
+            ] {
+                let row_bytes = (width * value_bytes) as u64;
                 for head in 0..heads {
                     encoder.copy_buffer_to_buffer(
-                        &src.buffer,
+                        src,
                         (head * n) as u64 * row_bytes,
                         &dst.buffer,
                         (head * capacity + len) as u64 * row_bytes,
@@ -187,6 +314,7 @@ impl KvCache {
         })
         .and_then(|encoder| ctx.submit(encoder))?;
         self.len += n;
+        drop(narrowed);
         self.k.max_abs = match (self.k.max_abs, k.max_abs) {
             (Some(a), Some(b)) => Some(a.max(b)),
             _ => None,
@@ -252,11 +380,18 @@ impl KvCache {
     }
 
     /// The cached keys and values, `(B, Hkv, len, D)` and `(B, Hkv, len, Dv)`, read back from
-    /// the device.
+    /// the device (an f16 cache's values widened to f32, exactly).
     pub fn to_arrays(&self, ctx: &Context) -> Result<(ArrayD<f32>, ArrayD<f32>)> {
         self.check_device(ctx)?;
         let rows = |t: &GpuTensor| -> Result<ArrayD<f32>> {
-            let all = t.to_array(ctx)?;
+            let all = match self.storage {
+                KvStorage::F32 => t.to_array(ctx)?,
+                KvStorage::F16 => {
+                    let words: Vec<u32> = ctx.download(&t.buffer, t.len().div_ceil(2))?;
+                    ArrayD::from_shape_vec(IxDyn(&t.shape), unpack(&words, t.len()))
+                        .map_err(|e| Error::mismatch(format_args!("cache: {e}")))?
+                }
+            };
             Ok(all.slice_axis(Axis(2), Slice::from(0..self.len)).to_owned())
         };
         Ok((rows(&self.k)?, rows(&self.v)?))
@@ -283,7 +418,7 @@ impl KvCache {
         attention_over_rows(
             ctx,
             CachedQuery::Host(q),
-            (&self.k, &self.v),
+            (&self.k, &self.v, self.storage),
             self.len,
             opts,
         )?
@@ -301,7 +436,13 @@ impl KvCache {
     ) -> Result<(MemoryEstimate, PlanInfo)> {
         self.check_device(ctx)?;
         self.check_query(q_shape)?;
-        estimate_over_rows(ctx, q_shape, (&self.k, &self.v), self.len, opts)
+        estimate_over_rows(
+            ctx,
+            q_shape,
+            (&self.k, &self.v, self.storage),
+            self.len,
+            opts,
+        )
     }
 
     /// [`KvCache::attention`] with q already on the device; the outputs stay there.
@@ -316,7 +457,7 @@ impl KvCache {
         attention_over_rows(
             ctx,
             CachedQuery::Device(q),
-            (&self.k, &self.v),
+            (&self.k, &self.v, self.storage),
             self.len,
             opts,
         )
@@ -369,27 +510,38 @@ impl KvCache {
     }
 }
 
+/// Appended rows of one tensor, in the cache's storage type.
+enum Rows<'v, 'a> {
+    F32(&'v ArrayViewD<'a, f32>),
+    F16(&'v ArrayViewD<'a, f16>),
+}
+
 /// Writes `rows`, of shape `(B, Hkv, n, width)` with `heads` = B x Hkv, into `t`, of shape
 /// `(B, Hkv, capacity, width)`, from position `len` of every kv head: one contiguous write
-/// per head.
+/// per head. f16 rows are packed two values a word; the cache's even widths put every
+/// head's rows on whole words.
 fn write_rows(
     ctx: &Context,
     t: &GpuTensor,
-    rows: &ArrayViewD<'_, f32>,
+    rows: Rows<'_, '_>,
     (heads, width): (usize, usize),
     (capacity, len): (usize, usize),
 ) -> Result<()> {
-    let per_head = rows.len() / heads.max(1);
+    // The rows as u32 words, and the words of one value (f32) or of two (f16).
+    let (words, values_per_word): (Vec<u32>, usize) = match rows {
+        Rows::F32(a) => (
+            a.as_standard_layout().iter().map(|x| x.to_bits()).collect(),
+            1,
+        ),
+        Rows::F16(a) => (pack(a), 2),
+    };
+    let per_head = words.len() / heads.max(1);
     if per_head == 0 {
         return Ok(());
     }
-    let data = rows.as_standard_layout();
-    let data = data.as_slice().ok_or_else(|| {
-        Error::mismatch(format_args!("could not make the appended rows contiguous"))
-    })?;
     ctx.scoped("appending to a KV cache", || {
-        for (head, block) in data.chunks_exact(per_head).enumerate() {
-            let offset = ((head * capacity + len) * width * 4) as u64;
+        for (head, block) in words.chunks_exact(per_head).enumerate() {
+            let offset = ((head * capacity + len) * width / values_per_word * 4) as u64;
             ctx.queue()
                 .write_buffer(&t.buffer, offset, bytemuck::cast_slice(block));
         }

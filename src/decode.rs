@@ -285,7 +285,9 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
     let layout = Layout::of(ctx.adapter_info(), p, form);
     let split = layout.split;
     let how = match form {
-        // The partial kernel's loads (shaders/kv_loads_u64.wgsl where kv_words says so).
+        // The partial kernel's loads (shaders/kv_loads_f16.wgsl for f16 K and V,
+        // kv_loads_u64.wgsl where kv_words says so).
+        Form::Invocation if p.kv_half => "K/V read as f16".to_string(),
         Form::Invocation if kv_words(ctx) => "K/V read as 64-bit words".to_string(),
         Form::Invocation => "K/V read as vec4<f32>".to_string(),
         Form::Workgroup => format!(
@@ -293,16 +295,26 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
             layout.tile_rows
         ),
     };
+    let half = if form == Form::Workgroup && p.kv_half {
+        "; K/V read as f16"
+    } else {
+        ""
+    };
     format!(
-        "{} key splits of {} keys, merged; {how}",
+        "{} key splits of {} keys, merged; {how}{half}",
         split.splits, split.keys_per_split
     )
 }
 
-/// The partial kernel for the form, the problem's widths and the device's loads.
+/// The partial kernel for the form, the problem's widths and the device's loads (f16 K and
+/// V: the f16 loads whatever the device).
 fn partial_kernel(ctx: &Context, p: &Problem, form: Form) -> Kernel {
-    if form == Form::Workgroup {
-        return Kernel::DecodeWorkgroup;
+    match (form, p.kv_half) {
+        (Form::Workgroup, false) => return Kernel::DecodeWorkgroup,
+        (Form::Workgroup, true) => return Kernel::DecodeWorkgroupF16,
+        (Form::Invocation, true) if crate::fused::wide(p) => return Kernel::DecodePartialWideF16,
+        (Form::Invocation, true) => return Kernel::DecodePartialF16,
+        (Form::Invocation, false) => {}
     }
     match (crate::fused::wide(p), kv_words(ctx)) {
         (false, false) => Kernel::DecodePartial,
@@ -370,6 +382,15 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
     outputs + lses
 }
 
+/// The error for an f16 window that does not fit a binding (only on devices whose binding
+/// limit is below twice the offset alignment).
+fn kv_window_too_large(name: &str, bytes: u64, budget: &DeviceBudget) -> crate::error::Error {
+    crate::error::Error::too_large(format_args!(
+        "decode: the f16 window of {name} takes {bytes} bytes; the device binds at most {}",
+        budget.max_binding
+    ))
+}
+
 /// Runs the decode path over chunks from [`plan`]. The caller has checked the shape with
 /// `fused::width_obstacle` (D and Dv at most [`max_width`] of the form, padded to multiples
 /// of 4 by the caller, no weights). In the invocation form, widths above 128 run on the wide
@@ -408,13 +429,31 @@ pub(crate) fn run(
             .push(("COLS", workgroup_cols(d.dv) as u32));
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
+    // f16 K and V: the same elements at half the bytes (plan::Window::halved).
+    let chunks: Vec<Chunk> = chunks
+        .iter()
+        .map(|c| {
+            if !p.kv_half {
+                return Ok(c.clone());
+            }
+            Ok(Chunk {
+                k: c.k
+                    .halved(&budget)
+                    .map_err(|b| kv_window_too_large("k", b, &budget))?,
+                v: c.v
+                    .halved(&budget)
+                    .map_err(|b| kv_window_too_large("v", b, &budget))?,
+                ..c.clone()
+            })
+        })
+        .collect::<Result<_>>()?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("decode attention"),
         });
-        for c in chunks {
+        for c in &chunks {
             let (_, m_win, strides) = mask_params(p, c);
             let n_groups = c.n_heads / group;
             let g0 = c.bh0 / group;

@@ -1,17 +1,18 @@
 //! Attention on f16 data: [`attention_f16`] takes `half::f16` arrays and returns an f16
-//! output. The data travels and is stored on the device as f16 (two values per u32 word); a
-//! conversion kernel widens it to f32 on the device, every path runs with f32 accumulation,
-//! and the output is narrowed back to f16 on the device.
+//! output. The data travels and is stored on the device as f16 (two values per u32 word);
+//! every path runs with f32 accumulation, and the output is narrowed back to f16 on the
+//! device.
 //!
-//! Limitation: the attention kernels themselves read f32, so the widened copies take f32
-//! memory while the call runs, and f16 does not yet halve the bandwidth inside the kernels.
-//! The conversions use core WGSL `pack2x16float` / `unpack2x16float`, so no optional
-//! feature is needed.
+//! The decode path reads K and V as f16 (shaders/kv_loads_f16.wgsl), so there f16 halves
+//! the bytes it reads; q is widened to f32 on the device. The other paths read f32: the call
+//! widens K and V on the device first, and those copies take f32 memory while it runs (the
+//! plan's reason says "K/V widened from f16 to f32 first"). The conversions use core WGSL
+//! `pack2x16float` / `unpack2x16float`, so no optional feature is needed.
 
 use half::f16;
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
-use crate::attention::{attention_gpu, lse_to_array, memory_estimate};
+use crate::attention::{attention_gpu_stored, lse_to_array, memory_estimate, KvStorage};
 use crate::broadcast::broadcast_inputs;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -73,7 +74,7 @@ pub fn to_f16_checked(name: &'static str, a: &ndarray::ArrayViewD<'_, f32>) -> R
 /// not finite when its five exponent bits are all ones, and finite values order by |x| as
 /// their bits without the sign. ndarray's indexed iterator, used before, was half of the
 /// host time of an f16 call; the index is now worked out only for the error.
-fn max_abs_f16(name: &'static str, a: &ndarray::ArrayViewD<'_, f16>) -> Result<f32> {
+pub(crate) fn max_abs_f16(name: &'static str, a: &ndarray::ArrayViewD<'_, f16>) -> Result<f32> {
     const MAGNITUDE: u16 = 0x7fff;
     const EXPONENT: u16 = 0x7c00;
     let scan = |values: &mut dyn Iterator<Item = &f16>| {
@@ -100,7 +101,7 @@ fn max_abs_f16(name: &'static str, a: &ndarray::ArrayViewD<'_, f16>) -> Result<f
 /// (row-major) order. Standard-layout arrays are packed from their slice: one loop over
 /// ndarray's iterator for every layout took `bench --shape 1,32,1,4096,128 --kv-heads 8
 /// --dtype f16 --path decode` from 33 to 48 ms a call (its dynamic-dimension iterator).
-fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
+pub(crate) fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
     let word = |lo: u16, hi: u16| u32::from(lo) | (u32::from(hi) << 16);
     if let Some(values) = a.as_slice() {
         return values
@@ -120,6 +121,29 @@ fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
             )
         })
         .collect()
+}
+
+/// The f32 values of packed f16 words (element 2i in the low half), `n` of them.
+pub(crate) fn unpack(words: &[u32], n: usize) -> Vec<f32> {
+    words
+        .iter()
+        .flat_map(|w| [*w as u16, (*w >> 16) as u16])
+        .take(n)
+        .map(|bits| f16::from_bits(bits).to_f32())
+        .collect()
+}
+
+/// Narrows `n` f32 values of `values` into packed f16 words in a new buffer (values beyond
+/// f16's range become infinities: callers check the range first where they can).
+pub(crate) fn narrow(
+    ctx: &Context,
+    name: &str,
+    values: &wgpu::Buffer,
+    n: usize,
+) -> Result<wgpu::Buffer> {
+    let words = ctx.scratch_buffer(name, (n.div_ceil(2) * 4) as u64)?;
+    convert(ctx, Kernel::NarrowF16, values, &words, n)?;
+    Ok(words)
 }
 
 /// Runs one conversion kernel over `n` values: `src` and `dst` are the packed words and the
@@ -197,18 +221,41 @@ fn convert(
     })
 }
 
+/// The f32 values of `n` packed f16 values in `packed`, in a new buffer.
+pub(crate) fn widen(
+    ctx: &Context,
+    name: &str,
+    packed: &wgpu::Buffer,
+    n: usize,
+) -> Result<wgpu::Buffer> {
+    let wide = ctx.scratch_buffer(name, n as u64 * 4)?;
+    convert(ctx, Kernel::WidenF16, packed, &wide, n)?;
+    Ok(wide)
+}
+
 /// Uploads an f16 array and widens it to an f32 device tensor.
 fn upload_widened(
     ctx: &Context,
     name: &'static str,
     a: &ndarray::ArrayViewD<'_, f16>,
 ) -> Result<GpuTensor> {
-    let max_abs = max_abs_f16(name, a)?;
-    let packed = ctx.upload(name, &pack(a))?;
-    let wide = ctx.output_buffer(name, a.len())?;
-    convert(ctx, Kernel::WidenF16, &packed, &wide, a.len())?;
+    let packed = upload_packed(ctx, name, a)?;
     Ok(GpuTensor {
-        buffer: wide,
+        buffer: widen(ctx, name, &packed.buffer, a.len())?,
+        ..packed
+    })
+}
+
+/// Uploads an f16 array as it is, two values a u32 word, in a tensor whose shape is the
+/// array's (what crate::attention's `KvStorage::F16` reads), after checking its values.
+pub(crate) fn upload_packed(
+    ctx: &Context,
+    name: &'static str,
+    a: &ndarray::ArrayViewD<'_, f16>,
+) -> Result<GpuTensor> {
+    let max_abs = max_abs_f16(name, a)?;
+    Ok(GpuTensor {
+        buffer: ctx.upload(name, &pack(a))?,
         shape: a.shape().to_vec(),
         max_abs: Some(max_abs),
     })
@@ -241,13 +288,14 @@ where
     let (mut need, _) = memory_estimate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
     need.scratch += need.inputs + need.outputs / 2;
     ctx.check_memory(&need)?;
+    // q is widened on the device; K and V stay f16 for decode, which reads them so, and
+    // are widened by the call for the other paths (crate::attention's KvStorage::F16).
     let qt = upload_widened(ctx, "q", &q.view())?;
-    let kt = upload_widened(ctx, "k", &k.view())?;
-    let vt = upload_widened(ctx, "v", &v.view())?;
-    let r = attention_gpu(ctx, &qt, &kt, &vt, opts)?;
+    let kt = upload_packed(ctx, "k", &k.view())?;
+    let vt = upload_packed(ctx, "v", &v.view())?;
+    let r = attention_gpu_stored(ctx, &qt, (&kt, &vt, KvStorage::F16), opts)?;
     let n = r.out.len();
-    let narrow = ctx.scratch_buffer("out f16", (n.div_ceil(2) * 4) as u64)?;
-    convert(ctx, Kernel::NarrowF16, &r.out.buffer, &narrow, n)?;
+    let narrow = narrow(ctx, "out f16", &r.out.buffer, n)?;
     let words: Vec<u32> = ctx.download(&narrow, n.div_ceil(2))?;
     let halves: Vec<f16> = words
         .iter()

@@ -84,6 +84,12 @@ pub enum Kernel {
     /// split, for GPUs (D and Dv up to 4096; rows per tile and output columns per
     /// invocation as the `ROWS` and `COLS` overrides).
     DecodeWorkgroup,
+    /// [`Kernel::DecodePartial`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
+    DecodePartialF16,
+    /// [`Kernel::DecodePartialWide`] reading K and V stored as f16.
+    DecodePartialWideF16,
+    /// [`Kernel::DecodeWorkgroup`] reading K and V stored as f16.
+    DecodeWorkgroupF16,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
@@ -103,7 +109,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 29] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -126,6 +132,9 @@ impl Kernel {
         Kernel::DecodePartialU64,
         Kernel::DecodePartialWideU64,
         Kernel::DecodeWorkgroup,
+        Kernel::DecodePartialF16,
+        Kernel::DecodePartialWideF16,
+        Kernel::DecodeWorkgroupF16,
         Kernel::Merge,
         Kernel::Copy,
         Kernel::Matmul,
@@ -267,6 +276,23 @@ impl Kernel {
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_workgroup.wgsl")
             ),
+            Kernel::DecodePartialF16 => concat!(
+                include_str!("../shaders/decode_width_128.wgsl"),
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
+            Kernel::DecodePartialWideF16 => concat!(
+                include_str!("../shaders/decode_width_256.wgsl"),
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
+            Kernel::DecodeWorkgroupF16 => concat!(
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
+                include_str!("../shaders/decode_workgroup.wgsl")
+            ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
             Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
@@ -302,6 +328,9 @@ impl Kernel {
             Kernel::DecodePartialU64 => "decode_partial_u64",
             Kernel::DecodePartialWideU64 => "decode_partial_wide_u64",
             Kernel::DecodeWorkgroup => "decode_workgroup",
+            Kernel::DecodePartialF16 => "decode_partial_f16",
+            Kernel::DecodePartialWideF16 => "decode_partial_wide_f16",
+            Kernel::DecodeWorkgroupF16 => "decode_workgroup_f16",
             Kernel::Merge => "merge",
             Kernel::Copy => "copy",
             Kernel::Matmul => "matmul",
@@ -364,7 +393,10 @@ impl Kernel {
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64
             | Kernel::DecodePartialWideU64
-            | Kernel::DecodeWorkgroup => &[
+            | Kernel::DecodeWorkgroup
+            | Kernel::DecodePartialF16
+            | Kernel::DecodePartialWideF16
+            | Kernel::DecodeWorkgroupF16 => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
@@ -425,7 +457,10 @@ impl Kernel {
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64
             | Kernel::DecodePartialWideU64
-            | Kernel::DecodeWorkgroup => std::mem::size_of::<crate::params::DecodeParams>(),
+            | Kernel::DecodeWorkgroup
+            | Kernel::DecodePartialF16
+            | Kernel::DecodePartialWideF16
+            | Kernel::DecodeWorkgroupF16 => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
             Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),

@@ -104,6 +104,24 @@ impl Window {
 }
 
 impl Window {
+    /// The same elements in a buffer of f16 values, two a u32 word (K and V read by
+    /// shaders/kv_loads_f16.wgsl): half the bytes, from the aligned offset at or before half
+    /// this window's; `start` then counts f16 elements, so `start / 4` is the vec4 index of
+    /// the offset as for f32. `Err(bytes)` when that exceeds one binding (it cannot where the
+    /// binding limit is at least twice the alignment).
+    pub(crate) fn halved(&self, budget: &DeviceBudget) -> std::result::Result<Window, u64> {
+        let offset = (self.offset / 2) / budget.align * budget.align;
+        let size = (self.offset + self.size) / 2 - offset;
+        if size > budget.max_binding {
+            return Err(size);
+        }
+        Ok(Window {
+            offset,
+            size,
+            start: (offset / 2) as u32,
+        })
+    }
+
     /// This window of `buffer` as a binding.
     pub fn bind<'a>(&self, buffer: &'a wgpu::Buffer) -> wgpu::BufferBinding<'a> {
         wgpu::BufferBinding {

@@ -119,6 +119,10 @@ pub struct Problem {
     /// ([`crate::KvCache`]), whose first `dims.lk` rows per head are the keys. Kernels find
     /// kv head h's rows at `h * kv_rows`.
     pub kv_rows: usize,
+    /// K and V are stored as f16, two values a u32 word, and the path reads them so
+    /// (decode's f16 kernels, shaders/kv_loads_f16.wgsl); false for f32 K and V, and for f16
+    /// ones that the call widens to f32 before a path that reads only f32.
+    pub kv_half: bool,
 }
 
 impl Problem {
@@ -300,6 +304,7 @@ pub fn validate_problem(
         causal_offset: opts.causal.offset(dims.lq, dims.lk),
         mask,
         kv_rows: dims.lk,
+        kv_half: false,
     })
 }
 

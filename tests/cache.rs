@@ -1,13 +1,17 @@
 //! `KvCache`: attention over K and V kept on the device with room for more positions than
-//! they hold, against the reference on the same keys as plain arrays, on every path.
+//! they hold, against the reference on the same keys as plain arrays, on every path; in f32
+//! and in f16 caches (whose stored values are the appended ones rounded to f16: the
+//! reference then takes the rounded values, and the f32 tolerance holds, as the kernels
+//! widen them exactly and compute in f32).
 
 mod common;
 
 use common::Rng;
+use half::f16;
 use ndarray::{concatenate, s, ArrayD, Axis};
 use wgpu_attention::{
     check, reference, AttentionOptions, Causal, Context, ContextOptions, Error, GpuTensor, KvCache,
-    Mask, PathChoice, Tolerance,
+    Mask, PathChoice, PlanInfo, Tolerance,
 };
 
 /// Every path a caller can force, with the path name its plan reports (the fused tiers and
@@ -22,15 +26,69 @@ const PATHS: [(PathChoice, &str); 7] = [
     (PathChoice::DecodeWorkgroup, "decode-workgroup"),
 ];
 
-/// A cache holding `k` and `v` (`(B, Hkv, L, width)`) in its first L positions, appended in
-/// three pieces, with junk rows appended and dropped in between so that the positions past
-/// L hold stale values a wrong head stride would read.
+/// How a cache stores K and V.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Store {
+    F32,
+    F16,
+}
+
+const STORES: [Store; 2] = [Store::F32, Store::F16];
+
+impl Store {
+    fn cache(self, ctx: &Context, [b, hkv, capacity, d, dv]: [usize; 5]) -> KvCache {
+        match self {
+            Store::F32 => KvCache::new(ctx, b, hkv, capacity, d, dv),
+            Store::F16 => KvCache::new_f16(ctx, b, hkv, capacity, d, dv),
+        }
+        .expect("cache")
+    }
+
+    /// The values the cache holds after appending `a`: `a` itself, or rounded to f16.
+    fn round(self, a: &ArrayD<f32>) -> ArrayD<f32> {
+        match self {
+            Store::F32 => a.clone(),
+            Store::F16 => a.mapv(|x| f16::from_f32(x).to_f32()),
+        }
+    }
+
+    /// Whether this store takes these widths (f16 caches need even ones).
+    fn takes(self, d: usize, dv: usize) -> bool {
+        self == Store::F32 || (d.is_multiple_of(2) && dv.is_multiple_of(2))
+    }
+}
+
+/// Checks what the plan says of an f16 cache's K and V: the decode forms read them as f16
+/// where the widths need no padding; every other path (and padded decode) widens them.
+fn assert_f16_reads(what: &str, store: Store, plan: &PlanInfo, (d, dv): (usize, usize)) {
+    if store != Store::F16 {
+        assert!(!plan.reason.contains("f16"), "{what}: {}", plan.reason);
+        return;
+    }
+    let direct = plan.path.starts_with("decode") && d.is_multiple_of(4) && dv.is_multiple_of(4);
+    let said = if direct {
+        "K/V read as f16"
+    } else {
+        "K/V widened from f16 to f32 first"
+    };
+    assert!(
+        plan.reason.contains(said),
+        "{what} [{}]: {}",
+        plan.path,
+        plan.reason
+    );
+}
+
+/// A cache holding `k` and `v` (`(B, Hkv, L, width)`; for an f16 cache, values f16 holds)
+/// in its first L positions, appended in three pieces, with junk rows appended and dropped
+/// in between so that the positions past L hold stale values a wrong head stride would read.
 fn filled_cache(
     ctx: &Context,
     rng: &mut Rng,
     k: &ArrayD<f32>,
     v: &ArrayD<f32>,
     capacity: usize,
+    store: Store,
 ) -> KvCache {
     let (b, hkv, len, d, dv) = (
         k.shape()[0],
@@ -39,7 +97,7 @@ fn filled_cache(
         k.shape()[3],
         v.shape()[3],
     );
-    let mut cache = KvCache::new(ctx, b, hkv, capacity, d, dv).expect("cache");
+    let mut cache = store.cache(ctx, [b, hkv, capacity, d, dv]);
     let first = len / 2;
     cache
         .append(
@@ -78,7 +136,7 @@ fn filled_cache(
 }
 
 /// Asserts the cache's attention of `q` matches the reference over `k` and `v`, and returns
-/// the path that ran.
+/// the plan that ran.
 fn assert_cache_parity(
     ctx: &Context,
     what: &str,
@@ -86,7 +144,7 @@ fn assert_cache_parity(
     q: &ArrayD<f32>,
     (k, v): (&ArrayD<f32>, &ArrayD<f32>),
     opts: &AttentionOptions<'_>,
-) -> Option<&'static str> {
+) -> Option<PlanInfo> {
     let gpu = match cache.attention(ctx, q, opts) {
         Ok(r) => r,
         Err(Error::PathUnavailable { .. }) if opts.path != PathChoice::Auto => return None,
@@ -103,7 +161,7 @@ fn assert_cache_parity(
         let c = check::compare(&g.view(), &e.view(), Tolerance::F32);
         assert!(c.passed(), "{what} [{}]: weights: {c}", gpu.plan.path);
     }
-    Some(gpu.plan.path)
+    Some(gpu.plan)
 }
 
 #[test]
@@ -112,41 +170,51 @@ fn cache_matches_arrays_on_every_path() {
     let mut rng = Rng::new(91);
     // (B, Hq, Hkv, Lq, len, capacity, D, Dv): GQA, Dv != D, widths that are not multiples
     // of 4 (padded copies of the whole capacity), lengths that are not block multiples.
+    // In f16 caches, widths that are even but not multiples of 4 (decode then widens too).
     let shapes = [
         [1, 8, 2, 1, 300, 512, 64, 64],
         [2, 4, 2, 7, 77, 100, 16, 24],
         [1, 3, 1, 16, 130, 131, 5, 7],
         [1, 4, 4, 33, 65, 200, 32, 32],
+        [1, 4, 2, 3, 50, 64, 6, 10],
     ];
-    for [b, hq, hkv, lq, len, capacity, d, dv] in shapes {
-        let q = rng.array(&[b, hq, lq, d], 1.0);
-        let k = rng.array(&[b, hkv, len, d], 1.0);
-        let v = rng.array(&[b, hkv, len, dv], 1.0);
-        let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity);
-        let (k_back, v_back) = cache.to_arrays(&ctx).expect("read back");
-        assert_eq!((k_back, v_back), (k.clone(), v.clone()), "to_arrays");
-        let mut ran = Vec::new();
-        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
-            for (choice, name) in PATHS {
-                let opts = AttentionOptions::default()
-                    .causal(causal)
-                    .path(choice)
-                    .with_lse();
-                let what = format!(
-                    "{:?} {causal:?} {choice:?}",
-                    [b, hq, hkv, lq, len, capacity, d, dv]
-                );
-                if let Some(path) = assert_cache_parity(&ctx, &what, &cache, &q, (&k, &v), &opts) {
-                    if !name.is_empty() {
-                        assert_eq!(path, name, "{what}");
+    for store in STORES {
+        for [b, hq, hkv, lq, len, capacity, d, dv] in shapes {
+            if !store.takes(d, dv) {
+                continue;
+            }
+            let q = rng.array(&[b, hq, lq, d], 1.0);
+            let k = store.round(&rng.array(&[b, hkv, len, d], 1.0));
+            let v = store.round(&rng.array(&[b, hkv, len, dv], 1.0));
+            let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity, store);
+            let (k_back, v_back) = cache.to_arrays(&ctx).expect("read back");
+            assert_eq!((k_back, v_back), (k.clone(), v.clone()), "to_arrays");
+            let mut ran = Vec::new();
+            for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                for (choice, name) in PATHS {
+                    let opts = AttentionOptions::default()
+                        .causal(causal)
+                        .path(choice)
+                        .with_lse();
+                    let what = format!(
+                        "{store:?} {:?} {causal:?} {choice:?}",
+                        [b, hq, hkv, lq, len, capacity, d, dv]
+                    );
+                    if let Some(plan) =
+                        assert_cache_parity(&ctx, &what, &cache, &q, (&k, &v), &opts)
+                    {
+                        if !name.is_empty() {
+                            assert_eq!(plan.path, name, "{what}");
+                        }
+                        assert_f16_reads(&what, store, &plan, (d, dv));
+                        ran.push(plan.path);
                     }
-                    ran.push(path);
                 }
             }
-        }
-        // Every adapter runs the unfused path, the portable tier and both decode forms.
-        for must in ["unfused", "fused-portable", "decode-workgroup"] {
-            assert!(ran.contains(&must), "{must} did not run: {ran:?}");
+            // Every adapter runs the unfused path, the portable tier and both decode forms.
+            for must in ["unfused", "fused-portable", "decode-workgroup"] {
+                assert!(ran.contains(&must), "{must} did not run: {ran:?}");
+            }
         }
     }
 }
@@ -159,7 +227,7 @@ fn cache_with_masks_weights_and_large_logits() {
     let q = rng.array(&[b, hq, lq, d], 1.0);
     let k = rng.array(&[b, hkv, len, d], 1.0);
     let v = rng.array(&[b, hkv, len, d], 1.0);
-    let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity);
+    let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity, Store::F32);
     // A boolean mask that leaves query row 2 of head 1 no key (zeros and an LSE of -inf).
     let mut allow = rng.bool_array(&[b, hq, lq, len], 0.7);
     allow.slice_mut(s![0, 1, 2, ..]).fill(false);
@@ -220,28 +288,28 @@ fn cache_split_to_small_bindings() {
     let mut rng = Rng::new(93);
     // Each kv head holds 40 of 64 rows of 16 floats: 2.5 KiB of data at a 4 KiB stride, so
     // a 16 KiB binding takes some heads and the windows start at aligned offsets.
+    // (In an f16 cache each head's data and stride are half as many bytes, so the f16
+    // windows, halved from the f32 ones and aligned down, start mid-buffer too.)
     let (b, hq, hkv, lq, len, capacity, d) = (2, 8, 4, 3, 40, 64, 16);
-    let q = rng.array(&[b, hq, lq, d], 1.0);
-    let k = rng.array(&[b, hkv, len, d], 1.0);
-    let v = rng.array(&[b, hkv, len, d], 1.0);
-    let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity);
-    for (choice, _) in PATHS {
-        let opts = AttentionOptions::default()
-            .causal(Causal::BottomRight)
-            .path(choice)
-            .with_lse();
-        let gpu = cache.attention(&ctx, &q, &opts);
-        if let Ok(r) = &gpu {
-            assert!(r.plan.chunks > 1, "{choice:?}: {} chunk(s)", r.plan.chunks);
+    for store in STORES {
+        let q = rng.array(&[b, hq, lq, d], 1.0);
+        let k = store.round(&rng.array(&[b, hkv, len, d], 1.0));
+        let v = store.round(&rng.array(&[b, hkv, len, d], 1.0));
+        let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity, store);
+        for (choice, _) in PATHS {
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(choice)
+                .with_lse();
+            let gpu = cache.attention(&ctx, &q, &opts);
+            if let Ok(r) = &gpu {
+                assert!(r.plan.chunks > 1, "{choice:?}: {} chunk(s)", r.plan.chunks);
+            }
+            let what = format!("small bindings {store:?} {choice:?}");
+            if let Some(plan) = assert_cache_parity(&ctx, &what, &cache, &q, (&k, &v), &opts) {
+                assert_f16_reads(&what, store, &plan, (d, d));
+            }
         }
-        assert_cache_parity(
-            &ctx,
-            &format!("small bindings {choice:?}"),
-            &cache,
-            &q,
-            (&k, &v),
-            &opts,
-        );
     }
 }
 
@@ -250,60 +318,63 @@ fn cache_on_device_query_and_growth_step_by_step() {
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(94);
     let (hq, hkv, d) = (4, 2, 16);
-    let mut cache = KvCache::new(&ctx, 1, hkv, 12, d, d).expect("cache");
-    // Nothing cached yet: no key for any row, as with arrays of length 0.
-    let q = rng.array(&[1, hq, 1, d], 1.0);
-    let opts = AttentionOptions::default()
-        .causal(Causal::BottomRight)
-        .with_lse();
-    let empty = cache.attention(&ctx, &q, &opts).expect("empty cache");
-    assert!(empty.out.iter().all(|&x| x == 0.0));
-    assert!(empty
-        .lse
-        .expect("lse")
-        .iter()
-        .all(|&x| x == f32::NEG_INFINITY));
-    let (mut k_all, mut v_all) = (
-        ArrayD::<f32>::zeros(vec![1, hkv, 0, d]),
-        ArrayD::<f32>::zeros(vec![1, hkv, 0, d]),
-    );
-    for step in 0..12 {
-        let (k_new, v_new) = (
-            rng.array(&[1, hkv, 1, d], 1.0),
-            rng.array(&[1, hkv, 1, d], 1.0),
-        );
-        cache.append(&ctx, &k_new, &v_new).expect("append");
-        k_all = concatenate(Axis(2), &[k_all.view(), k_new.view()]).expect("concat");
-        v_all = concatenate(Axis(2), &[v_all.view(), v_new.view()]).expect("concat");
+    for store in STORES {
+        let mut cache = store.cache(&ctx, [1, hkv, 12, d, d]);
+        // Nothing cached yet: no key for any row, as with arrays of length 0.
         let q = rng.array(&[1, hq, 1, d], 1.0);
-        let host = assert_cache_parity(
-            &ctx,
-            &format!("step {step}"),
-            &cache,
-            &q,
-            (&k_all, &v_all),
-            &opts,
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .with_lse();
+        let empty = cache.attention(&ctx, &q, &opts).expect("empty cache");
+        assert!(empty.out.iter().all(|&x| x == 0.0));
+        assert!(empty
+            .lse
+            .expect("lse")
+            .iter()
+            .all(|&x| x == f32::NEG_INFINITY));
+        let (mut k_all, mut v_all) = (
+            ArrayD::<f32>::zeros(vec![1, hkv, 0, d]),
+            ArrayD::<f32>::zeros(vec![1, hkv, 0, d]),
         );
-        assert!(host.is_some());
-        // q on the device gives the same answer.
-        let qt = GpuTensor::from_array(&ctx, "q", &q).expect("q tensor");
-        let dev = cache.attention_gpu(&ctx, &qt, &opts).expect("device q");
-        let out = dev.out.to_array(&ctx).expect("download");
-        let from_host = cache.attention(&ctx, &q, &opts).expect("host q").out;
-        assert_eq!(out, from_host, "step {step}");
+        for step in 0..12 {
+            let (k_new, v_new) = (
+                rng.array(&[1, hkv, 1, d], 1.0),
+                rng.array(&[1, hkv, 1, d], 1.0),
+            );
+            cache.append(&ctx, &k_new, &v_new).expect("append");
+            let (k_new, v_new) = (store.round(&k_new), store.round(&v_new));
+            k_all = concatenate(Axis(2), &[k_all.view(), k_new.view()]).expect("concat");
+            v_all = concatenate(Axis(2), &[v_all.view(), v_new.view()]).expect("concat");
+            let q = rng.array(&[1, hq, 1, d], 1.0);
+            let host = assert_cache_parity(
+                &ctx,
+                &format!("{store:?} step {step}"),
+                &cache,
+                &q,
+                (&k_all, &v_all),
+                &opts,
+            );
+            assert!(host.is_some());
+            // q on the device gives the same answer.
+            let qt = GpuTensor::from_array(&ctx, "q", &q).expect("q tensor");
+            let dev = cache.attention_gpu(&ctx, &qt, &opts).expect("device q");
+            let out = dev.out.to_array(&ctx).expect("download");
+            let from_host = cache.attention(&ctx, &q, &opts).expect("host q").out;
+            assert_eq!(out, from_host, "step {step}");
+        }
+        // Full: one more position is refused and the cache keeps what it had.
+        let err = cache
+            .append(
+                &ctx,
+                &rng.array(&[1, hkv, 1, d], 1.0),
+                &rng.array(&[1, hkv, 1, d], 1.0),
+            )
+            .expect_err("over capacity");
+        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        assert_eq!(cache.len(), 12);
+        cache.clear();
+        assert!(cache.is_empty());
     }
-    // Full: one more position is refused and the cache keeps what it had.
-    let err = cache
-        .append(
-            &ctx,
-            &rng.array(&[1, hkv, 1, d], 1.0),
-            &rng.array(&[1, hkv, 1, d], 1.0),
-        )
-        .expect_err("over capacity");
-    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
-    assert_eq!(cache.len(), 12);
-    cache.clear();
-    assert!(cache.is_empty());
 }
 
 #[test]
@@ -366,6 +437,26 @@ fn cache_refuses_bad_input() {
         "{err}"
     );
     assert_eq!(cache.len(), 3);
+    // f16 caches: odd widths, and values beyond f16's range from the host or from an
+    // uploaded tensor (whose magnitude is known), are refused and change nothing.
+    for (d, dv) in [(15, 16), (16, 7)] {
+        let err = KvCache::new_f16(&ctx, 1, 2, 8, d, dv).expect_err("odd width");
+        assert!(matches!(err, Error::InvalidOption { .. }), "{err}");
+        assert!(err.to_string().contains("even"), "{err}");
+    }
+    let mut half = KvCache::new_f16(&ctx, 1, 2, 8, 16, 12).expect("f16 cache");
+    half.append(&ctx, &k, &v).expect("append");
+    let mut huge = v.clone();
+    huge[[0, 0, 1, 2]] = 70000.0;
+    let err = half.append(&ctx, &k, &huge).expect_err("beyond f16");
+    assert!(err.to_string().contains("f16's range"), "{err}");
+    let (kt, huge_t) = (
+        GpuTensor::from_array(&ctx, "k", &k).expect("k"),
+        GpuTensor::from_array(&ctx, "v", &huge).expect("v"),
+    );
+    let err = half.append_gpu(&ctx, &kt, &huge_t).expect_err("beyond f16");
+    assert!(err.to_string().contains("f16's range"), "{err}");
+    assert_eq!(half.len(), 3);
     // q must be rank 4 with the cache's batch and a width and head count that fit.
     for shape in [
         vec![2, 2, 1, 16],
@@ -398,6 +489,17 @@ fn cache_memory_is_counted_and_refused_when_missing() {
     // 2 x 1 x 2 x 1024 x 64 floats = 1 MiB: more than the limit leaves free.
     let err = KvCache::new(&ctx, 1, 2, 1024, 64, 64).expect_err("too large");
     assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    // In f16 a cache of 1000 positions takes 500 KiB, half of what it would in f32, and
+    // fits in what the context has free.
+    let err = KvCache::new(&ctx, 1, 2, 1000, 64, 64).expect_err("too large in f32");
+    assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    let before = ctx.memory_in_use();
+    let cache = KvCache::new_f16(&ctx, 1, 2, 1000, 64, 64).expect("500 KiB");
+    let held = ctx.memory_in_use() - before;
+    // K and V, 2 kv heads, 1000 positions of 64 values, 2 bytes each.
+    let f16_bytes = 2 * 2 * 1000 * 64 * 2;
+    assert!((f16_bytes..f16_bytes + 1024).contains(&held), "{held}");
+    drop(cache);
     let before = ctx.memory_in_use();
     let cache = KvCache::new(&ctx, 1, 2, 256, 64, 64).expect("256 KiB");
     assert!(ctx.memory_in_use() >= before + 2 * 2 * 256 * 64 * 4);
@@ -415,7 +517,12 @@ fn cache_memory_is_counted_and_refused_when_missing() {
 fn cache_calls_fit_exactly_at_their_estimate() {
     let Some(base) = common::ctx() else { return };
     let mut rng = Rng::new(96);
-    for (d, dv) in [(32, 16), (30, 18)] {
+    for (store, (d, dv)) in [
+        (Store::F32, (32, 16)),
+        (Store::F32, (30, 18)),
+        (Store::F16, (32, 16)),
+        (Store::F16, (30, 18)),
+    ] {
         let (b, hq, hkv, lq, len, capacity) = (1, 4, 2, 70, 300, 400);
         let q = rng.array(&[b, hq, lq, d], 1.0);
         let k = rng.array(&[b, hkv, len, d], 1.0);
@@ -429,7 +536,7 @@ fn cache_calls_fit_exactly_at_their_estimate() {
                     ..Default::default()
                 })
                 .expect("context");
-                let mut cache = KvCache::new(&ctx, b, hkv, capacity, d, dv).expect("cache");
+                let mut cache = store.cache(&ctx, [b, hkv, capacity, d, dv]);
                 cache.append(&ctx, &k, &v).expect("append");
                 // Uploads wait in wgpu's staging buffers until the next submission: flush
                 // them and let the device free them, so that what is in use stays.
@@ -441,7 +548,7 @@ fn cache_calls_fit_exactly_at_their_estimate() {
             let Ok((est, plan)) = cache.memory_estimate(&probe, q.shape(), &opts) else {
                 continue; // a tier this adapter lacks
             };
-            let what = format!("D {d} Dv {dv} {choice:?} [{}]", plan.path);
+            let what = format!("{store:?} D {d} Dv {dv} {choice:?} [{}]", plan.path);
             let need = probe.memory_in_use() + est.total();
             let (tight, cache_t) = fresh(Some(need));
             let r = cache_t.attention(&tight, &q, &opts).expect("fits exactly");
@@ -480,47 +587,71 @@ fn device_tensors_append_like_host_arrays() {
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(97);
     let (b, hq, hkv, d, dv) = (2, 6, 3, 20, 12);
-    let mut host = KvCache::new(&ctx, b, hkv, 50, d, dv).expect("cache");
-    let mut device = KvCache::new(&ctx, b, hkv, 50, d, dv).expect("cache");
-    let (mut k_all, mut v_all) = (
-        ArrayD::<f32>::zeros(vec![b, hkv, 0, d]),
-        ArrayD::<f32>::zeros(vec![b, hkv, 0, dv]),
-    );
-    for n in [7, 1, 0, 13] {
-        let (k, v) = (
-            rng.array(&[b, hkv, n, d], 1.0),
-            rng.array(&[b, hkv, n, dv], 1.0),
+    for store in STORES {
+        let mut host = store.cache(&ctx, [b, hkv, 50, d, dv]);
+        let mut device = store.cache(&ctx, [b, hkv, 50, d, dv]);
+        // f16 arrays appended as they are (f16 cache) or widened (f32 cache).
+        let mut halves = store.cache(&ctx, [b, hkv, 50, d, dv]);
+        let (mut k_all, mut v_all) = (
+            ArrayD::<f32>::zeros(vec![b, hkv, 0, d]),
+            ArrayD::<f32>::zeros(vec![b, hkv, 0, dv]),
         );
-        host.append(&ctx, &k, &v).expect("host append");
-        let (kt, vt) = (
-            GpuTensor::from_array(&ctx, "k", &k).expect("k"),
-            GpuTensor::from_array(&ctx, "v", &v).expect("v"),
+        for n in [7, 1, 0, 13] {
+            let (k, v) = (
+                rng.array(&[b, hkv, n, d], 1.0),
+                rng.array(&[b, hkv, n, dv], 1.0),
+            );
+            host.append(&ctx, &k, &v).expect("host append");
+            let (kt, vt) = (
+                GpuTensor::from_array(&ctx, "k", &k).expect("k"),
+                GpuTensor::from_array(&ctx, "v", &v).expect("v"),
+            );
+            device.append_gpu(&ctx, &kt, &vt).expect("device append");
+            let (k, v) = (store.round(&k), store.round(&v));
+            halves
+                .append_f16(&ctx, &k.mapv(f16::from_f32), &v.mapv(f16::from_f32))
+                .expect("f16 append");
+            k_all = concatenate(Axis(2), &[k_all.view(), k.view()]).expect("concat");
+            v_all = concatenate(Axis(2), &[v_all.view(), v.view()]).expect("concat");
+        }
+        assert_eq!(device.len(), 21);
+        for cache in [&host, &device] {
+            assert_eq!(
+                cache.to_arrays(&ctx).expect("read"),
+                (k_all.clone(), v_all.clone()),
+                "{store:?}"
+            );
+        }
+        // The f16 arrays hold the values rounded to f16 (k_all already is, in an f16 cache).
+        assert_eq!(
+            halves.to_arrays(&ctx).expect("read"),
+            (Store::F16.round(&k_all), Store::F16.round(&v_all)),
+            "{store:?}"
         );
-        device.append_gpu(&ctx, &kt, &vt).expect("device append");
-        k_all = concatenate(Axis(2), &[k_all.view(), k.view()]).expect("concat");
-        v_all = concatenate(Axis(2), &[v_all.view(), v.view()]).expect("concat");
+        let q = rng.array(&[b, hq, 4, d], 1.0);
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .with_lse();
+        let what = format!("{store:?} device appends");
+        assert_cache_parity(&ctx, &what, &device, &q, (&k_all, &v_all), &opts);
+        let from_host = host.attention(&ctx, &q, &opts).expect("host");
+        let from_device = device.attention(&ctx, &q, &opts).expect("device");
+        assert_eq!(from_host.out, from_device.out, "{what}");
+        if store == Store::F16 {
+            let from_halves = halves.attention(&ctx, &q, &opts).expect("f16 arrays");
+            assert_eq!(from_host.out, from_halves.out, "{what}");
+        }
+        // Shapes are checked as for host arrays, and a refused append changes nothing.
+        let wrong =
+            GpuTensor::from_array(&ctx, "k", &rng.array(&[b, hkv, 2, d + 4], 1.0)).expect("k");
+        let v2 = GpuTensor::from_array(&ctx, "v", &rng.array(&[b, hkv, 2, dv], 1.0)).expect("v");
+        let err = device.append_gpu(&ctx, &wrong, &v2).expect_err("width");
+        assert!(matches!(err, Error::ShapeMismatch { .. }), "{err}");
+        let big = GpuTensor::from_array(&ctx, "k", &rng.array(&[b, hkv, 30, d], 1.0)).expect("k");
+        let big_v =
+            GpuTensor::from_array(&ctx, "v", &rng.array(&[b, hkv, 30, dv], 1.0)).expect("v");
+        let err = device.append_gpu(&ctx, &big, &big_v).expect_err("capacity");
+        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        assert_eq!(device.to_arrays(&ctx).expect("read"), (k_all, v_all));
     }
-    assert_eq!(device.len(), 21);
-    assert_eq!(
-        device.to_arrays(&ctx).expect("read"),
-        (k_all.clone(), v_all.clone())
-    );
-    let q = rng.array(&[b, hq, 4, d], 1.0);
-    let opts = AttentionOptions::default()
-        .causal(Causal::BottomRight)
-        .with_lse();
-    assert_cache_parity(&ctx, "device appends", &device, &q, (&k_all, &v_all), &opts);
-    let from_host = host.attention(&ctx, &q, &opts).expect("host");
-    let from_device = device.attention(&ctx, &q, &opts).expect("device");
-    assert_eq!(from_host.out, from_device.out);
-    // Shapes are checked as for host arrays, and a refused append changes nothing.
-    let wrong = GpuTensor::from_array(&ctx, "k", &rng.array(&[b, hkv, 2, d + 4], 1.0)).expect("k");
-    let v2 = GpuTensor::from_array(&ctx, "v", &rng.array(&[b, hkv, 2, dv], 1.0)).expect("v");
-    let err = device.append_gpu(&ctx, &wrong, &v2).expect_err("width");
-    assert!(matches!(err, Error::ShapeMismatch { .. }), "{err}");
-    let big = GpuTensor::from_array(&ctx, "k", &rng.array(&[b, hkv, 30, d], 1.0)).expect("k");
-    let big_v = GpuTensor::from_array(&ctx, "v", &rng.array(&[b, hkv, 30, dv], 1.0)).expect("v");
-    let err = device.append_gpu(&ctx, &big, &big_v).expect_err("capacity");
-    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
-    assert_eq!(device.to_arrays(&ctx).expect("read"), (k_all, v_all));
 }

@@ -74,6 +74,53 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
     }
 }
 
+/// Decode reads f16 K and V as they are (the plan says so) in both forms, at standard and
+/// wide widths, with GQA and causal rows; widths that need padding widen them first.
+#[test]
+fn decode_reads_f16_keys_and_values() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(85);
+    let shapes = [
+        [1, 8, 2, 1, 700, 64, 64],
+        [2, 4, 2, 2, 260, 128, 96],
+        [1, 4, 1, 3, 300, 256, 256],
+        [1, 4, 2, 1, 300, 30, 18],
+    ];
+    for [b, hq, hkv, lq, lk, d, dv] in shapes {
+        let q = to_f16_checked("q", &rng.array(&[b, hq, lq, d], 1.0).view()).expect("q");
+        let k = to_f16_checked("k", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("k");
+        let v = to_f16_checked("v", &rng.array(&[b, hkv, lk, dv], 1.0).view()).expect("v");
+        // The wide invocation form takes about 40 s to compile on lavapipe per causal rule:
+        // one rule there.
+        let rules: &[Causal] = if d > 128 {
+            &[Causal::BottomRight]
+        } else {
+            &[Causal::None, Causal::BottomRight]
+        };
+        for path in [PathChoice::Decode, PathChoice::DecodeWorkgroup] {
+            for &causal in rules {
+                let opts = AttentionOptions::default()
+                    .causal(causal)
+                    .path(path)
+                    .with_lse();
+                let what = format!("{:?} {path:?} {causal:?}", [b, hq, hkv, lq, lk, d, dv]);
+                let got = attention_f16(&ctx, &q, &k, &v, &opts).expect(&what);
+                let said = if d.is_multiple_of(4) && dv.is_multiple_of(4) {
+                    "K/V read as f16"
+                } else {
+                    "K/V widened from f16 to f32 first"
+                };
+                assert!(
+                    got.plan.reason.contains(said),
+                    "{what}: {}",
+                    got.plan.reason
+                );
+                assert_within_twice_cpu_f16(&what, &q, &k, &v, &opts, &got.out);
+            }
+        }
+    }
+}
+
 /// A device whose workgroup grid (2 x 2 groups of 64) holds fewer words than the tensors, and
 /// whose 4 KiB storage bindings hold less than q, k or v in f32: the conversions split into
 /// windows and dispatches, and the result still matches.

@@ -1,0 +1,37 @@
+// kv_loads_f16.wgsl — the K and V bindings of decode read as f16, four halves (8 bytes) at a
+// time: what decode runs on K and V stored as f16 (crate::attention_f16, crate::KvCache made
+// with KvCache::new_f16). Not a kernel on its own; the registry puts it in front of
+// decode_partial.wgsl (Kernel::DecodePartialF16, DecodePartialWideF16) or
+// decode_workgroup.wgsl (Kernel::DecodeWorkgroupF16) instead of kv_loads_f32.wgsl.
+//
+// Storage: f16 values two to a u32 word, element 2i in the low half (as
+// crate::fp16 packs them and narrow_f16.wgsl writes them), so vec4 index i of the kernels,
+// floats 4i .. 4i + 3 of the tensor, is the i-th vec2<u32> of the buffer: the kernels index
+// and the host numbers the windows (in f16 elements: crate::plan::Window::halved) exactly as
+// for f32, with each load half the bytes. Widened with core WGSL unpack2x16float, so no
+// optional feature is needed; the scores and sums stay f32.
+//
+// Why: decode reads every cached key and value once per token, so its time is the cache's
+// bytes over the device's bandwidth on GPUs; f16 storage halves both (and the cache's
+// memory), where widening the cache to f32 before the call (what the f16 entry points did
+// before) read it once and wrote and read twice as many bytes again.
+//
+// Bindings (group 0):
+//   2 k : storage read vec2<u32>, window of k (B, Hkv, kv_rows, D), four halves an element
+//   3 v : storage read vec2<u32>, window of v (B, Hkv, kv_rows, Dv)
+
+@group(0) @binding(2) var<storage, read> k: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec2<u32>>;
+
+// The four values of two packed words, the low half of each word first.
+fn halves_of(w: vec2<u32>) -> vec4<f32> {
+    return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+}
+
+// Four consecutive values of k (of v) from vec4 index i of the window, widened to f32.
+fn load_k(i: u32) -> vec4<f32> {
+    return halves_of(k[i]);
+}
+fn load_v(i: u32) -> vec4<f32> {
+    return halves_of(v[i]);
+}
