@@ -23,8 +23,8 @@ prepare)
     grep -qx '/.h200/' .git/info/exclude || echo /.h200/ >> .git/info/exclude
     grep -qx '/.gl/' .git/info/exclude || echo /.gl/ >> .git/info/exclude
     rm -rf .h200 && mkdir -p .h200/tests
-    cargo build --release
-    cp target/release/wgpu-attention .h200/
+    cargo build --release --bin wgpu-attention --example decode
+    cp target/release/wgpu-attention target/release/examples/decode .h200/
     # Test binaries: cargo prints their paths as JSON lines.
     # tests/cli.rs and tests/examples.rs run the tool and cargo from this checkout's paths,
     # which do not exist there; every GPU path is covered by the others.
@@ -38,7 +38,7 @@ for line in sys.stdin:
 '
     # Carried paths are limited to 64 MiB: strip, and pack the test binaries (which share
     # most of their code) into one xz archive.
-    strip .h200/wgpu-attention .h200/tests/*
+    strip .h200/wgpu-attention .h200/decode .h200/tests/*
     if [ -n "${H200_VARIANTS:-}" ]; then
         mkdir -p .h200/variants
         for nv in $H200_VARIANTS; do
@@ -146,6 +146,11 @@ PY
                 row /tmp/bench.json "$shape" "$kvh" "$causal" " [${bin##*/}]" >> "$out/h200.md"
             done <<< "$vgrid"
         done
+        # Decode steps through an f32 and an f16 KvCache (f16 halves what decode reads),
+        # wall clock a step with q's upload and the readback, each checked against the
+        # reference; 65 536 cached positions so that the cache's bytes weigh.
+        step "decode through f32 and f16 KvCaches: examples/decode.rs 32 8 128 65536"
+        timeout 300 ./.h200/decode 32 8 128 65536 | tee -a "$out/h200.md"
         cat "$out/h200.md"
         if [ -z "${H200_LOCAL:-}" ]; then
             step "torch SDPA on the same GPU (CUDA), for comparison"

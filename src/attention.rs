@@ -118,20 +118,7 @@ pub fn attention_gpu(
     v: &GpuTensor,
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuAttentionOutput> {
-    let dims = validate_dims(&q.shape, &k.shape, &v.shape)?;
-    if let Some(reason) = empty::reason(&dims) {
-        validate_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
-        return empty::device_outputs(ctx, &dims, opts, reason);
-    }
-    let plan = prepare(
-        ctx,
-        dims,
-        (dims.lk, KvStorage::F32),
-        opts,
-        q.max_abs.zip(k.max_abs),
-        Inputs::Device,
-    )?;
-    execute(ctx, q, k, v, &plan, opts)
+    attention_gpu_stored(ctx, q, (k, v, KvStorage::F32), opts)
 }
 
 /// What the K and V buffers of a call hold.

@@ -22,7 +22,8 @@ use crate::problem::max_abs_finite;
 use crate::tensor::GpuTensor;
 
 /// Keys and values of shape `(B, Hkv, capacity, D)` and `(B, Hkv, capacity, Dv)` on the
-/// device, of which the first [`KvCache::len`] rows of every kv head hold data. The B
+/// device, of which the first [`KvCache::len`] rows of every kv head hold data; stored as
+/// f32 ([`KvCache::new`]) or f16 ([`KvCache::new_f16`]). The B
 /// sequences advance together (one length for all); sequences of different lengths can
 /// share a cache with their padding masked out (a bool mask of shape `(B, 1, Lq, len)`).
 ///

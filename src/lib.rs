@@ -9,14 +9,16 @@
 //! - [`attention`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
 //! - [`KvCache`]: keys and values on the device for token-by-token decoding; appends upload
-//!   only the new rows, and every path reads the cache in place.
+//!   only the new rows, and every path reads the cache in place; f32 or f16
+//!   ([`KvCache::new_f16`], which decode reads as f16).
 //! - [`broadcast`]: how q, k and v of different ranks, batches or heads broadcast, as in
 //!   PyTorch.
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
 //! - [`check::compare`]: max abs / rel error with the worst element's index.
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
 //! - [`mha::MultiHeadAttention`]: a multi-head attention layer (GQA, RoPE) on the GPU.
-//! - [`fp16::attention_f16`]: attention on `half::f16` arrays (f32 accumulation).
+//! - [`fp16::attention_f16`]: attention on `half::f16` arrays (f32 accumulation; decode
+//!   reads K and V as f16).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.

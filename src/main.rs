@@ -39,6 +39,8 @@ BENCH:
     GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error
     against the CPU reference (checked before timing). --json prints one object per path.
     --plot sweeps the length from 128 up to the shape's and draws GFLOP/s per path as a PNG.
+    --dtype f16 rounds the inputs to f16, checks each path end to end on f16 arrays, then
+    times it with K and V in an f16 KvCache on the device (decode reads them as f16).
 
 HEATMAP:
     wgpu-attention heatmap --demo [--out heatmap.png]

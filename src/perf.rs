@@ -91,8 +91,22 @@ pub fn time_gpu(
     warmup: usize,
     reps: usize,
 ) -> Result<Timing> {
+    time_calls(ctx, warmup, reps, || {
+        attention_gpu(ctx, q, k, v, opts).map(drop)
+    })
+}
+
+/// Times `call`, any device work that leaves its outputs on the device (an attention call
+/// on a [`crate::KvCache`], say), as [`time_gpu`] times `attention_gpu`: submit plus wait
+/// after `warmup` runs, with GPU time where the context has GPU timing on.
+pub fn time_calls(
+    ctx: &Context,
+    warmup: usize,
+    reps: usize,
+    mut call: impl FnMut() -> Result<()>,
+) -> Result<Timing> {
     for _ in 0..warmup {
-        attention_gpu(ctx, q, k, v, opts)?;
+        call()?;
         ctx.wait()?;
     }
     // The GPU clock window opens at the first submission since the last read: close the one
@@ -101,7 +115,7 @@ pub fn time_gpu(
     let mut timing = Timing::default();
     for _ in 0..reps.max(1) {
         let t = Instant::now();
-        attention_gpu(ctx, q, k, v, opts)?;
+        call()?;
         ctx.wait()?;
         let wall = t.elapsed().as_secs_f64() * 1e3;
         timing.record(wall, ctx.last_gpu_ms()?);
