@@ -6,16 +6,20 @@
 // The cos/sin table (L, HD/2) is computed on the host in f64: f32 sin/cos of large angles
 // would lose more accuracy than the rest of the layer.
 //
+// One dispatch rotates one run of rows row0 .. of x (crate::projection plans the runs so
+// that each window of x fits a binding and each dispatch the grid).
+//
 // Bindings (group 0):
 //   0 params : uniform RopeParams (mirrors src/params.rs)
-//   1 table  : storage read  vec2<f32>, (L, HD/2) pairs (cos, sin)
-//   2 x      : storage read_write f32, (B, H, L, HD)
+//   1 table  : storage read  vec2<f32>, (L, HD/2) pairs (cos, sin), all of it
+//   2 x      : storage read_write f32, (B, H, L, HD), the window from element x_win
 //
-// Dispatch: one invocation per (b, h, l, pair), 64 per workgroup, numbered linearly (pair
-// fastest) and spread over x and y; surplus invocations return at once.
+// Dispatch: one invocation per (row, pair) of the run, 64 per workgroup, numbered linearly
+// (pair fastest) and spread over x and y; surplus invocations return at once.
 
 struct RopeParams {
     total: u32, l: u32, hd: u32, interleaved: u32,
+    row0: u32, x_win: u32, pad1: u32, pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: RopeParams;
@@ -31,13 +35,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let half = p.hd / 2u;
     let i = id % half;
-    let row = id / half;           // (b * H + h) * L + l
+    let row = p.row0 + id / half;  // (b * H + h) * L + l
     let pos = row % p.l;
     let cs = table[pos * half + i];
-    var i1 = row * p.hd + i;
+    var i1 = row * p.hd + i - p.x_win;
     var i2 = i1 + half;
     if (p.interleaved != 0u) {
-        i1 = row * p.hd + 2u * i;
+        i1 = row * p.hd + 2u * i - p.x_win;
         i2 = i1 + 1u;
     }
     let x1 = x[i1];

@@ -80,6 +80,7 @@ pub mod perf;
 pub mod plan;
 mod planner;
 pub mod problem;
+mod projection;
 pub mod raster;
 pub mod reference;
 pub mod rng;

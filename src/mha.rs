@@ -10,11 +10,9 @@ use crate::attention::attention_gpu;
 use crate::cache::KvCache;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, PipelineKey};
 use crate::npy::{self, NpyArray};
 use crate::options::{AttentionOptions, Causal, PathChoice};
-use crate::params::{MatmulParams, RopeParams};
-use crate::plan::{whole, DeviceBudget};
+use crate::projection::{self, HeadSplit, Projection, SplitSide};
 use crate::tensor::GpuTensor;
 
 /// How rotary position embedding pairs the columns of a head.
@@ -259,11 +257,10 @@ impl MultiHeadAttention {
         first: usize,
     ) -> Result<[GpuTensor; 3]> {
         let (hq, hkv, hd) = (self.cfg.n_heads, self.cfg.n_kv_heads, self.hd);
-        let m = b * l;
         let xt = GpuTensor::from_array(&self.ctx, "x", x)?;
-        let q = self.project(&xt, 0, m, false, Some((l, hq, hd)))?;
-        let k = self.project(&xt, 1, m, false, Some((l, hkv, hd)))?;
-        let v = self.project(&xt, 2, m, false, Some((l, hkv, hd)))?;
+        let q = self.project(&xt, 0, (b, l), false, hq)?;
+        let k = self.project(&xt, 1, (b, l), false, hkv)?;
+        let v = self.project(&xt, 2, (b, l), false, hkv)?;
         if let Some(rope) = self.cfg.rope {
             let table = self
                 .ctx
@@ -285,13 +282,7 @@ impl MultiHeadAttention {
         x_shape: &[usize],
         (b, l): (usize, usize),
     ) -> Result<ArrayD<f32>> {
-        let out = self.project(
-            attn_out,
-            3,
-            b * l,
-            true,
-            Some((l, self.cfg.n_heads, self.hd)),
-        )?;
+        let out = self.project(attn_out, 3, (b, l), true, self.cfg.n_heads)?;
         GpuTensor {
             shape: x_shape.to_vec(),
             ..out
@@ -379,65 +370,46 @@ impl MultiHeadAttention {
         self.project_out(&attn.out, x.shape(), (b, l))
     }
 
-    /// `x W_i + b_i` with the matmul kernel. `split_in`: x is in head-split layout (the
-    /// attention output); otherwise the output is written head-split (for attention).
+    /// `x W_i + b_i` with the matmul kernel over the `b` sequences of `l` tokens of x, in
+    /// pieces that fit the device (crate::projection). `split_in`: x is in head-split layout
+    /// (the attention output) with `h` heads; otherwise the output is written head-split
+    /// with `h` heads, for attention.
     // `i` is 0..=3 at every call site (q, k, v, o) and `w` is a 2-D upload of shape [K, N].
     #[allow(clippy::indexing_slicing)]
     fn project(
         &self,
         x: &GpuTensor,
         i: usize,
-        m: usize,
+        (b, l): (usize, usize),
         split_in: bool,
-        heads: Option<(usize, usize, usize)>,
+        h: usize,
     ) -> Result<GpuTensor> {
         let w = &self.w[i];
         let (k, n) = (w.shape[0], w.shape[1]);
-        let (l, h, hd) = heads.unwrap_or((1, 1, 1));
+        let m = b * l;
         let out = self.ctx.output_buffer("projection", m * n)?;
-        let tiles_x = n.div_ceil(32);
-        let total = (m.div_ceil(32) * tiles_x) as u64;
-        let params = MatmulParams {
-            m: m as u32,
-            k: k as u32,
-            n: n as u32,
-            a_split: u32::from(split_in),
-            c_split: u32::from(!split_in),
-            l: l as u32,
-            h: h as u32,
-            hd: hd as u32,
-            has_bias: u32::from(self.b[i].is_some()),
-            tiles_x: tiles_x as u32,
-            total: total as u32,
-            pad0: 0,
-        };
-        let pipe = self.ctx.pipeline(&PipelineKey::plain(Kernel::Matmul))?;
-        let budget = DeviceBudget::from_limits(&self.ctx.limits());
-        self.check_fits(&budget, &[x.len(), k * n, m * n], total)?;
-        // Each invocation loops over K (see crate::loops).
-        let iterations = k as u64 + crate::loops::SLACK;
-        if let Some(why) =
-            crate::loops::obstacle(self.ctx.adapter_info(), "the projection", iterations)
-        {
-            return Err(Error::too_large(format_args!("{why}")));
-        }
-        let uniform = self.ctx.uniform("matmul params", &params);
-        let bias = match &self.b[i] {
-            Some(bt) => bt.buffer.clone(),
-            None => self.ctx.placeholder()?,
-        };
-        let bg = pipe.bind_group(
-            self.ctx.device(),
-            &[
-                whole(&uniform),
-                whole(&x.buffer),
-                whole(&w.buffer),
-                whole(&bias),
-                whole(&out),
-            ],
-        );
-        self.ctx
-            .run_pass("mha", |pass| budget.dispatch(pass, &pipe, &bg, total))?;
+        projection::project(
+            &self.ctx,
+            &Projection {
+                a: &x.buffer,
+                w: &w.buffer,
+                bias: self.b[i].as_ref().map(|t| &t.buffer),
+                c: &out,
+                k,
+                n,
+                hs: HeadSplit {
+                    b,
+                    h,
+                    l,
+                    hd: self.hd,
+                },
+                side: if split_in {
+                    SplitSide::Input
+                } else {
+                    SplitSide::Output
+                },
+            },
+        )?;
         Ok(GpuTensor {
             buffer: out,
             shape: vec![m, n],
@@ -445,6 +417,8 @@ impl MultiHeadAttention {
         })
     }
 
+    /// RoPE in place on `rows` head-split rows of `x` (sequence length `l`), in pieces that
+    /// fit the device (crate::projection).
     fn rotate(
         &self,
         x: &wgpu::Buffer,
@@ -453,44 +427,12 @@ impl MultiHeadAttention {
         l: usize,
         style: RopeStyle,
     ) -> Result<()> {
-        let total = rows * self.hd / 2;
-        let params = RopeParams {
-            total: total as u32,
-            l: l as u32,
-            hd: self.hd as u32,
-            interleaved: u32::from(style == RopeStyle::Interleaved),
-        };
-        let pipe = self.ctx.pipeline(&PipelineKey::plain(Kernel::Rope))?;
-        let budget = DeviceBudget::from_limits(&self.ctx.limits());
-        let groups = (total as u64).div_ceil(64);
-        self.check_fits(&budget, &[rows * self.hd], groups)?;
-        let uniform = self.ctx.uniform("rope params", &params);
-        let bg = pipe.bind_group(
-            self.ctx.device(),
-            &[whole(&uniform), whole(table), whole(x)],
-        );
-        self.ctx
-            .run_pass("mha", |pass| budget.dispatch(pass, &pipe, &bg, groups))
-    }
-
-    /// The module binds whole buffers: each must fit one binding and each dispatch the grid.
-    fn check_fits(&self, budget: &DeviceBudget, lens: &[usize], groups: u64) -> Result<()> {
-        for &n in lens {
-            if n as u64 * 4 > budget.max_binding {
-                return Err(Error::too_large(format_args!(
-                    "a multi-head attention buffer of {} bytes exceeds one binding ({} bytes); the module does not split work yet",
-                    n * 4,
-                    budget.max_binding
-                )));
-            }
-        }
-        if groups > budget.max_groups() {
-            return Err(Error::too_large(format_args!(
-                "{groups} workgroups exceed one dispatch ({})",
-                budget.max_groups()
-            )));
-        }
-        Ok(())
+        projection::rope(
+            &self.ctx,
+            (x, table),
+            (rows, l, self.hd),
+            style == RopeStyle::Interleaved,
+        )
     }
 }
 

@@ -245,15 +245,17 @@ pub struct CopyParams {
     pub pad: [u32; 3],
 }
 
-/// Parameters of `matmul.wgsl`.
+/// Parameters of `matmul.wgsl`: one piece of C = A B (+ bias), rows `row0 ..` of C, output
+/// columns `n0 ..` and reduction indices `k0 ..`, with A and C bound as windows
+/// (crate::projection plans the pieces).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct MatmulParams {
-    /// Rows of A and C.
+    /// Rows of this piece.
     pub m: u32,
-    /// Columns of A, rows of B.
+    /// Columns of A, rows of B (all of them: the row stride of a plain A).
     pub k: u32,
-    /// Columns of B and C.
+    /// Columns of B and C (all of them: the row stride of B and of a plain C).
     pub n: u32,
     /// 1 when A is in head-split (B, H, L, HD) layout.
     pub a_split: u32,
@@ -265,21 +267,37 @@ pub struct MatmulParams {
     pub h: u32,
     /// Head width HD (head-split layouts).
     pub hd: u32,
-    /// 1 when a bias of N values is added.
+    /// 1 when a bias of N values is added (the piece that writes C first).
     pub has_bias: u32,
-    /// Column tiles (32 columns each).
+    /// Column tiles of this piece (32 columns each).
     pub tiles_x: u32,
     /// Workgroups that do work.
     pub total: u32,
+    /// First row (b x L + l) of this piece.
+    pub row0: u32,
+    /// First reduction index (column of A, row of B) of this piece.
+    pub k0: u32,
+    /// Reduction indices of this piece.
+    pub kn: u32,
+    /// First output column of this piece.
+    pub n0: u32,
+    /// Output columns of this piece.
+    pub nn: u32,
+    /// Element index where the bound window of A starts.
+    pub a_win: u32,
+    /// Element index where the bound window of C starts.
+    pub c_win: u32,
+    /// 1 when the piece adds to C (a later range of reduction indices) instead of writing it.
+    pub accumulate: u32,
     /// Padding to a multiple of 16 bytes.
     pub pad0: u32,
 }
 
-/// Parameters of `rope.wgsl`.
+/// Parameters of `rope.wgsl`: one run of rows `row0 ..`, x bound as a window.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct RopeParams {
-    /// Invocations that do work: B * H * L * HD / 2.
+    /// Invocations that do work: rows of this piece x HD / 2.
     pub total: u32,
     /// Sequence length.
     pub l: u32,
@@ -287,6 +305,12 @@ pub struct RopeParams {
     pub hd: u32,
     /// 1 for interleaved pairs, 0 for half-split.
     pub interleaved: u32,
+    /// First row ((b x H + h) x L + l) of this piece.
+    pub row0: u32,
+    /// Element index where the bound window of x starts.
+    pub x_win: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad: [u32; 2],
 }
 
 /// Parameters of `widen_f16.wgsl` and `narrow_f16.wgsl`.

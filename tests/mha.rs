@@ -273,3 +273,83 @@ fn cached_forward_matches_the_whole_sequence() {
         );
     }
 }
+
+/// Devices whose storage bindings (8 KiB, offsets aligned to 256 bytes) hold less than one
+/// sequence's activations, and whose workgroup grid (2 x 2) holds fewer tiles than a
+/// projection: the layer runs its projections in pieces (rows of one sequence times ranges
+/// of heads, the output projection adding the later heads' partial sums) and RoPE in runs
+/// of rows, and still matches the reference, in one pass and through a cache.
+#[test]
+fn layer_splits_to_small_bindings_and_grids() {
+    let Some(base) = common::ctx() else { return };
+    let mut rng = Rng::new(75);
+    // Weights of 16 x 32 values fit 8 KiB; at L 130, x and the output of one sequence do
+    // not, and q of one sequence (4 heads x 130 x 8) exceeds even the span of 2 heads.
+    let (d_model, hq, hkv, hd) = (16, 4, 2, 8);
+    let w = weights(&mut rng, d_model, hq, hkv, hd, true);
+    let small_bindings = {
+        let mut l = base.limits();
+        l.max_storage_buffer_binding_size = 8192;
+        l.min_storage_buffer_offset_alignment = 256;
+        l
+    };
+    let small_grid = {
+        let mut l = base.limits();
+        l.max_compute_workgroups_per_dimension = 2;
+        l
+    };
+    for (what, limits) in [
+        ("8 KiB bindings", small_bindings),
+        ("2 x 2 grid", small_grid),
+    ] {
+        let ctx = wgpu_attention::Context::with_options(&wgpu_attention::ContextOptions {
+            limits: Some(limits),
+            ..Default::default()
+        })
+        .expect("small context");
+        for (style, causal) in [
+            (RopeStyle::HalfSplit, Causal::TopLeft),
+            (RopeStyle::Interleaved, Causal::None),
+        ] {
+            let cfg = MhaConfig {
+                n_heads: hq,
+                n_kv_heads: hkv,
+                rope: Some(Rope {
+                    style,
+                    base: 10000.0,
+                }),
+                causal,
+                path: PathChoice::Auto,
+            };
+            let layer = MultiHeadAttention::new(&ctx, &w, cfg).expect("layer");
+            for l in [70, 130] {
+                let x = rng.array(&[2, l, d_model], 1.0);
+                let got = layer.forward(&x.view()).expect("forward");
+                let want = mha_reference(&w, &cfg, &x.view()).expect("reference");
+                let c = wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32);
+                assert!(c.passed(), "{what} {style:?} L {l}: {c}");
+            }
+            // Through a cache: a prompt of 100 positions, then one token.
+            let x = rng.array(&[1, 101, d_model], 1.0);
+            let mut cache = layer.new_cache(1, 128).expect("cache");
+            let want = mha_reference(
+                &w,
+                &MhaConfig {
+                    causal: Causal::TopLeft,
+                    ..cfg
+                },
+                &x.view(),
+            )
+            .expect("reference");
+            if causal == Causal::TopLeft {
+                for (from, to) in [(0, 100), (100, 101)] {
+                    let piece = x.slice(ndarray::s![.., from..to, ..]).into_dyn();
+                    let got = layer.forward_cached(&piece, &mut cache).expect("cached");
+                    let want = want.slice(ndarray::s![.., from..to, ..]).into_dyn();
+                    let c = wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32);
+                    assert!(c.passed(), "{what} cached tokens {from}..{to}: {c}");
+                }
+            }
+        }
+    }
+}
