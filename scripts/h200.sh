@@ -146,6 +146,16 @@ PY
                 row /tmp/bench.json "$shape" "$kvh" "$causal" " [${bin##*/}]" >> "$out/h200.md"
             done <<< "$vgrid"
         done
+        # Decode on f16 K and V (an f16 KvCache on the device, read as f16 by both forms),
+        # beside the f32 rows of the grid above.
+        for shape in 1,32,1,4096,128 4,32,1,4096,128 1,32,1,32768,128; do
+            args=(bench --shape "$shape" --kv-heads 8 --path decode,decode-workgroup --reps 10 --json --dtype f16)
+            step "${args[*]}"
+            timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+            echo "exit $?"
+            cat /tmp/bench.json
+            row /tmp/bench.json "$shape" 8 none >> "$out/h200.md"
+        done
         # Decode steps through an f32 and an f16 KvCache (f16 halves what decode reads),
         # wall clock a step with q's upload and the readback, each checked against the
         # reference; 65 536 cached positions so that the cache's bytes weigh.

@@ -8,8 +8,13 @@ in `bench`: 4*B*Hq*Lq*Lk*D, only the unmasked part for causal. The max err colum
 row's largest difference from the same problem computed in f64: for the tool's rows on the
 rows `bench` checks, for torch's row on every row, against torch's own f64 result.
 
+With --dtype f16 the tool's rows are its f16 rows (`bench --dtype f16`: K and V in an f16
+KvCache on the device) and torch runs on float16 tensors; the error is then against f64 on
+the f16-rounded inputs.
+
 Usage: python3 scripts/torch_cpu_sdpa.py [--shape B,H,Lq,Lk,D] [--kv-heads N]
            [--causal top-left] [--path auto,cpu-ndarray] [--reps 10] [--tool PATH]
+           [--dtype f32|f16]
 """
 import argparse
 import json
@@ -26,6 +31,7 @@ ap.add_argument("--causal", choices=["top-left"])
 ap.add_argument("--path", default="auto,cpu-ndarray")
 ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--tool", default="target/release/wgpu-attention")
+ap.add_argument("--dtype", choices=["f32", "f16"], default="f32")
 a = ap.parse_args()
 b, hq, lq, lk, d = (int(x) for x in a.shape.split(","))
 hkv = a.kv_heads or hq
@@ -34,6 +40,8 @@ cmd = [a.tool, "bench", "--shape", a.shape, "--kv-heads", str(hkv), "--path", a.
        "--reps", str(a.reps), "--json"]
 if a.causal:
     cmd += ["--causal", a.causal]
+if a.dtype == "f16":
+    cmd += ["--dtype", "f16"]
 rows = [json.loads(line) for line in subprocess.run(cmd, check=True, capture_output=True,
                                                     text=True).stdout.splitlines()
         if line.startswith("{")]
@@ -44,6 +52,8 @@ g = torch.Generator().manual_seed(0)
 q = torch.randn(b, hq, lq, d, generator=g)
 k = torch.randn(b, hkv, lk, d, generator=g)
 v = torch.randn(b, hkv, lk, d, generator=g)
+if a.dtype == "f16":
+    q, k, v = q.half(), k.half(), v.half()
 kw = dict(is_causal=bool(a.causal), enable_gqa=hkv != hq)
 for _ in range(3):
     F.scaled_dot_product_attention(q, k, v, **kw)
@@ -57,7 +67,8 @@ ms = sorted(times)[len(times) // 2]
 out = F.scaled_dot_product_attention(q, k, v, **kw)
 exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw)
 err = (out.double() - exact).abs().max().item()
-rows.append({"path": f"torch-sdpa-cpu ({torch.get_num_threads()} threads)", "ms": ms,
+dtype = " f16" if a.dtype == "f16" else ""
+rows.append({"path": f"torch-sdpa-cpu{dtype} ({torch.get_num_threads()} threads)", "ms": ms,
              "gflops": flops / ms / 1e6, "max_abs_err": err})
 
 print(f"B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} causal {a.causal or 'none'}; "
