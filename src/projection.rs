@@ -62,9 +62,9 @@ fn rows_per_dispatch(budget: &DeviceBudget, cols: usize) -> usize {
     (budget.max_groups() / col_tiles).saturating_mul(32) as usize
 }
 
-/// The pieces of a projection whose plain side has `plain_width` columns, whose head-split
-/// side is `hs`, and whose output has `out_cols` columns in all (`H·HD` for
-/// [`SplitSide::Output`], the plain width for [`SplitSide::Input`]).
+/// The pieces of a projection whose plain side has `plain_width` columns and whose
+/// head-split side (the output for [`SplitSide::Output`], the input for
+/// [`SplitSide::Input`]) is `hs`.
 pub(crate) fn plan_projection(
     hs: HeadSplit,
     plain_width: usize,

@@ -284,7 +284,7 @@ fn layer_splits_to_small_bindings_and_grids() {
     let Some(base) = common::ctx() else { return };
     let mut rng = Rng::new(75);
     // Weights of 16 x 32 values fit 8 KiB; at L 130, x and the output of one sequence do
-    // not, and q of one sequence (4 heads x 130 x 8) exceeds even the span of 2 heads.
+    // not, and q of one sequence (4 heads x 130 x 8 values) takes pieces of 2 heads.
     let (d_model, hq, hkv, hd) = (16, 4, 2, 8);
     let w = weights(&mut rng, d_model, hq, hkv, hd, true);
     let small_bindings = {
