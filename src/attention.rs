@@ -265,6 +265,9 @@ struct Prepared {
     /// What the K and V buffers hold; f16 ones that the path does not read as f16
     /// (`problem.kv_half` false) are widened to f32 first.
     kv_storage: KvStorage,
+    /// Rows per kv head in the caller's K and V buffers (`problem.kv_rows` unless they are
+    /// widened into compact copies).
+    kv_source_rows: usize,
 }
 
 impl Prepared {
@@ -352,6 +355,18 @@ fn plan_call(
         );
         check_element_counts(&problem, opts.return_weights)?;
     }
+    // f16 K and V: decode reads them as they are, unless their widths were padded (the
+    // padded copies are f32); for every other path the call widens the first Lk rows of
+    // each kv head into a compact f32 copy (of a cache, not its whole capacity), which the
+    // kernels then index with kv_rows = Lk.
+    if kv_storage == KvStorage::F16 {
+        if matches!(path, Path::Decode(_)) && problem.dims == dims {
+            problem.kv_half = true;
+        } else {
+            problem.kv_rows = dims.lk;
+            reason = format!("{reason}; K/V widened from f16 to f32 first");
+        }
+    }
     let chunks = match path {
         Path::Unfused => unfused::plan(ctx, &problem)?,
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
@@ -363,15 +378,6 @@ fn plan_call(
         Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
         Path::Unfused | Path::Decode(_) => 1,
     };
-    // f16 K and V: decode reads them as they are, unless their widths were padded (the
-    // padded copies are f32); every other path reads f32.
-    if kv_storage == KvStorage::F16 {
-        if matches!(path, Path::Decode(_)) && problem.dims == dims {
-            problem.kv_half = true;
-        } else {
-            reason = format!("{reason}; K/V widened from f16 to f32 first");
-        }
-    }
     if let Path::Decode(form) = path {
         reason = format!("{reason}; {}", decode::describe(ctx, &problem, form));
     }
@@ -423,6 +429,7 @@ fn plan_call(
     Ok(Prepared {
         kv_textures,
         kv_storage,
+        kv_source_rows: kv_rows,
         problem,
         user_dims: dims,
         path,
@@ -489,14 +496,19 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
 }
 
 /// Bytes of the f32 copies of f16 K and V that a call widens first (0 where it reads them as
-/// they are).
+/// they are), and of the compact f16 copies of a cache's rows they are widened from.
 fn widened_kv_bytes(plan: &Prepared) -> u64 {
     if !plan.widens_kv() {
         return 0;
     }
     let d = &plan.user_dims;
     let rows = d.b * d.hkv * plan.problem.kv_rows;
-    buffer_bytes(rows * d.d) + buffer_bytes(rows * d.dv)
+    let compact = if plan.kv_source_rows != plan.problem.kv_rows {
+        buffer_bytes((rows * d.d).div_ceil(2)) + buffer_bytes((rows * d.dv).div_ceil(2))
+    } else {
+        0
+    };
+    buffer_bytes(rows * d.d) + buffer_bytes(rows * d.dv) + compact
 }
 
 /// Uploads the mask, runs the prepared path and wraps its outputs.
@@ -511,12 +523,15 @@ fn execute(
     let (problem, path) = (&plan.problem, plan.path);
     let (dims, kd) = (plan.user_dims, problem.dims);
     let mask_bufs = upload_mask(ctx, problem)?;
-    // f16 K and V for a path that reads f32: widened first, every row of their buffers.
+    // f16 K and V for a path that reads f32: the first Lk rows of each kv head widened
+    // into compact f32 copies (problem.kv_rows = Lk).
     let kv_rows = dims.b * dims.hkv * problem.kv_rows;
     let widened = if plan.widens_kv() {
+        let heads = dims.b * dims.hkv;
+        let rows = (plan.kv_source_rows, problem.kv_rows);
         let widen = |name, t: &GpuTensor, width: usize| -> Result<GpuTensor> {
             Ok(GpuTensor {
-                buffer: crate::fp16::widen(ctx, name, &t.buffer, kv_rows * width)?,
+                buffer: crate::fp16::widen_rows(ctx, name, &t.buffer, heads, rows, width)?,
                 shape: t.shape.clone(),
                 max_abs: t.max_abs,
             })

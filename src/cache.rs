@@ -85,8 +85,8 @@ impl KvCache {
 
     /// [`KvCache::new`] storing K and V as f16: half the device memory (`2 × batch ×
     /// kv_heads × capacity × (d + dv)` bytes), and the decode path reads them as f16, half
-    /// the bytes a step (shaders/kv_loads_f16.wgsl); other paths widen the cache to f32 on
-    /// the device for the call (the plan's reason says so). Appended values are rounded to
+    /// the bytes a step (shaders/kv_loads_f16.wgsl); other paths widen its cached rows (not
+    /// its capacity) to f32 on the device for the call (the plan's reason says so). Appended values are rounded to
     /// f16 (those beyond its range, |x| > 65504, are refused); scores and sums stay f32.
     /// `d` and `dv` must be even (each head's rows start on a whole 4-byte word).
     pub fn new_f16(

@@ -233,6 +233,45 @@ pub(crate) fn widen(
     Ok(wide)
 }
 
+/// The f32 values of the first `rows` of the `source_rows` rows of each of `heads` heads
+/// of packed f16 values of width `width`, in a new buffer of `heads x rows` rows. When
+/// `rows < source_rows` (a KV cache's capacity), each head's rows are first copied into a
+/// compact packed buffer (whole 4-byte words: an f16 cache's widths are even).
+pub(crate) fn widen_rows(
+    ctx: &Context,
+    name: &str,
+    packed: &wgpu::Buffer,
+    heads: usize,
+    (source_rows, rows): (usize, usize),
+    width: usize,
+) -> Result<wgpu::Buffer> {
+    let n = heads * rows * width;
+    if rows == source_rows {
+        return widen(ctx, name, packed, n);
+    }
+    let head_bytes = (rows * width * 2) as u64;
+    let compact = ctx.scratch_buffer(name, (n.div_ceil(2) * 4) as u64)?;
+    ctx.scoped("compacting f16 rows", || {
+        let mut encoder = ctx
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("compact f16 rows"),
+            });
+        for head in 0..heads {
+            encoder.copy_buffer_to_buffer(
+                packed,
+                (head * source_rows * width * 2) as u64,
+                &compact,
+                head as u64 * head_bytes,
+                head_bytes,
+            );
+        }
+        encoder
+    })
+    .and_then(|encoder| ctx.submit(encoder))?;
+    widen(ctx, name, &compact, n)
+}
+
 /// Uploads an f16 array and widens it to an f32 device tensor.
 fn upload_widened(
     ctx: &Context,

@@ -655,3 +655,36 @@ fn device_tensors_append_like_host_arrays() {
         assert_eq!(device.to_arrays(&ctx).expect("read"), (k_all, v_all));
     }
 }
+
+/// A call through an f16 cache on a path that reads f32 widens only the cached rows of each
+/// kv head into compact copies, not the whole capacity: its estimate stays far below what
+/// widening the capacity would take, and the result matches the reference.
+#[test]
+fn f16_cache_widens_only_its_rows() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(98);
+    let (b, hq, hkv, lq, len, capacity, d) = (1, 4, 2, 30, 100, 8192, 64);
+    let q = rng.array(&[b, hq, lq, d], 1.0);
+    let k = Store::F16.round(&rng.array(&[b, hkv, len, d], 1.0));
+    let v = Store::F16.round(&rng.array(&[b, hkv, len, d], 1.0));
+    let cache = filled_cache(&ctx, &mut rng, &k, &v, capacity, Store::F16);
+    // K and V of the whole capacity in f32.
+    let whole = (2 * b * hkv * capacity * d * 4) as u64;
+    for path in [PathChoice::Unfused, PathChoice::FusedPortable] {
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(path)
+            .with_lse();
+        let (est, plan) = cache
+            .memory_estimate(&ctx, q.shape(), &opts)
+            .expect("estimate");
+        assert!(
+            est.total() < whole / 8,
+            "{path:?} [{}]: {est} against {whole} bytes for the capacity",
+            plan.path
+        );
+        let what = format!("compact widening {path:?}");
+        let plan = assert_cache_parity(&ctx, &what, &cache, &q, (&k, &v), &opts).expect("runs");
+        assert_f16_reads(&what, Store::F16, &plan, (d, d));
+    }
+}
