@@ -8,6 +8,7 @@ use crate::context::Context;
 use crate::decode;
 use crate::empty;
 use crate::error::{Error, Result};
+use crate::fp16::HalfFormat;
 use crate::fused;
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
@@ -126,10 +127,20 @@ pub fn attention_gpu(
 pub(crate) enum KvStorage {
     /// f32 values.
     F32,
-    /// f16 values, two a u32 word (element 2i in the low half), in tensors whose shape is
-    /// that of the values: decode reads them so (shaders/kv_loads_f16.wgsl); for every
-    /// other path the call widens them to f32 first.
-    F16,
+    /// 16-bit values, two a u32 word (element 2i in the low half), in tensors whose shape
+    /// is that of the values: decode reads them so (shaders/kv_loads_f16.wgsl,
+    /// kv_loads_bf16.wgsl); for every other path the call widens them to f32 first.
+    Half(HalfFormat),
+}
+
+impl KvStorage {
+    /// The 16-bit format, if any.
+    pub(crate) fn half(self) -> Option<HalfFormat> {
+        match self {
+            KvStorage::F32 => None,
+            KvStorage::Half(format) => Some(format),
+        }
+    }
 }
 
 /// [`attention_gpu`] with K and V stored as `storage` (f16 from [`crate::fp16`]).
@@ -262,8 +273,8 @@ struct Prepared {
     dispatches_per_chunk: u64,
     /// Whether the path copies K and V into textures (fused::reads_textures).
     kv_textures: bool,
-    /// What the K and V buffers hold; f16 ones that the path does not read as f16
-    /// (`problem.kv_half` false) are widened to f32 first.
+    /// What the K and V buffers hold; 16-bit ones that the path does not read as they are
+    /// (`problem.kv_half` None) are widened to f32 first.
     kv_storage: KvStorage,
     /// Rows per kv head in the caller's K and V buffers (`problem.kv_rows` unless they are
     /// widened into compact copies).
@@ -273,7 +284,7 @@ struct Prepared {
 impl Prepared {
     /// Whether the call widens f16 K and V to f32 before the path runs.
     fn widens_kv(&self) -> bool {
-        self.kv_storage == KvStorage::F16 && !self.problem.kv_half
+        self.kv_storage != KvStorage::F32 && self.problem.kv_half.is_none()
     }
 }
 
@@ -359,12 +370,12 @@ fn plan_call(
     // padded copies are f32); for every other path the call widens the first Lk rows of
     // each kv head into a compact f32 copy (of a cache, not its whole capacity), which the
     // kernels then index with kv_rows = Lk.
-    if kv_storage == KvStorage::F16 {
+    if let Some(format) = kv_storage.half() {
         if matches!(path, Path::Decode(_)) && problem.dims == dims {
-            problem.kv_half = true;
+            problem.kv_half = Some(format);
         } else {
             problem.kv_rows = dims.lk;
-            reason = format!("{reason}; K/V widened from f16 to f32 first");
+            reason = format!("{reason}; K/V widened from {} to f32 first", format.name());
         }
     }
     let chunks = match path {
@@ -526,12 +537,19 @@ fn execute(
     // f16 K and V for a path that reads f32: the first Lk rows of each kv head widened
     // into compact f32 copies (problem.kv_rows = Lk).
     let kv_rows = dims.b * dims.hkv * problem.kv_rows;
-    let widened = if plan.widens_kv() {
+    let widened = if let (true, Some(format)) = (plan.widens_kv(), plan.kv_storage.half()) {
         let heads = dims.b * dims.hkv;
         let rows = (plan.kv_source_rows, problem.kv_rows);
         let widen = |name, t: &GpuTensor, width: usize| -> Result<GpuTensor> {
             Ok(GpuTensor {
-                buffer: crate::fp16::widen_rows(ctx, name, &t.buffer, heads, rows, width)?,
+                buffer: crate::fp16::widen_rows(
+                    ctx,
+                    (name, format),
+                    &t.buffer,
+                    heads,
+                    rows,
+                    width,
+                )?,
                 shape: t.shape.clone(),
                 max_abs: t.max_abs,
             })

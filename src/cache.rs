@@ -7,7 +7,7 @@
 //! far. The kernels read kv head h's rows from `h × capacity` (the problem's `kv_rows`), so
 //! nothing is copied between steps.
 
-use half::f16;
+use half::{bf16, f16};
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, Axis, Data, Dimension, IxDyn, Slice};
 
 use crate::attention::{
@@ -15,7 +15,9 @@ use crate::attention::{
 };
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::fp16::{max_abs_f16, narrow, pack, to_f16_checked, unpack, F16_MAX};
+use crate::fp16::{
+    max_abs_f16, narrow, pack, pack_bits, to_f16_checked, unpack, HalfFormat, F16_MAX,
+};
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::problem::max_abs_finite;
@@ -23,7 +25,7 @@ use crate::tensor::GpuTensor;
 
 /// Keys and values of shape `(B, Hkv, capacity, D)` and `(B, Hkv, capacity, Dv)` on the
 /// device, of which the first [`KvCache::len`] rows of every kv head hold data; stored as
-/// f32 ([`KvCache::new`]) or f16 ([`KvCache::new_f16`]). The B
+/// f32 ([`KvCache::new`]), f16 ([`KvCache::new_f16`]) or bfloat16 ([`KvCache::new_bf16`]). The B
 /// sequences advance together (one length for all); sequences of different lengths can
 /// share a cache with their padding masked out (a bool mask of shape `(B, 1, Lq, len)`).
 ///
@@ -98,17 +100,24 @@ impl KvCache {
         d: usize,
         dv: usize,
     ) -> Result<Self> {
-        for (name, width) in [("d", d), ("dv", dv)] {
-            if !width.is_multiple_of(2) {
-                return Err(Error::InvalidOption {
-                    name: "KvCache::new_f16",
-                    reason: format!(
-                        "{name} = {width}: an f16 cache needs even widths, so that each row starts on a 4-byte word"
-                    ),
-                });
-            }
-        }
-        Self::with_storage(ctx, [batch, kv_heads, capacity, d, dv], KvStorage::F16)
+        let storage = KvStorage::Half(HalfFormat::F16);
+        Self::with_storage(ctx, [batch, kv_heads, capacity, d, dv], storage)
+    }
+
+    /// [`KvCache::new_f16`] in bfloat16: the same memory and decode reads
+    /// (shaders/kv_loads_bf16.wgsl), with f32's exponent range (no value is refused or
+    /// overflows, where f16 stops at 65504) and 8 bits of mantissa instead of 11. Appended
+    /// values are rounded to nearest even; `d` and `dv` must be even.
+    pub fn new_bf16(
+        ctx: &Context,
+        batch: usize,
+        kv_heads: usize,
+        capacity: usize,
+        d: usize,
+        dv: usize,
+    ) -> Result<Self> {
+        let storage = KvStorage::Half(HalfFormat::Bf16);
+        Self::with_storage(ctx, [batch, kv_heads, capacity, d, dv], storage)
     }
 
     fn with_storage(
@@ -116,6 +125,19 @@ impl KvCache {
         [batch, kv_heads, capacity, d, dv]: [usize; 5],
         storage: KvStorage,
     ) -> Result<Self> {
+        if let Some(format) = storage.half() {
+            for (name, width) in [("d", d), ("dv", dv)] {
+                if !width.is_multiple_of(2) {
+                    return Err(Error::InvalidOption {
+                        name: "KvCache",
+                        reason: format!(
+                            "{name} = {width}: a {} cache needs even widths, so that each row starts on a 4-byte word",
+                            format.name()
+                        ),
+                    });
+                }
+            }
+        }
         for (name, n) in [
             ("batch", batch),
             ("kv_heads", kv_heads),
@@ -147,7 +169,7 @@ impl KvCache {
         // 4-byte words a tensor of `len` values takes.
         let words = |len: usize| match storage {
             KvStorage::F32 => len,
-            KvStorage::F16 => len.div_ceil(2),
+            KvStorage::Half(_) => len.div_ceil(2),
         };
         ctx.check_memory(&MemoryEstimate {
             scratch: buffer_bytes(words(k_len)) + buffer_bytes(words(v_len)),
@@ -193,27 +215,33 @@ impl KvCache {
         let n = self.check_append(kv.shape(), vv.shape())?;
         let k_max = max_abs_finite("k", &kv)?;
         max_abs_finite("v", &vv)?;
-        match self.storage {
-            KvStorage::F32 => {
-                self.write(ctx, Rows::F32(&kv), Rows::F32(&vv), n)?;
-                self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
-            }
-            KvStorage::F16 => {
-                // Rounded to f16 on the host; values beyond its range are refused here.
-                let k16 = to_f16_checked("k", &kv)?;
-                let v16 = to_f16_checked("v", &vv)?;
-                self.write(ctx, Rows::F16(&k16.view()), Rows::F16(&v16.view()), n)?;
-                // The proof on scores takes the rounded values' magnitude: rounding is
-                // monotonic, so their largest is the largest value rounded.
-                let k_max = f16::from_f32(k_max).to_f32();
-                self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
-            }
-        }
+        // Rounded to the cache's 16-bit format on the host (f16 refuses values beyond its
+        // range here). The proof on scores takes the rounded values' magnitude: rounding is
+        // monotonic, so their largest is the largest value rounded.
+        let (k_words, v_words, k_max) = match self.storage {
+            KvStorage::F32 => (
+                f32_words(kv.iter().copied()),
+                f32_words(vv.iter().copied()),
+                k_max,
+            ),
+            KvStorage::Half(HalfFormat::F16) => (
+                pack(&to_f16_checked("k", &kv)?.view()),
+                pack(&to_f16_checked("v", &vv)?.view()),
+                f16::from_f32(k_max).to_f32(),
+            ),
+            KvStorage::Half(HalfFormat::Bf16) => (
+                bf16_words(kv.iter().copied()),
+                bf16_words(vv.iter().copied()),
+                bf16::from_f32(k_max).to_f32(),
+            ),
+        };
+        self.write(ctx, (k_words, v_words), n)?;
+        self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
         Ok(())
     }
 
     /// [`KvCache::append`] of f16 arrays: stored as they are in an f16 cache, widened to f32
-    /// (exactly) in an f32 one.
+    /// (exactly) in an f32 one, rounded to bfloat16 in a bf16 one.
     pub fn append_f16<Sk, Sv, D>(
         &mut self,
         ctx: &Context,
@@ -230,34 +258,52 @@ impl KvCache {
         let n = self.check_append(kv.shape(), vv.shape())?;
         let k_max = max_abs_f16("k", &kv)?;
         max_abs_f16("v", &vv)?;
-        match self.storage {
-            KvStorage::F16 => self.write(ctx, Rows::F16(&kv), Rows::F16(&vv), n)?,
-            KvStorage::F32 => {
-                let (k32, v32) = (kv.mapv(f16::to_f32), vv.mapv(f16::to_f32));
-                self.write(ctx, Rows::F32(&k32.view()), Rows::F32(&v32.view()), n)?;
-            }
-        }
+        let widened = |a: &ArrayViewD<'_, f16>| a.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
+        let (k_words, v_words, k_max) = match self.storage {
+            KvStorage::Half(HalfFormat::F16) => (pack(&kv), pack(&vv), k_max),
+            KvStorage::F32 => (
+                f32_words(widened(&kv).into_iter()),
+                f32_words(widened(&vv).into_iter()),
+                k_max,
+            ),
+            KvStorage::Half(HalfFormat::Bf16) => (
+                bf16_words(widened(&kv).into_iter()),
+                bf16_words(widened(&vv).into_iter()),
+                bf16::from_f32(k_max).to_f32(),
+            ),
+        };
+        self.write(ctx, (k_words, v_words), n)?;
         self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
         Ok(())
     }
 
-    /// Writes n checked rows of k and v after the cached ones and counts them.
-    fn write(&mut self, ctx: &Context, k: Rows<'_, '_>, v: Rows<'_, '_>, n: usize) -> Result<()> {
+    /// Writes n checked rows of k and v, as words of the cache's storage, after the cached
+    /// ones and counts them.
+    fn write(&mut self, ctx: &Context, (k, v): (Vec<u32>, Vec<u32>), n: usize) -> Result<()> {
         let heads = self.batch * self.kv_heads;
         let at = (self.capacity, self.len);
-        write_rows(ctx, &self.k, k, (heads, self.widths.0), at)?;
-        write_rows(ctx, &self.v, v, (heads, self.widths.1), at)?;
+        let per_word = self.values_per_word();
+        write_rows(ctx, &self.k, &k, (heads, self.widths.0 / per_word), at)?;
+        write_rows(ctx, &self.v, &v, (heads, self.widths.1 / per_word), at)?;
         self.len += n;
         Ok(())
     }
 
+    /// Values in one 4-byte word of the cache's buffers: 1 (f32) or 2 (16-bit formats).
+    fn values_per_word(&self) -> usize {
+        match self.storage {
+            KvStorage::F32 => 1,
+            KvStorage::Half(_) => 2,
+        }
+    }
+
     /// [`KvCache::append`] from tensors already on the device (say, K and V projected by a
-    /// kernel), copied on the device: one copy per kv head (an f16 cache narrows them on the
-    /// device first). Values computed on the device were not scanned, so from then on the
-    /// cache's calls skip the proof that scores stay below 1e30, as [`crate::attention_gpu`]
-    /// does for such tensors; and an f16 cache cannot refuse such values beyond f16's range
-    /// (they become infinities, as in PyTorch's `.half()`); tensors uploaded with
-    /// [`GpuTensor::from_array`] are checked.
+    /// kernel), copied on the device: one copy per kv head (a 16-bit cache narrows them on
+    /// the device first). Values computed on the device were not scanned, so from then on
+    /// the cache's calls skip the proof that scores stay below 1e30, as
+    /// [`crate::attention_gpu`] does for such tensors; and an f16 cache cannot refuse such
+    /// values beyond f16's range (they become infinities, as in PyTorch's `.half()`; a bf16
+    /// cache has f32's range); tensors uploaded with [`GpuTensor::from_array`] are checked.
     pub fn append_gpu(&mut self, ctx: &Context, k: &GpuTensor, v: &GpuTensor) -> Result<()> {
         self.check_device(ctx)?;
         let n = self.check_append(&k.shape, &v.shape)?;
@@ -266,9 +312,13 @@ impl KvCache {
         }
         let narrowed = match self.storage {
             KvStorage::F32 => None,
-            KvStorage::F16 => {
+            KvStorage::Half(format) => {
                 for (name, t) in [("k", k), ("v", v)] {
-                    if let Some(m) = t.max_abs.filter(|&m| m > F16_MAX) {
+                    let limit = match format {
+                        HalfFormat::F16 => F16_MAX,
+                        HalfFormat::Bf16 => f32::MAX,
+                    };
+                    if let Some(m) = t.max_abs.filter(|&m| m > limit) {
                         return Err(Error::InvalidOption {
                             name,
                             reason: format!(
@@ -278,18 +328,15 @@ impl KvCache {
                     }
                 }
                 Some((
-                    narrow(ctx, "kv cache k f16", &k.buffer, k.len())?,
-                    narrow(ctx, "kv cache v f16", &v.buffer, v.len())?,
+                    narrow(ctx, "kv cache k", &k.buffer, k.len(), format)?,
+                    narrow(ctx, "kv cache v", &v.buffer, v.len(), format)?,
                 ))
             }
         };
         let (k_src, v_src) = narrowed
             .as_ref()
             .map_or((&k.buffer, &v.buffer), |(k, v)| (k, v));
-        let value_bytes = match self.storage {
-            KvStorage::F32 => 4,
-            KvStorage::F16 => 2,
-        };
+        let value_bytes = 4 / self.values_per_word();
         let heads = self.batch * self.kv_heads;
         let (capacity, len) = (self.capacity, self.len);
         ctx.scoped("appending to a KV cache", || {
@@ -389,9 +436,9 @@ impl KvCache {
         let rows = |t: &GpuTensor| -> Result<ArrayD<f32>> {
             let all = match self.storage {
                 KvStorage::F32 => t.to_array(ctx)?,
-                KvStorage::F16 => {
+                KvStorage::Half(format) => {
                     let words: Vec<u32> = ctx.download(&t.buffer, t.len().div_ceil(2))?;
-                    ArrayD::from_shape_vec(IxDyn(&t.shape), unpack(&words, t.len()))
+                    ArrayD::from_shape_vec(IxDyn(&t.shape), unpack(&words, t.len(), format))
                         .map_err(|e| Error::mismatch(format_args!("cache: {e}")))?
                 }
             };
@@ -513,38 +560,35 @@ impl KvCache {
     }
 }
 
-/// Appended rows of one tensor, in the cache's storage type.
-enum Rows<'v, 'a> {
-    F32(&'v ArrayViewD<'a, f32>),
-    F16(&'v ArrayViewD<'a, f16>),
+/// The bits of f32 values, one a word.
+fn f32_words(values: impl Iterator<Item = f32>) -> Vec<u32> {
+    values.map(f32::to_bits).collect()
 }
 
-/// Writes `rows`, of shape `(B, Hkv, n, width)` with `heads` = B x Hkv, into `t`, of shape
-/// `(B, Hkv, capacity, width)`, from position `len` of every kv head: one contiguous write
-/// per head. f16 rows are packed two values a word; the cache's even widths put every
-/// head's rows on whole words.
+/// f32 values rounded to bfloat16 (nearest even), two a word.
+fn bf16_words(values: impl Iterator<Item = f32>) -> Vec<u32> {
+    let bits: Vec<u16> = values.map(|x| bf16::from_f32(x).to_bits()).collect();
+    pack_bits(&bits)
+}
+
+/// Writes `words`, the rows of a `(B, Hkv, n, width)` tensor (in logical order) with
+/// `heads` = B x Hkv and `width` counted in words, into `t`, of shape `(B, Hkv, capacity,
+/// width)`, from position `len` of every kv head: one contiguous write per head. The
+/// cache's even widths put every head's rows of 16-bit values on whole words.
 fn write_rows(
     ctx: &Context,
     t: &GpuTensor,
-    rows: Rows<'_, '_>,
+    words: &[u32],
     (heads, width): (usize, usize),
     (capacity, len): (usize, usize),
 ) -> Result<()> {
-    // The rows as u32 words, and the words of one value (f32) or of two (f16).
-    let (words, values_per_word): (Vec<u32>, usize) = match rows {
-        Rows::F32(a) => (
-            a.as_standard_layout().iter().map(|x| x.to_bits()).collect(),
-            1,
-        ),
-        Rows::F16(a) => (pack(a), 2),
-    };
     let per_head = words.len() / heads.max(1);
     if per_head == 0 {
         return Ok(());
     }
     ctx.scoped("appending to a KV cache", || {
         for (head, block) in words.chunks_exact(per_head).enumerate() {
-            let offset = ((head * capacity + len) * width / values_per_word * 4) as u64;
+            let offset = ((head * capacity + len) * width * 4) as u64;
             ctx.queue()
                 .write_buffer(&t.buffer, offset, bytemuck::cast_slice(block));
         }

@@ -287,7 +287,9 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
     let how = match form {
         // The partial kernel's loads (shaders/kv_loads_f16.wgsl for f16 K and V,
         // kv_loads_u64.wgsl where kv_words says so).
-        Form::Invocation if p.kv_half => "K/V read as f16".to_string(),
+        Form::Invocation if p.kv_half.is_some() => {
+            format!("K/V read as {}", p.kv_half.map_or("", |f| f.name()))
+        }
         Form::Invocation if kv_words(ctx) => "K/V read as 64-bit words".to_string(),
         Form::Invocation => "K/V read as vec4<f32>".to_string(),
         Form::Workgroup => format!(
@@ -295,10 +297,9 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
             layout.tile_rows
         ),
     };
-    let half = if form == Form::Workgroup && p.kv_half {
-        "; K/V read as f16"
-    } else {
-        ""
+    let half = match (form, p.kv_half) {
+        (Form::Workgroup, Some(format)) => format!("; K/V read as {}", format.name()),
+        _ => String::new(),
     };
     format!(
         "{} key splits of {} keys, merged; {how}{half}",
@@ -306,15 +307,20 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
     )
 }
 
-/// The partial kernel for the form, the problem's widths and the device's loads (f16 K and
-/// V: the f16 loads whatever the device).
+/// The partial kernel for the form, the problem's widths and the device's loads (16-bit K
+/// and V: that format's loads whatever the device).
 fn partial_kernel(ctx: &Context, p: &Problem, form: Form) -> Kernel {
+    use crate::fp16::HalfFormat::{Bf16, F16};
+    let wide = crate::fused::wide(p);
     match (form, p.kv_half) {
-        (Form::Workgroup, false) => return Kernel::DecodeWorkgroup,
-        (Form::Workgroup, true) => return Kernel::DecodeWorkgroupF16,
-        (Form::Invocation, true) if crate::fused::wide(p) => return Kernel::DecodePartialWideF16,
-        (Form::Invocation, true) => return Kernel::DecodePartialF16,
-        (Form::Invocation, false) => {}
+        (Form::Workgroup, None) => return Kernel::DecodeWorkgroup,
+        (Form::Workgroup, Some(F16)) => return Kernel::DecodeWorkgroupF16,
+        (Form::Workgroup, Some(Bf16)) => return Kernel::DecodeWorkgroupBf16,
+        (Form::Invocation, Some(F16)) if wide => return Kernel::DecodePartialWideF16,
+        (Form::Invocation, Some(F16)) => return Kernel::DecodePartialF16,
+        (Form::Invocation, Some(Bf16)) if wide => return Kernel::DecodePartialWideBf16,
+        (Form::Invocation, Some(Bf16)) => return Kernel::DecodePartialBf16,
+        (Form::Invocation, None) => {}
     }
     match (crate::fused::wide(p), kv_words(ctx)) {
         (false, false) => Kernel::DecodePartial,
@@ -433,7 +439,7 @@ pub(crate) fn run(
     let chunks: Vec<Chunk> = chunks
         .iter()
         .map(|c| {
-            if !p.kv_half {
+            if p.kv_half.is_none() {
                 return Ok(c.clone());
             }
             Ok(Chunk {

@@ -22,6 +22,49 @@ use crate::params::ConvertParams;
 use crate::plan::{whole, DeviceBudget, Window};
 use crate::tensor::GpuTensor;
 
+/// The two 16-bit float formats K and V can be stored in on the device (two values a u32
+/// word, element 2i in the low half): [`KvCache::new_f16`](crate::KvCache::new_f16) and
+/// [`KvCache::new_bf16`](crate::KvCache::new_bf16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HalfFormat {
+    /// IEEE half precision: 11 bits of mantissa, |x| <= 65504.
+    F16,
+    /// bfloat16: 8 bits of mantissa, f32's exponent range.
+    Bf16,
+}
+
+impl HalfFormat {
+    /// "f16" or "bf16", as plans and errors name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HalfFormat::F16 => "f16",
+            HalfFormat::Bf16 => "bf16",
+        }
+    }
+
+    fn widen_kernel(self) -> Kernel {
+        match self {
+            HalfFormat::F16 => Kernel::WidenF16,
+            HalfFormat::Bf16 => Kernel::WidenBf16,
+        }
+    }
+
+    fn narrow_kernel(self) -> Kernel {
+        match self {
+            HalfFormat::F16 => Kernel::NarrowF16,
+            HalfFormat::Bf16 => Kernel::NarrowBf16,
+        }
+    }
+
+    /// The f32 value of 16 bits in this format (exact).
+    pub(crate) fn to_f32(self, bits: u16) -> f32 {
+        match self {
+            HalfFormat::F16 => f16::from_bits(bits).to_f32(),
+            HalfFormat::Bf16 => half::bf16::from_bits(bits).to_f32(),
+        }
+    }
+}
+
 /// Largest finite f16 value.
 pub const F16_MAX: f32 = 65504.0;
 
@@ -113,36 +156,42 @@ pub(crate) fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
             .collect();
     }
     let bits: Vec<u16> = a.iter().map(|x| x.to_bits()).collect();
+    pack_bits(&bits)
+}
+
+/// u32 words of 16-bit values, two a word (element 2i in the low half), in the order given.
+pub(crate) fn pack_bits(bits: &[u16]) -> Vec<u32> {
     bits.chunks(2)
         .map(|c| {
-            word(
-                c.first().copied().unwrap_or(0),
-                c.get(1).copied().unwrap_or(0),
-            )
+            u32::from(c.first().copied().unwrap_or(0))
+                | (u32::from(c.get(1).copied().unwrap_or(0)) << 16)
         })
         .collect()
 }
 
-/// The f32 values of packed f16 words (element 2i in the low half), `n` of them.
-pub(crate) fn unpack(words: &[u32], n: usize) -> Vec<f32> {
+/// The f32 values of packed 16-bit words of `format` (element 2i in the low half), `n` of
+/// them.
+pub(crate) fn unpack(words: &[u32], n: usize, format: HalfFormat) -> Vec<f32> {
     words
         .iter()
         .flat_map(|w| [*w as u16, (*w >> 16) as u16])
         .take(n)
-        .map(|bits| f16::from_bits(bits).to_f32())
+        .map(|bits| format.to_f32(bits))
         .collect()
 }
 
-/// Narrows `n` f32 values of `values` into packed f16 words in a new buffer (values beyond
-/// f16's range become infinities: callers check the range first where they can).
+/// Narrows `n` f32 values of `values` into packed words of `format` in a new buffer (for
+/// f16, values beyond its range become infinities: callers check the range first where
+/// they can).
 pub(crate) fn narrow(
     ctx: &Context,
     name: &str,
     values: &wgpu::Buffer,
     n: usize,
+    format: HalfFormat,
 ) -> Result<wgpu::Buffer> {
     let words = ctx.scratch_buffer(name, (n.div_ceil(2) * 4) as u64)?;
-    convert(ctx, Kernel::NarrowF16, values, &words, n)?;
+    convert(ctx, format.narrow_kernel(), values, &words, n)?;
     Ok(words)
 }
 
@@ -164,15 +213,13 @@ fn convert(
     let window_words = budget.max_binding / 8 / align_words * align_words;
     if window_words == 0 {
         return Err(Error::too_large(format_args!(
-            "f16 conversion: a {} byte storage binding holds no aligned window of values \
+            "16-bit conversion: a {} byte storage binding holds no aligned window of values \
              (alignment {} bytes)",
             budget.max_binding, budget.align
         )));
     }
-    let (words_buffer, values_buffer) = match kernel {
-        Kernel::WidenF16 => (src, dst),
-        _ => (dst, src),
-    };
+    let widens = matches!(kernel, Kernel::WidenF16 | Kernel::WidenBf16);
+    let (words_buffer, values_buffer) = if widens { (src, dst) } else { (dst, src) };
     let n = n as u64;
     let n_words = n.div_ceil(2);
     let pipe = ctx.pipeline(&PipelineKey::plain(kernel))?;
@@ -183,7 +230,7 @@ fn convert(
         // Both start on the alignment (see window_words), so each window begins at w0.
         let too_large = |bytes| {
             Error::too_large(format_args!(
-                "f16 conversion: a window of {bytes} bytes exceeds the {} byte binding",
+                "16-bit conversion: a window of {bytes} bytes exceeds the {} byte binding",
                 budget.max_binding
             ))
         };
@@ -194,9 +241,10 @@ fn convert(
         let values_part = Window::new(2 * first, 2 * first + len_values, &budget)
             .map_err(too_large)?
             .bind(values_buffer);
-        let (src_part, dst_part) = match kernel {
-            Kernel::WidenF16 => (words_part, values_part),
-            _ => (values_part, words_part),
+        let (src_part, dst_part) = if widens {
+            (words_part, values_part)
+        } else {
+            (values_part, words_part)
         };
         for (base, groups) in budget.spans(words) {
             let params = ctx.uniform(
@@ -221,25 +269,26 @@ fn convert(
     })
 }
 
-/// The f32 values of `n` packed f16 values in `packed`, in a new buffer.
+/// The f32 values of `n` packed values of `format` in `packed`, in a new buffer.
 pub(crate) fn widen(
     ctx: &Context,
     name: &str,
     packed: &wgpu::Buffer,
     n: usize,
+    format: HalfFormat,
 ) -> Result<wgpu::Buffer> {
     let wide = ctx.scratch_buffer(name, n as u64 * 4)?;
-    convert(ctx, Kernel::WidenF16, packed, &wide, n)?;
+    convert(ctx, format.widen_kernel(), packed, &wide, n)?;
     Ok(wide)
 }
 
 /// The f32 values of the first `rows` of the `source_rows` rows of each of `heads` heads
-/// of packed f16 values of width `width`, in a new buffer of `heads x rows` rows. When
-/// `rows < source_rows` (a KV cache's capacity), each head's rows are first copied into a
-/// compact packed buffer (whole 4-byte words: an f16 cache's widths are even).
+/// of packed values of `format` and width `width`, in a new buffer of `heads x rows` rows.
+/// When `rows < source_rows` (a KV cache's capacity), each head's rows are first copied
+/// into a compact packed buffer (whole 4-byte words: a 16-bit cache's widths are even).
 pub(crate) fn widen_rows(
     ctx: &Context,
-    name: &str,
+    (name, format): (&str, HalfFormat),
     packed: &wgpu::Buffer,
     heads: usize,
     (source_rows, rows): (usize, usize),
@@ -247,7 +296,7 @@ pub(crate) fn widen_rows(
 ) -> Result<wgpu::Buffer> {
     let n = heads * rows * width;
     if rows == source_rows {
-        return widen(ctx, name, packed, n);
+        return widen(ctx, name, packed, n, format);
     }
     let head_bytes = (rows * width * 2) as u64;
     let compact = ctx.scratch_buffer(name, (n.div_ceil(2) * 4) as u64)?;
@@ -269,7 +318,7 @@ pub(crate) fn widen_rows(
         encoder
     })
     .and_then(|encoder| ctx.submit(encoder))?;
-    widen(ctx, name, &compact, n)
+    widen(ctx, name, &compact, n, format)
 }
 
 /// Uploads an f16 array and widens it to an f32 device tensor.
@@ -280,13 +329,13 @@ fn upload_widened(
 ) -> Result<GpuTensor> {
     let packed = upload_packed(ctx, name, a)?;
     Ok(GpuTensor {
-        buffer: widen(ctx, name, &packed.buffer, a.len())?,
+        buffer: widen(ctx, name, &packed.buffer, a.len(), HalfFormat::F16)?,
         ..packed
     })
 }
 
 /// Uploads an f16 array as it is, two values a u32 word, in a tensor whose shape is the
-/// array's (what crate::attention's `KvStorage::F16` reads), after checking its values.
+/// array's (what crate::attention's `KvStorage::Half(HalfFormat::F16)` reads), after checking its values.
 pub(crate) fn upload_packed(
     ctx: &Context,
     name: &'static str,
@@ -328,13 +377,13 @@ where
     need.scratch += need.inputs + need.outputs / 2;
     ctx.check_memory(&need)?;
     // q is widened on the device; K and V stay f16 for decode, which reads them so, and
-    // are widened by the call for the other paths (crate::attention's KvStorage::F16).
+    // are widened by the call for the other paths (crate::attention's KvStorage::Half(HalfFormat::F16)).
     let qt = upload_widened(ctx, "q", &q.view())?;
     let kt = upload_packed(ctx, "k", &k.view())?;
     let vt = upload_packed(ctx, "v", &v.view())?;
-    let r = attention_gpu_stored(ctx, &qt, (&kt, &vt, KvStorage::F16), opts)?;
+    let r = attention_gpu_stored(ctx, &qt, (&kt, &vt, KvStorage::Half(HalfFormat::F16)), opts)?;
     let n = r.out.len();
-    let narrow = narrow(ctx, "out f16", &r.out.buffer, n)?;
+    let narrow = narrow(ctx, "out f16", &r.out.buffer, n, HalfFormat::F16)?;
     let words: Vec<u32> = ctx.download(&narrow, n.div_ceil(2))?;
     let halves: Vec<f16> = words
         .iter()

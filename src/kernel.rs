@@ -90,6 +90,13 @@ pub enum Kernel {
     DecodePartialWideF16,
     /// [`Kernel::DecodeWorkgroup`] reading K and V stored as f16.
     DecodeWorkgroupF16,
+    /// [`Kernel::DecodePartial`] reading K and V stored as bfloat16
+    /// (`shaders/kv_loads_bf16.wgsl`).
+    DecodePartialBf16,
+    /// [`Kernel::DecodePartialWide`] reading K and V stored as bfloat16.
+    DecodePartialWideBf16,
+    /// [`Kernel::DecodeWorkgroup`] reading K and V stored as bfloat16.
+    DecodeWorkgroupBf16,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
@@ -102,6 +109,10 @@ pub enum Kernel {
     WidenF16,
     /// `shaders/narrow_f16.wgsl`: f32 to packed f16 storage.
     NarrowF16,
+    /// `shaders/widen_bf16.wgsl`: packed bfloat16 storage to f32.
+    WidenBf16,
+    /// `shaders/narrow_bf16.wgsl`: f32 to packed bfloat16 storage (round to nearest even).
+    NarrowBf16,
     /// `shaders/pad_columns.wgsl`: a matrix copied to another row width (zero columns added
     /// or columns dropped).
     PadColumns,
@@ -109,7 +120,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 37] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -135,12 +146,17 @@ impl Kernel {
         Kernel::DecodePartialF16,
         Kernel::DecodePartialWideF16,
         Kernel::DecodeWorkgroupF16,
+        Kernel::DecodePartialBf16,
+        Kernel::DecodePartialWideBf16,
+        Kernel::DecodeWorkgroupBf16,
         Kernel::Merge,
         Kernel::Copy,
         Kernel::Matmul,
         Kernel::Rope,
         Kernel::WidenF16,
         Kernel::NarrowF16,
+        Kernel::WidenBf16,
+        Kernel::NarrowBf16,
         Kernel::PadColumns,
     ];
 
@@ -293,12 +309,31 @@ impl Kernel {
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_workgroup.wgsl")
             ),
+            Kernel::DecodePartialBf16 => concat!(
+                include_str!("../shaders/decode_width_128.wgsl"),
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
+            Kernel::DecodePartialWideBf16 => concat!(
+                include_str!("../shaders/decode_width_256.wgsl"),
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
+                include_str!("../shaders/decode_partial.wgsl")
+            ),
+            Kernel::DecodeWorkgroupBf16 => concat!(
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/decode_common.wgsl"),
+                include_str!("../shaders/decode_workgroup.wgsl")
+            ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
             Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
             Kernel::Rope => include_str!("../shaders/rope.wgsl"),
             Kernel::WidenF16 => include_str!("../shaders/widen_f16.wgsl"),
             Kernel::NarrowF16 => include_str!("../shaders/narrow_f16.wgsl"),
+            Kernel::WidenBf16 => include_str!("../shaders/widen_bf16.wgsl"),
+            Kernel::NarrowBf16 => include_str!("../shaders/narrow_bf16.wgsl"),
             Kernel::PadColumns => include_str!("../shaders/pad_columns.wgsl"),
         }
     }
@@ -331,12 +366,17 @@ impl Kernel {
             Kernel::DecodePartialF16 => "decode_partial_f16",
             Kernel::DecodePartialWideF16 => "decode_partial_wide_f16",
             Kernel::DecodeWorkgroupF16 => "decode_workgroup_f16",
+            Kernel::DecodePartialBf16 => "decode_partial_bf16",
+            Kernel::DecodePartialWideBf16 => "decode_partial_wide_bf16",
+            Kernel::DecodeWorkgroupBf16 => "decode_workgroup_bf16",
             Kernel::Merge => "merge",
             Kernel::Copy => "copy",
             Kernel::Matmul => "matmul",
             Kernel::Rope => "rope",
             Kernel::WidenF16 => "widen_f16",
             Kernel::NarrowF16 => "narrow_f16",
+            Kernel::WidenBf16 => "widen_bf16",
+            Kernel::NarrowBf16 => "narrow_bf16",
             Kernel::PadColumns => "pad_columns",
         }
     }
@@ -396,7 +436,10 @@ impl Kernel {
             | Kernel::DecodeWorkgroup
             | Kernel::DecodePartialF16
             | Kernel::DecodePartialWideF16
-            | Kernel::DecodeWorkgroupF16 => &[
+            | Kernel::DecodeWorkgroupF16
+            | Kernel::DecodePartialBf16
+            | Kernel::DecodePartialWideBf16
+            | Kernel::DecodeWorkgroupBf16 => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
@@ -427,9 +470,11 @@ impl Kernel {
             // params, table, x
             Kernel::Rope => &[Uniform, StorageRead, StorageReadWrite],
             // params, src, dst
-            Kernel::WidenF16 | Kernel::NarrowF16 | Kernel::PadColumns => {
-                &[Uniform, StorageRead, StorageReadWrite]
-            }
+            Kernel::WidenF16
+            | Kernel::NarrowF16
+            | Kernel::WidenBf16
+            | Kernel::NarrowBf16
+            | Kernel::PadColumns => &[Uniform, StorageRead, StorageReadWrite],
         }
     }
 
@@ -460,12 +505,15 @@ impl Kernel {
             | Kernel::DecodeWorkgroup
             | Kernel::DecodePartialF16
             | Kernel::DecodePartialWideF16
-            | Kernel::DecodeWorkgroupF16 => std::mem::size_of::<crate::params::DecodeParams>(),
+            | Kernel::DecodeWorkgroupF16
+            | Kernel::DecodePartialBf16
+            | Kernel::DecodePartialWideBf16
+            | Kernel::DecodeWorkgroupBf16 => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
             Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),
             Kernel::Rope => std::mem::size_of::<crate::params::RopeParams>(),
-            Kernel::WidenF16 | Kernel::NarrowF16 => {
+            Kernel::WidenF16 | Kernel::NarrowF16 | Kernel::WidenBf16 | Kernel::NarrowBf16 => {
                 std::mem::size_of::<crate::params::ConvertParams>()
             }
             Kernel::PadColumns => std::mem::size_of::<crate::params::PadParams>(),

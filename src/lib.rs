@@ -9,8 +9,8 @@
 //! - [`attention`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
 //! - [`KvCache`]: keys and values on the device for token-by-token decoding; appends upload
-//!   only the new rows, and every path reads the cache in place; f32 or f16
-//!   ([`KvCache::new_f16`], which decode reads as f16).
+//!   only the new rows, and every path reads the cache in place; f32, f16 or bfloat16
+//!   ([`KvCache::new_f16`], [`KvCache::new_bf16`], which decode reads as they are).
 //! - [`broadcast`]: how q, k and v of different ranks, batches or heads broadcast, as in
 //!   PyTorch.
 //! - [`reference::attention`]: the CPU reference in f64, same contract.

@@ -330,8 +330,22 @@ impl MultiHeadAttention {
         )
     }
 
+    /// [`MultiHeadAttention::new_cache_f16`] in bfloat16 ([`KvCache::new_bf16`]): f32's
+    /// range, so no projected value overflows. The head width must be even.
+    pub fn new_cache_bf16(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        KvCache::new_bf16(
+            &self.ctx,
+            batch,
+            self.cfg.n_kv_heads,
+            capacity,
+            self.hd,
+            self.hd,
+        )
+    }
+
     /// The layer on the next tokens of sequences whose earlier tokens went through `cache`
-    /// (from [`MultiHeadAttention::new_cache`] or [`MultiHeadAttention::new_cache_f16`]): `x` of shape (L, d_model) or (B, L, d_model)
+    /// (from [`MultiHeadAttention::new_cache`], [`MultiHeadAttention::new_cache_f16`] or
+    /// [`MultiHeadAttention::new_cache_bf16`]): `x` of shape (L, d_model) or (B, L, d_model)
     /// holds L new tokens a sequence. Their keys and values are projected, rotated to their
     /// positions (`cache.len()` onwards) and appended to the cache on the device; their
     /// queries attend to every cached position. With a causal rule each new token sees the

@@ -119,10 +119,11 @@ pub struct Problem {
     /// ([`crate::KvCache`]), whose first `dims.lk` rows per head are the keys. Kernels find
     /// kv head h's rows at `h * kv_rows`.
     pub kv_rows: usize,
-    /// K and V are stored as f16, two values a u32 word, and the path reads them so
-    /// (decode's f16 kernels, shaders/kv_loads_f16.wgsl); false for f32 K and V, and for f16
-    /// ones that the call widens to f32 before a path that reads only f32.
-    pub kv_half: bool,
+    /// K and V are stored in this 16-bit format, two values a u32 word, and the path reads
+    /// them so (decode's kernels with shaders/kv_loads_f16.wgsl or kv_loads_bf16.wgsl);
+    /// `None` for f32 K and V, and for 16-bit ones that the call widens to f32 before a
+    /// path that reads only f32.
+    pub kv_half: Option<crate::fp16::HalfFormat>,
 }
 
 impl Problem {
@@ -304,7 +305,7 @@ pub fn validate_problem(
         causal_offset: opts.causal.offset(dims.lq, dims.lk),
         mask,
         kv_rows: dims.lk,
-        kv_half: false,
+        kv_half: None,
     })
 }
 

@@ -31,15 +31,17 @@ const PATHS: [(PathChoice, &str); 7] = [
 enum Store {
     F32,
     F16,
+    Bf16,
 }
 
-const STORES: [Store; 2] = [Store::F32, Store::F16];
+const STORES: [Store; 3] = [Store::F32, Store::F16, Store::Bf16];
 
 impl Store {
     fn cache(self, ctx: &Context, [b, hkv, capacity, d, dv]: [usize; 5]) -> KvCache {
         match self {
             Store::F32 => KvCache::new(ctx, b, hkv, capacity, d, dv),
             Store::F16 => KvCache::new_f16(ctx, b, hkv, capacity, d, dv),
+            Store::Bf16 => KvCache::new_bf16(ctx, b, hkv, capacity, d, dv),
         }
         .expect("cache")
     }
@@ -49,6 +51,7 @@ impl Store {
         match self {
             Store::F32 => a.clone(),
             Store::F16 => a.mapv(|x| f16::from_f32(x).to_f32()),
+            Store::Bf16 => a.mapv(|x| half::bf16::from_f32(x).to_f32()),
         }
     }
 
@@ -58,21 +61,27 @@ impl Store {
     }
 }
 
-/// Checks what the plan says of an f16 cache's K and V: the decode forms read them as f16
-/// where the widths need no padding; every other path (and padded decode) widens them.
+/// Checks what the plan says of a 16-bit cache's K and V: the decode forms read them as
+/// they are where the widths need no padding; every other path (and padded decode) widens
+/// them.
 fn assert_f16_reads(what: &str, store: Store, plan: &PlanInfo, (d, dv): (usize, usize)) {
-    if store != Store::F16 {
-        assert!(!plan.reason.contains("f16"), "{what}: {}", plan.reason);
-        return;
-    }
+    let name = match store {
+        Store::F32 => {
+            // ("bf16" contains "f16" too.)
+            assert!(!plan.reason.contains("f16"), "{what}: {}", plan.reason);
+            return;
+        }
+        Store::F16 => "f16",
+        Store::Bf16 => "bf16",
+    };
     let direct = plan.path.starts_with("decode") && d.is_multiple_of(4) && dv.is_multiple_of(4);
     let said = if direct {
-        "K/V read as f16"
+        format!("K/V read as {name}")
     } else {
-        "K/V widened from f16 to f32 first"
+        format!("K/V widened from {name} to f32 first")
     };
     assert!(
-        plan.reason.contains(said),
+        plan.reason.contains(&said),
         "{what} [{}]: {}",
         plan.path,
         plan.reason
@@ -457,6 +466,17 @@ fn cache_refuses_bad_input() {
     let err = half.append_gpu(&ctx, &kt, &huge_t).expect_err("beyond f16");
     assert!(err.to_string().contains("f16's range"), "{err}");
     assert_eq!(half.len(), 3);
+    // bf16 caches: odd widths are refused too; values beyond f16's range are not.
+    let err = KvCache::new_bf16(&ctx, 1, 2, 8, 16, 7).expect_err("odd width");
+    assert!(err.to_string().contains("even"), "{err}");
+    let mut brain = KvCache::new_bf16(&ctx, 1, 2, 8, 16, 12).expect("bf16 cache");
+    brain.append(&ctx, &k, &huge).expect("bf16 holds 70000");
+    let (_, v_back) = brain.to_arrays(&ctx).expect("read");
+    assert_eq!(v_back, Store::Bf16.round(&huge));
+    brain
+        .append_gpu(&ctx, &kt, &huge_t)
+        .expect("bf16 holds 70000");
+    assert_eq!(brain.len(), 6);
     // q must be rank 4 with the cache's batch and a width and head count that fit.
     for shape in [
         vec![2, 2, 1, 16],
@@ -522,6 +542,7 @@ fn cache_calls_fit_exactly_at_their_estimate() {
         (Store::F32, (30, 18)),
         (Store::F16, (32, 16)),
         (Store::F16, (30, 18)),
+        (Store::Bf16, (32, 16)),
     ] {
         let (b, hq, hkv, lq, len, capacity) = (1, 4, 2, 70, 300, 400);
         let q = rng.array(&[b, hq, lq, d], 1.0);
@@ -622,10 +643,12 @@ fn device_tensors_append_like_host_arrays() {
                 "{store:?}"
             );
         }
-        // The f16 arrays hold the values rounded to f16 (k_all already is, in an f16 cache).
+        // The f16 arrays hold the values rounded to f16 (k_all already is, in an f16
+        // cache), then to the cache's format.
+        let f16_then_store = |a: &ArrayD<f32>| store.round(&Store::F16.round(a));
         assert_eq!(
             halves.to_arrays(&ctx).expect("read"),
-            (Store::F16.round(&k_all), Store::F16.round(&v_all)),
+            (f16_then_store(&k_all), f16_then_store(&v_all)),
             "{store:?}"
         );
         let q = rng.array(&[b, hq, 4, d], 1.0);

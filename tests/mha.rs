@@ -226,42 +226,55 @@ fn cached_forward_matches_the_whole_sequence() {
             let c = wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32);
             assert!(c.passed(), "{causal:?} {path:?} tokens {from}..{to}: {c}");
         }
-        // An f16 cache fed the same pieces holds the f32 cache's keys and values rounded to
-        // f16 (narrowed on the device as they are appended), and the layer's output moves
-        // only by that rounding: the attention over an f16 cache itself is held to the f32
-        // tolerance against the reference on the rounded values in tests/cache.rs, so here a
-        // wrong row or position (errors of order 1) is what the loose bound catches.
-        let mut cache16 = layer.new_cache_f16(b, 32).expect("f16 cache");
-        let round = |a: &ndarray::ArrayD<f32>| a.mapv(|x| half::f16::from_f32(x).to_f32());
-        for (from, to) in pieces {
-            let piece = x.slice(ndarray::s![.., from..to, ..]).into_dyn();
-            let got16 = layer
-                .forward_cached(&piece, &mut cache16)
-                .expect("f16 cached forward");
-            let seen = x.slice(ndarray::s![.., ..to, ..]).into_dyn();
-            let mut ref_cfg = cfg;
-            if causal == Causal::None {
-                ref_cfg.causal = Causal::None;
+        // 16-bit caches fed the same pieces hold the f32 cache's keys and values rounded
+        // (narrowed on the device as they are appended), and the layer's output moves only
+        // by that rounding: the attention over such caches itself is held to the f32
+        // tolerance against the reference on the rounded values in tests/cache.rs, so here
+        // a wrong row or position (errors of order 1) is what the loose bound catches.
+        let (k32, v32) = cache.to_arrays(&ctx).expect("f32 cache");
+        for bf16 in [false, true] {
+            let mut half = if bf16 {
+                layer.new_cache_bf16(b, 32)
+            } else {
+                layer.new_cache_f16(b, 32)
             }
-            let want = mha_reference(&w, &ref_cfg, &seen).expect("reference");
-            let want = want.slice(ndarray::s![.., from..to, ..]).into_dyn();
-            let loose = Tolerance {
-                atol: 1e-2,
-                rtol: 1e-2,
+            .expect("16-bit cache");
+            let round = |a: &ndarray::ArrayD<f32>| {
+                if bf16 {
+                    a.mapv(|x| half::bf16::from_f32(x).to_f32())
+                } else {
+                    a.mapv(|x| half::f16::from_f32(x).to_f32())
+                }
             };
-            let c = wgpu_attention::compare(&got16.view(), &want.view(), loose);
-            assert!(
-                c.passed(),
-                "f16 {causal:?} {path:?} tokens {from}..{to}: {c}"
+            for (from, to) in pieces {
+                let piece = x.slice(ndarray::s![.., from..to, ..]).into_dyn();
+                let got = layer
+                    .forward_cached(&piece, &mut half)
+                    .expect("16-bit cached forward");
+                let seen = x.slice(ndarray::s![.., ..to, ..]).into_dyn();
+                let mut ref_cfg = cfg;
+                if causal == Causal::None {
+                    ref_cfg.causal = Causal::None;
+                }
+                let want = mha_reference(&w, &ref_cfg, &seen).expect("reference");
+                let want = want.slice(ndarray::s![.., from..to, ..]).into_dyn();
+                let loose = Tolerance {
+                    atol: 1e-2,
+                    rtol: 1e-2,
+                };
+                let c = wgpu_attention::compare(&got.view(), &want.view(), loose);
+                assert!(
+                    c.passed(),
+                    "bf16 {bf16} {causal:?} {path:?} tokens {from}..{to}: {c}"
+                );
+            }
+            let (k16, v16) = half.to_arrays(&ctx).expect("16-bit cache");
+            assert_eq!(
+                (k16, v16),
+                (round(&k32), round(&v32)),
+                "bf16 {bf16} {causal:?} {path:?}"
             );
         }
-        let (k32, v32) = cache.to_arrays(&ctx).expect("f32 cache");
-        let (k16, v16) = cache16.to_arrays(&ctx).expect("f16 cache");
-        assert_eq!(
-            (k16, v16),
-            (round(&k32), round(&v32)),
-            "{causal:?} {path:?}"
-        );
         // A cache of the wrong shape is refused.
         let mut wrong = layer.new_cache(1, 32).expect("cache");
         let err = layer
