@@ -33,14 +33,15 @@ RUN:
 BENCH:
     wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]
         [--path auto|all|unfused|fused|fused-subgroup|fused-portable|fused-tiled|decode|decode-workgroup|cpu-ndarray]
-        [--reps N] [--seed S] [--json] [--plot FILE.png] [--dtype f32|f16]
+        [--reps N] [--seed S] [--json] [--plot FILE.png] [--dtype f32|f16|bf16]
 
     Per path: median ms (GPU timestamps where the adapter has them, wall clock beside),
     GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error
     against the CPU reference (checked before timing). --json prints one object per path.
     --plot sweeps the length from 128 up to the shape's and draws GFLOP/s per path as a PNG.
     --dtype f16 rounds the inputs to f16, checks each path end to end on f16 arrays, then
-    times it with K and V in an f16 KvCache on the device (decode reads them as f16).
+    times it with K and V in an f16 KvCache on the device (decode reads them as f16);
+    --dtype bf16 rounds them to bfloat16 and checks and times each path on a bf16 KvCache.
 
 HEATMAP:
     wgpu-attention heatmap --demo [--out heatmap.png]

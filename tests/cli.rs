@@ -359,59 +359,62 @@ fn bench_json_and_plot() {
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
 }
 
-/// `bench --dtype f16` times each path on an f16 KvCache on the device after checking it:
-/// decode says it read f16 and the others that they widened; the errors are those of f16
-/// storage (well under 1e-2 at these sizes, and not NaN).
+/// `bench --dtype f16` and `--dtype bf16` time each path on a 16-bit KvCache on the device
+/// after checking it: decode says it read the format and the others that they widened; the
+/// errors are those of 16-bit storage (well under 1e-2 at these sizes, and not NaN).
 #[test]
-fn bench_in_f16() {
+fn bench_in_16_bits() {
     if common::ctx().is_none() {
         return;
     }
-    let o = tool()
-        .args([
-            "bench",
-            "--shape",
-            "1,4,1,300,16",
-            "--kv-heads",
-            "2",
-            "--path",
-            "decode,unfused",
-            "--reps",
-            "1",
-            "--dtype",
-            "f16",
-        ])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let row = |name: &str| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} row in {stdout}"))
-            .to_string()
-    };
-    for (name, said) in [
-        ("decode f16", "K/V read as f16"),
-        ("unfused f16", "K/V widened from f16 to f32 first"),
-    ] {
-        let line = row(name);
+    for dtype in ["f16", "bf16"] {
+        let o = tool()
+            .args([
+                "bench",
+                "--shape",
+                "1,4,1,300,16",
+                "--kv-heads",
+                "2",
+                "--path",
+                "decode,unfused",
+                "--reps",
+                "1",
+                "--dtype",
+                dtype,
+            ])
+            .output()
+            .expect("run tool");
+        let stdout = String::from_utf8_lossy(&o.stdout);
         assert!(
-            line.contains("K/V in an f16 KvCache on the device"),
-            "{line}"
+            o.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&o.stderr)
         );
-        assert!(line.contains(said), "{line}");
-        let err: f64 = line
-            .split_whitespace()
-            .nth(6)
-            .and_then(|e| e.parse().ok())
-            .unwrap_or_else(|| panic!("no error column in {line}"));
-        assert!(err < 1e-2, "{line}");
+        let row = |name: &str| {
+            stdout
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} row in {stdout}"))
+                .to_string()
+        };
+        for (name, said) in [
+            (format!("decode {dtype}"), format!("K/V read as {dtype}")),
+            (
+                format!("unfused {dtype}"),
+                format!("K/V widened from {dtype} to f32 first"),
+            ),
+        ] {
+            let line = row(&format!("{name} "));
+            assert!(line.contains(&format!("{dtype} storage")), "{line}");
+            assert!(line.contains("KvCache on the device"), "{line}");
+            assert!(line.contains(&said), "{line}");
+            let err: f64 = line
+                .split_whitespace()
+                .nth(6)
+                .and_then(|e| e.parse().ok())
+                .unwrap_or_else(|| panic!("no error column in {line}"));
+            assert!(err < 1e-2, "{line}");
+        }
     }
 }
 

@@ -174,6 +174,16 @@ struct Inputs {
     expected: ArrayD<f32>,
     /// With --dtype f16: the inputs as f16 (q, k, v above hold exactly these values).
     halves: Option<[ArrayD<half::f16>; 3]>,
+    /// With --dtype bf16: q, k and v above hold values rounded to bfloat16.
+    bf16: bool,
+}
+
+/// The element type of `bench --dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dtype {
+    F32,
+    F16,
+    Bf16,
 }
 
 fn prepare(
@@ -181,14 +191,18 @@ fn prepare(
     sh: Shape,
     causal: Causal,
     seed: u64,
-    f16: bool,
+    dtype: Dtype,
 ) -> Result<Inputs, Failure> {
     let mut rng = Rng::new(seed);
     let mut q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
     let mut k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
     let mut v = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
     let mut halves = None;
-    if f16 {
+    if dtype == Dtype::Bf16 {
+        let round = |a: &ArrayD<f32>| a.mapv(|x| half::bf16::from_f32(x).to_f32());
+        (q, k, v) = (round(&q), round(&k), round(&v));
+    }
+    if dtype == Dtype::F16 {
         let conv =
             |name, a: &ArrayD<f32>| to_f16_checked(name, &a.view()).map_err(Failure::from_error);
         let h = [conv("q", &q)?, conv("k", &k)?, conv("v", &v)?];
@@ -213,6 +227,7 @@ fn prepare(
         rows,
         expected,
         halves,
+        bf16: dtype == Dtype::Bf16,
     })
 }
 
@@ -260,6 +275,9 @@ fn measure(
         }));
     };
     let opts = AttentionOptions::default().causal(x.causal).path(path);
+    if x.bf16 {
+        return measure_bf16(ctx, x, name, &opts, reps, quiet);
+    }
     if let Some([q16, k16, v16]) = &x.halves {
         // f16: checked end to end on host arrays (conversion, upload, attention, narrowing,
         // download), then timed with K and V in an f16 KvCache on the device and q there
@@ -387,16 +405,17 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     }
     let ctx = Context::new().map_err(Failure::from_error)?;
     let gpu_timing = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
-    let f16 = match args.get("dtype") {
-        None | Some("f32") => false,
-        Some("f16") => true,
+    let dtype = match args.get("dtype") {
+        None | Some("f32") => Dtype::F32,
+        Some("f16") => Dtype::F16,
+        Some("bf16") => Dtype::Bf16,
         Some(other) => {
             return Err(Failure::input(format!(
-                "--dtype must be f32 or f16; got '{other}'"
+                "--dtype must be f32, f16 or bf16; got '{other}'"
             )))
         }
     };
-    let x = prepare(&ctx, sh, causal, seed, f16)?;
+    let x = prepare(&ctx, sh, causal, seed, dtype)?;
     let mut table: Vec<Row> = Vec::new();
     // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
     // runs the workgroup form (decode::Form::for_problem).
@@ -453,7 +472,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         let settings = Sweep {
             reps: reps.min(3),
             seed,
-            f16,
+            dtype,
         };
         plot_sweep(&ctx, sh, causal, &chosen, &settings, file)?;
     }
@@ -465,7 +484,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
 struct Sweep {
     reps: usize,
     seed: u64,
-    f16: bool,
+    dtype: Dtype,
 }
 
 /// GFLOP/s against sequence length: lengths from 128 doubling up to the shape's (Lq follows
@@ -478,7 +497,7 @@ fn plot_sweep(
     settings: &Sweep,
     file: &str,
 ) -> Result<(), Failure> {
-    let Sweep { reps, seed, f16 } = *settings;
+    let Sweep { reps, seed, dtype } = *settings;
     let top = sh.lk.max(sh.lq);
     let mut lengths = Vec::new();
     let mut l = 128usize.min(top);
@@ -492,7 +511,7 @@ fn plot_sweep(
     for &len in &lengths {
         let lq = if sh.lq < 64 { sh.lq } else { len };
         let point = Shape { lq, lk: len, ..sh };
-        let x = prepare(ctx, point, causal, seed, f16)?;
+        let x = prepare(ctx, point, causal, seed, dtype)?;
         for (name, choice) in chosen {
             if let Some(row) = measure(ctx, &x, name, *choice, reps, true)? {
                 match series.iter_mut().find(|(n, _)| *n == row.path) {
@@ -628,4 +647,62 @@ impl Progress {
 fn json_quiet() -> bool {
     use std::io::IsTerminal;
     !std::io::stderr().is_terminal()
+}
+
+/// One `--dtype bf16` row: K and V (rounded to bfloat16 by `prepare`) in a bf16 KvCache on
+/// the device, q there, checked against the reference on the rounded values and then timed
+/// like the f32 rows. `None` when the path cannot run or the width is odd (a bf16 cache
+/// takes even widths).
+fn measure_bf16(
+    ctx: &Context,
+    x: &Inputs,
+    name: &str,
+    opts: &AttentionOptions<'_>,
+    reps: usize,
+    quiet: bool,
+) -> Result<Option<Row>, Failure> {
+    let sh = x.sh;
+    let skip = |why: String| {
+        if quiet {
+            eprintln!("{name}: skipped: {why}");
+        } else {
+            println!("{name:<16} skipped: {why}");
+        }
+        Ok(None)
+    };
+    let mut cache = match KvCache::new_bf16(ctx, sh.b, sh.hkv, sh.lk, sh.d, sh.d) {
+        Ok(c) => c,
+        Err(e) => return skip(e.to_string()),
+    };
+    cache.append(ctx, &x.k, &x.v).map_err(Failure::from_error)?;
+    let first = Instant::now();
+    let r = match cache.attention_gpu(ctx, &x.qt, opts) {
+        Ok(r) => r,
+        Err(e) => return skip(e.to_string()),
+    };
+    let out = r.out.to_array(ctx).map_err(Failure::from_error)?;
+    let first_ms = first.elapsed().as_secs_f64() * 1e3;
+    let err = max_err(&out, &x.rows, &x.expected);
+    let call = || cache.attention_gpu(ctx, &x.qt, opts).map(drop);
+    let timing = time_calls(ctx, 1, reps, call).map_err(Failure::from_error)?;
+    let ms = timing.median_gpu_ms().unwrap_or(timing.median_ms());
+    let flops = forward_flops(sh.b, sh.hq, sh.lq, sh.lk, sh.d, sh.d, x.causal);
+    // K and V at 2 bytes a value; q and the output stay f32.
+    let kv_bytes = 4.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
+    let moved = if r.plan.path.starts_with("decode") {
+        kv_bytes
+    } else {
+        kv_bytes + 8.0 * (sh.b * sh.hq * sh.lq * sh.d) as f64
+    };
+    Ok(Some(Row {
+        path: format!("{} bf16", r.plan.path),
+        gflops: flops / (ms * 1e6),
+        gbps: moved / (ms * 1e6),
+        max_abs_err: err,
+        note: format!(
+            "bf16 storage, f32 accumulation; K/V in a bf16 KvCache on the device; first call {first_ms:.0} ms; {}",
+            r.plan.reason
+        ),
+        timing,
+    }))
 }
