@@ -305,14 +305,7 @@ impl MultiHeadAttention {
     /// A [`KvCache`] for [`MultiHeadAttention::forward_cached`]: `batch` sequences of this
     /// layer's kv heads and head width, with room for `capacity` positions.
     pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        KvCache::new(
-            &self.ctx,
-            batch,
-            self.cfg.n_kv_heads,
-            capacity,
-            self.hd,
-            self.hd,
-        )
+        self.cache_with(KvCache::new, batch, capacity)
     }
 
     /// [`MultiHeadAttention::new_cache`] holding keys and values as f16
@@ -320,27 +313,25 @@ impl MultiHeadAttention {
     /// the projected keys and values are rounded to f16 on the device as they are appended.
     /// The head width must be even.
     pub fn new_cache_f16(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        KvCache::new_f16(
-            &self.ctx,
-            batch,
-            self.cfg.n_kv_heads,
-            capacity,
-            self.hd,
-            self.hd,
-        )
+        self.cache_with(KvCache::new_f16, batch, capacity)
     }
 
     /// [`MultiHeadAttention::new_cache_f16`] in bfloat16 ([`KvCache::new_bf16`]): f32's
     /// range, so no projected value overflows. The head width must be even.
     pub fn new_cache_bf16(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        KvCache::new_bf16(
-            &self.ctx,
-            batch,
-            self.cfg.n_kv_heads,
-            capacity,
-            self.hd,
-            self.hd,
-        )
+        self.cache_with(KvCache::new_bf16, batch, capacity)
+    }
+
+    /// A cache of this layer's kv heads and head width made by `make` (one of KvCache's
+    /// constructors).
+    fn cache_with(
+        &self,
+        make: fn(&Context, usize, usize, usize, usize, usize) -> Result<KvCache>,
+        batch: usize,
+        capacity: usize,
+    ) -> Result<KvCache> {
+        let (hkv, hd) = (self.cfg.n_kv_heads, self.hd);
+        make(&self.ctx, batch, hkv, capacity, hd, hd)
     }
 
     /// The layer on the next tokens of sequences whose earlier tokens went through `cache`
