@@ -16,7 +16,7 @@ use crate::attention::{
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fp16::{
-    max_abs_f16, narrow, pack, pack_bits, to_f16_checked, unpack, HalfFormat, F16_MAX,
+    max_abs_half, narrow, pack, pack_bits, to_f16_checked, unpack, HalfFormat, F16_MAX,
 };
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
@@ -256,8 +256,8 @@ impl KvCache {
         self.check_device(ctx)?;
         let (kv, vv) = (k.view().into_dyn(), v.view().into_dyn());
         let n = self.check_append(kv.shape(), vv.shape())?;
-        let k_max = max_abs_f16("k", &kv)?;
-        max_abs_f16("v", &vv)?;
+        let k_max = max_abs_half("k", &kv)?;
+        max_abs_half("v", &vv)?;
         let widened = |a: &ArrayViewD<'_, f16>| a.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
         let (k_words, v_words, k_max) = match self.storage {
             KvStorage::Half(HalfFormat::F16) => (pack(&kv), pack(&vv), k_max),

@@ -1,15 +1,16 @@
-//! Attention on f16 data: [`attention_f16`] takes `half::f16` arrays and returns an f16
-//! output. The data travels and is stored on the device as f16 (two values per u32 word);
-//! every path runs with f32 accumulation, and the output is narrowed back to f16 on the
-//! device.
+//! Attention on 16-bit data: [`attention_f16`] takes `half::f16` arrays and returns an f16
+//! output, [`attention_bf16`] the same for `half::bf16`. The data travels and is stored on
+//! the device in its 16-bit format (two values per u32 word); every path runs with f32
+//! accumulation, and the output is narrowed back on the device.
 //!
-//! The decode path reads K and V as f16 (shaders/kv_loads_f16.wgsl), so there f16 halves
-//! the bytes it reads; q is widened to f32 on the device. The other paths read f32: the call
-//! widens K and V on the device first, and those copies take f32 memory while it runs (the
-//! plan's reason says "K/V widened from f16 to f32 first"). The conversions use core WGSL
-//! `pack2x16float` / `unpack2x16float`, so no optional feature is needed.
+//! The decode path reads K and V as they are (shaders/kv_loads_f16.wgsl,
+//! kv_loads_bf16.wgsl), so there 16 bits halve the bytes it reads; q is widened to f32 on
+//! the device. The other paths read f32: the call widens K and V on the device first, and
+//! those copies take f32 memory while it runs (the plan's reason says "K/V widened from f16
+//! to f32 first"). The f16 conversions use core WGSL `pack2x16float` / `unpack2x16float`,
+//! the bf16 ones integer shifts, so no optional feature is needed.
 
-use half::f16;
+use half::{bf16, f16};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
 use crate::attention::{attention_gpu_stored, lse_to_array, memory_estimate, KvStorage};
@@ -65,15 +66,58 @@ impl HalfFormat {
     }
 }
 
+impl HalfFormat {
+    /// The exponent bits of the format: a value whose exponent bits are all ones is not
+    /// finite.
+    fn exponent_mask(self) -> u16 {
+        match self {
+            HalfFormat::F16 => 0x7c00,
+            HalfFormat::Bf16 => 0x7f80,
+        }
+    }
+}
+
+/// The 16-bit element types of the host entry points: `half::f16` ([`attention_f16`]) and
+/// `half::bf16` ([`attention_bf16`]).
+pub trait HalfElem: Copy + std::fmt::Display + 'static {
+    /// The storage format.
+    const FORMAT: HalfFormat;
+    /// The value's 16 bits.
+    fn bits(self) -> u16;
+    /// The value of 16 bits.
+    fn from_bits(bits: u16) -> Self;
+}
+
+impl HalfElem for f16 {
+    const FORMAT: HalfFormat = HalfFormat::F16;
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    fn from_bits(bits: u16) -> Self {
+        f16::from_bits(bits)
+    }
+}
+
+impl HalfElem for bf16 {
+    const FORMAT: HalfFormat = HalfFormat::Bf16;
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    fn from_bits(bits: u16) -> Self {
+        bf16::from_bits(bits)
+    }
+}
+
 /// Largest finite f16 value.
 pub const F16_MAX: f32 = 65504.0;
 
-/// Result of [`attention_f16`]. The log-sum-exp and weights stay f32 (they are statistics
-/// of the computation, not data).
+/// Result of [`attention_f16`] ([`AttentionOutputF16`]) and [`attention_bf16`]
+/// ([`AttentionOutputBf16`]). The log-sum-exp and weights stay f32 (they are statistics of
+/// the computation, not data).
 #[derive(Clone, Debug)]
-pub struct AttentionOutputF16 {
-    /// Attention output in f16, q's shape with last dimension Dv.
-    pub out: ArrayD<f16>,
+pub struct AttentionOutputHalf<T> {
+    /// Attention output in the inputs' 16-bit type, q's shape with last dimension Dv.
+    pub out: ArrayD<T>,
     /// Log-sum-exp per query row, if requested.
     pub lse: Option<ArrayD<f32>>,
     /// Attention weights, if requested.
@@ -81,6 +125,11 @@ pub struct AttentionOutputF16 {
     /// Which path ran.
     pub plan: PlanInfo,
 }
+
+/// Result of [`attention_f16`].
+pub type AttentionOutputF16 = AttentionOutputHalf<f16>;
+/// Result of [`attention_bf16`].
+pub type AttentionOutputBf16 = AttentionOutputHalf<bf16>;
 
 /// Converts an f32 array to f16, refusing values beyond f16's range (instead of turning
 /// them into infinities) and non-finite values. `name` appears in the error.
@@ -113,49 +162,55 @@ pub fn to_f16_checked(name: &'static str, a: &ndarray::ArrayViewD<'_, f32>) -> R
 }
 
 /// The largest |x| of `a`, or `Error::NonFinite` with the index of its first infinity or
-/// NaN. Works on the bits, in one pass over contiguous arrays (the usual case): an f16 is
-/// not finite when its five exponent bits are all ones, and finite values order by |x| as
-/// their bits without the sign. ndarray's indexed iterator, used before, was half of the
-/// host time of an f16 call; the index is now worked out only for the error.
-pub(crate) fn max_abs_f16(name: &'static str, a: &ndarray::ArrayViewD<'_, f16>) -> Result<f32> {
+/// NaN. Works on the bits, in one pass over contiguous arrays (the usual case): a 16-bit
+/// float is not finite when its exponent bits are all ones, and finite values order by |x|
+/// as their bits without the sign. ndarray's indexed iterator, used before, was half of
+/// the host time of an f16 call; the index is now worked out only for the error.
+pub(crate) fn max_abs_half<T: HalfElem>(
+    name: &'static str,
+    a: &ndarray::ArrayViewD<'_, T>,
+) -> Result<f32> {
     const MAGNITUDE: u16 = 0x7fff;
-    const EXPONENT: u16 = 0x7c00;
-    let scan = |values: &mut dyn Iterator<Item = &f16>| {
-        values.fold(0u16, |most, x| most.max(x.to_bits() & MAGNITUDE))
+    let exponent = T::FORMAT.exponent_mask();
+    let scan = |values: &mut dyn Iterator<Item = &T>| {
+        values.fold(0u16, |most, x| most.max(x.bits() & MAGNITUDE))
     };
     let most = match a.as_slice_memory_order() {
         Some(values) => scan(&mut values.iter()),
         None => scan(&mut a.iter()),
     };
-    if most < EXPONENT {
-        return Ok(f16::from_bits(most).to_f32());
+    if most < exponent {
+        return Ok(T::FORMAT.to_f32(most));
     }
-    match a.indexed_iter().find(|(_, x)| !x.is_finite()) {
+    match a
+        .indexed_iter()
+        .find(|(_, x)| x.bits() & MAGNITUDE >= exponent)
+    {
         Some((idx, x)) => Err(Error::NonFinite {
             name,
             value: x.to_string(),
             index: idx.slice().to_vec(),
         }),
-        None => Ok(f16::from_bits(most).to_f32()),
+        None => Ok(T::FORMAT.to_f32(most)),
     }
 }
 
-/// f16 values as u32 words, two per word (element 2i in the low half), in logical
+/// 16-bit values as u32 words, two per word (element 2i in the low half), in logical
 /// (row-major) order. Standard-layout arrays are packed from their slice: one loop over
 /// ndarray's iterator for every layout took `bench --shape 1,32,1,4096,128 --kv-heads 8
 /// --dtype f16 --path decode` from 33 to 48 ms a call (its dynamic-dimension iterator).
-pub(crate) fn pack(a: &ndarray::ArrayViewD<'_, f16>) -> Vec<u32> {
+pub(crate) fn pack<T: HalfElem>(a: &ndarray::ArrayViewD<'_, T>) -> Vec<u32> {
     let word = |lo: u16, hi: u16| u32::from(lo) | (u32::from(hi) << 16);
     if let Some(values) = a.as_slice() {
         return values
             .chunks(2)
             .map(|c| {
-                let bits = |i: usize| c.get(i).map_or(0, |x| x.to_bits());
+                let bits = |i: usize| c.get(i).map_or(0, |x| x.bits());
                 word(bits(0), bits(1))
             })
             .collect();
     }
-    let bits: Vec<u16> = a.iter().map(|x| x.to_bits()).collect();
+    let bits: Vec<u16> = a.iter().map(|x| x.bits()).collect();
     pack_bits(&bits)
 }
 
@@ -321,27 +376,27 @@ pub(crate) fn widen_rows(
     widen(ctx, name, &compact, n, format)
 }
 
-/// Uploads an f16 array and widens it to an f32 device tensor.
-fn upload_widened(
+/// Uploads a 16-bit array and widens it to an f32 device tensor.
+fn upload_widened<T: HalfElem>(
     ctx: &Context,
     name: &'static str,
-    a: &ndarray::ArrayViewD<'_, f16>,
+    a: &ndarray::ArrayViewD<'_, T>,
 ) -> Result<GpuTensor> {
     let packed = upload_packed(ctx, name, a)?;
     Ok(GpuTensor {
-        buffer: widen(ctx, name, &packed.buffer, a.len(), HalfFormat::F16)?,
+        buffer: widen(ctx, name, &packed.buffer, a.len(), T::FORMAT)?,
         ..packed
     })
 }
 
-/// Uploads an f16 array as it is, two values a u32 word, in a tensor whose shape is the
-/// array's (what crate::attention's `KvStorage::Half(HalfFormat::F16)` reads), after checking its values.
-pub(crate) fn upload_packed(
+/// Uploads a 16-bit array as it is, two values a u32 word, in a tensor whose shape is the
+/// array's (what crate::attention's `KvStorage::Half` reads), after checking its values.
+pub(crate) fn upload_packed<T: HalfElem>(
     ctx: &Context,
     name: &'static str,
-    a: &ndarray::ArrayViewD<'_, f16>,
+    a: &ndarray::ArrayViewD<'_, T>,
 ) -> Result<GpuTensor> {
-    let max_abs = max_abs_f16(name, a)?;
+    let max_abs = max_abs_half(name, a)?;
     Ok(GpuTensor {
         buffer: ctx.upload(name, &pack(a))?,
         shape: a.shape().to_vec(),
@@ -364,37 +419,77 @@ where
     Sv: Data<Elem = f16>,
     D: Dimension,
 {
+    attention_half(
+        ctx,
+        [
+            q.view().into_dyn(),
+            k.view().into_dyn(),
+            v.view().into_dyn(),
+        ],
+        opts,
+    )
+}
+
+/// [`attention_f16`] on bfloat16 arrays: bf16 output; decode reads K and V as bf16
+/// (shaders/kv_loads_bf16.wgsl), the other paths widen them first.
+pub fn attention_bf16<Sq, Sk, Sv, D>(
+    ctx: &Context,
+    q: &ArrayBase<Sq, D>,
+    k: &ArrayBase<Sk, D>,
+    v: &ArrayBase<Sv, D>,
+    opts: &AttentionOptions<'_>,
+) -> Result<AttentionOutputBf16>
+where
+    Sq: Data<Elem = bf16>,
+    Sk: Data<Elem = bf16>,
+    Sv: Data<Elem = bf16>,
+    D: Dimension,
+{
+    attention_half(
+        ctx,
+        [
+            q.view().into_dyn(),
+            k.view().into_dyn(),
+            v.view().into_dyn(),
+        ],
+        opts,
+    )
+}
+
+/// Attention on arrays of a 16-bit type: the body of [`attention_f16`] and
+/// [`attention_bf16`].
+fn attention_half<T: HalfElem>(
+    ctx: &Context,
+    [q, k, v]: [ndarray::ArrayViewD<'_, T>; 3],
+    opts: &AttentionOptions<'_>,
+) -> Result<AttentionOutputHalf<T>> {
     // Broadcast against each other as crate::attention does (device tensors are not).
-    let [q, k, v] = broadcast_inputs(
-        q.view().into_dyn(),
-        k.view().into_dyn(),
-        v.view().into_dyn(),
-    )?;
-    // The f32 call's peak, plus the packed f16 inputs and their staging copies (half the
-    // f32 inputs each) and the narrowed output, checked before the first upload;
+    let [q, k, v] = broadcast_inputs(q, k, v)?;
+    // The f32 call's peak, plus the packed inputs and their staging copies (half the f32
+    // inputs each) and the narrowed output, checked before the first upload;
     // memory_estimate validates the shapes and options first.
     let (mut need, _) = memory_estimate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
     need.scratch += need.inputs + need.outputs / 2;
     ctx.check_memory(&need)?;
-    // q is widened on the device; K and V stay f16 for decode, which reads them so, and
-    // are widened by the call for the other paths (crate::attention's KvStorage::Half(HalfFormat::F16)).
+    // q is widened on the device; K and V stay 16-bit for decode, which reads them so, and
+    // are widened by the call for the other paths (crate::attention's KvStorage::Half).
     let qt = upload_widened(ctx, "q", &q.view())?;
     let kt = upload_packed(ctx, "k", &k.view())?;
     let vt = upload_packed(ctx, "v", &v.view())?;
-    let r = attention_gpu_stored(ctx, &qt, (&kt, &vt, KvStorage::Half(HalfFormat::F16)), opts)?;
+    let r = attention_gpu_stored(ctx, &qt, (&kt, &vt, KvStorage::Half(T::FORMAT)), opts)?;
     let n = r.out.len();
-    let narrow = narrow(ctx, "out f16", &r.out.buffer, n, HalfFormat::F16)?;
+    let narrow = narrow(ctx, "out 16-bit", &r.out.buffer, n, T::FORMAT)?;
     let words: Vec<u32> = ctx.download(&narrow, n.div_ceil(2))?;
-    let halves: Vec<f16> = words
+    let halves: Vec<T> = words
         .iter()
-        .flat_map(|w| [f16::from_bits(*w as u16), f16::from_bits((*w >> 16) as u16)])
+        .flat_map(|w| [T::from_bits(*w as u16), T::from_bits((*w >> 16) as u16)])
         .take(n)
         .collect();
     let out = ArrayD::from_shape_vec(IxDyn(&r.out.shape), halves)
         .map_err(|e| Error::mismatch(format_args!("{e}")))?;
     let lse = r.lse.as_ref().map(|t| lse_to_array(ctx, t)).transpose()?;
     let weights = r.weights.as_ref().map(|t| t.to_array(ctx)).transpose()?;
-    Ok(AttentionOutputF16 {
+    Ok(AttentionOutputHalf {
         out,
         lse,
         weights,

@@ -17,8 +17,8 @@
 //! - [`check::compare`]: max abs / rel error with the worst element's index.
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
 //! - [`mha::MultiHeadAttention`]: a multi-head attention layer (GQA, RoPE) on the GPU.
-//! - [`fp16::attention_f16`]: attention on `half::f16` arrays (f32 accumulation; decode
-//!   reads K and V as f16).
+//! - [`fp16::attention_f16`], [`fp16::attention_bf16`]: attention on `half::f16` and
+//!   `half::bf16` arrays (f32 accumulation; decode reads K and V as they are).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.

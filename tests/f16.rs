@@ -240,3 +240,71 @@ fn broadcasts_and_zero_sizes() {
         assert_within_twice_cpu_f16("f16", &q, &k, &v, &opts, &got.out);
     }
 }
+
+/// bfloat16 arrays through `attention_bf16` on every path, held to the same rule in bf16:
+/// the GPU's error at most twice that of rounding the exact result (the reference on the
+/// bf16 inputs) to bf16; decode reads K and V as bf16, the other paths widen them. Values
+/// beyond f16's range are fine in bf16; non-finite ones are refused with their index.
+#[test]
+fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
+    use half::bf16;
+    use wgpu_attention::fp16::attention_bf16;
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(87);
+    let widen = |a: &ArrayD<bf16>| a.mapv(bf16::to_f32);
+    for ([b, hq, hkv, lq, lk, d, dv], scale) in [
+        ([1, 4, 4, 37, 53, 16, 8], 1.0),
+        ([2, 8, 2, 1, 700, 64, 64], 1.0),
+        ([1, 2, 1, 9, 9, 6, 10], 1e5),
+    ] {
+        let q = rng.array(&[b, hq, lq, d], 1.0).mapv(bf16::from_f32);
+        let k = rng.array(&[b, hkv, lk, d], 1.0).mapv(bf16::from_f32);
+        let v = rng.array(&[b, hkv, lk, dv], scale).mapv(bf16::from_f32);
+        for path in [
+            PathChoice::Auto,
+            PathChoice::Unfused,
+            PathChoice::FusedPortable,
+            PathChoice::Decode,
+            PathChoice::DecodeWorkgroup,
+        ] {
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(path);
+            let what = format!("{:?} {path:?}", [b, hq, hkv, lq, lk, d, dv]);
+            let got = match attention_bf16(&ctx, &q, &k, &v, &opts) {
+                Ok(g) => g,
+                Err(Error::PathUnavailable { .. }) => continue,
+                Err(e) => panic!("{what}: {e}"),
+            };
+            let direct = got.plan.path.starts_with("decode") && d % 4 == 0 && dv % 4 == 0;
+            let said = if direct {
+                "K/V read as bf16"
+            } else {
+                "K/V widened from bf16 to f32 first"
+            };
+            assert!(
+                got.plan.reason.contains(said),
+                "{what}: {}",
+                got.plan.reason
+            );
+            let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
+                .expect("reference")
+                .out;
+            let cpu_bf16 = max_err(exact.iter().map(|&x| bf16::from_f32(x).to_f32()), &exact);
+            let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
+            assert!(
+                gpu <= 2.0 * cpu_bf16 + 1e-7,
+                "{what}: GPU bf16 error {gpu:e} > 2 x CPU bf16 error {cpu_bf16:e}"
+            );
+        }
+    }
+    let mut bad = ArrayD::from_elem(ndarray::IxDyn(&[3, 4]), bf16::from_f32(0.5));
+    bad[[2, 1]] = bf16::NAN;
+    let ok = ArrayD::from_elem(ndarray::IxDyn(&[3, 4]), bf16::from_f32(0.5));
+    match attention_bf16(&ctx, &ok, &bad, &ok, &AttentionOptions::default()) {
+        Err(Error::NonFinite { name, index, .. }) => {
+            assert_eq!((name, index.as_slice()), ("k", &[2, 1][..]))
+        }
+        other => panic!("NaN in k: {other:?}"),
+    }
+}
