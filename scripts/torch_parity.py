@@ -3,13 +3,15 @@
 
 Developer check (needs torch and numpy; CI has neither): for each case, writes q, k, v (and a
 mask) as .npy, computes PyTorch's output, runs the tool through every path, and compares with
-atol 1e-4 + rtol 1e-3. Usage: python3 scripts/torch_parity.py [path/to/wgpu-attention] [--dtype f16]
+atol 1e-4 + rtol 1e-3. Usage: python3 scripts/torch_parity.py [path/to/wgpu-attention]
+[--dtype f16|bf16]
 
 With --dtype f16 the inputs are rounded to f16 and written as float16 .npy, the tool runs
 with --dtype f16, and each output is held to the rule of tests/f16.rs: its largest error
 against PyTorch's f32 result on the rounded inputs is at most twice the largest error of
 rounding that result to f16 (what f16 storage on the CPU gives). PyTorch's own f16 SDPA error
-is printed beside it for comparison.
+is printed beside it for comparison. --dtype bf16 does the same in bfloat16 (inputs and the
+output travel as float32 .npy holding bf16 values, as numpy has no bfloat16).
 """
 import os
 import subprocess
@@ -20,8 +22,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ARGS = [a for a in sys.argv[1:] if a not in ("--dtype", "f16", "f32")]
-F16 = "--dtype" in sys.argv[1:] and sys.argv[sys.argv.index("--dtype") + 1] == "f16"
+ARGS = [a for a in sys.argv[1:] if a not in ("--dtype", "f16", "bf16", "f32")]
+DTYPE = sys.argv[sys.argv.index("--dtype") + 1] if "--dtype" in sys.argv[1:] else "f32"
+F16 = DTYPE in ("f16", "bf16")
+HALF = torch.float16 if DTYPE == "f16" else torch.bfloat16
 TOOL = ARGS[0] if ARGS else "target/release/wgpu-attention"
 PATHS = ["auto", "unfused", "fused-subgroup", "fused-portable", "fused-tiled", "decode",
          "decode-workgroup"]
@@ -129,11 +133,12 @@ def main():
         for name, c in CASES:
             if F16:
                 # Inputs as f16 holds them (values beyond its range would be refused).
-                c = dict(c, **{key: c[key].half().float() for key in ("q", "k", "v")})
+                c = dict(c, **{key: c[key].to(HALF).float() for key in ("q", "k", "v")})
             expected = sdpa(c["q"], c["k"], c["v"], c.get("mask"), c.get("causal"), c.get("scale")).numpy()
             if F16:
-                cpu_f16 = np.abs(expected.astype(np.float16).astype(np.float32) - expected).max(initial=0.0)
-                torch_f16 = sdpa(*(c[key].half() for key in ("q", "k", "v")), c.get("mask"),
+                rounded = torch.from_numpy(expected).to(HALF).float().numpy()
+                cpu_f16 = np.abs(rounded - expected).max(initial=0.0)
+                torch_f16 = sdpa(*(c[key].to(HALF) for key in ("q", "k", "v")), c.get("mask"),
                                  c.get("causal"), c.get("scale")).float().numpy()
                 torch_err = np.abs(torch_f16 - expected).max(initial=0.0)
             files = {}
@@ -141,14 +146,15 @@ def main():
                 if key in c:
                     files[key] = os.path.join(d, key + ".npy")
                     data = c[key].numpy()
-                    np.save(files[key], data.astype(np.float16) if F16 and key != "mask" else data)
+                    half_file = DTYPE == "f16" and key != "mask"
+                    np.save(files[key], data.astype(np.float16) if half_file else data)
             for path in PATHS:
                 out = os.path.join(d, "out.npy")
                 if os.path.exists(out):
                     os.remove(out)
                 cmd = [TOOL, "run", "--path", path, "--out", out]
                 if F16:
-                    cmd += ["--dtype", "f16"]
+                    cmd += ["--dtype", DTYPE]
                 for key, f in files.items():
                     cmd += ["--" + key, f]
                 if c.get("causal"):
@@ -168,8 +174,9 @@ def main():
                 if F16:
                     ok = got.shape == expected.shape and err.max(initial=0.0) <= 2 * cpu_f16 + 1e-7
                     failures += not ok
-                    print("%-24s %-15s max abs err %.2e (f16 storage on the CPU %.2e, torch f16 %.2e)  %s"
-                          % (name, path, err.max(initial=0.0), cpu_f16, torch_err, "ok" if ok else "FAILED"))
+                    print("%-24s %-15s max abs err %.2e (%s storage on the CPU %.2e, torch %s %.2e)  %s"
+                          % (name, path, err.max(initial=0.0), DTYPE, cpu_f16, DTYPE, torch_err,
+                             "ok" if ok else "FAILED"))
                     continue
                 # "allow": a case's own allowance (scripts/torch_fuzz.py), for ill-conditioned
                 # problems where any f32 result, torch's included, misses the f64 answer by more.

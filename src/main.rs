@@ -21,7 +21,7 @@ RUN:
     wgpu-attention run --q Q.npy --k K.npy --v V.npy [--mask M.npy]
         [--causal none|top-left|bottom-right] [--scale S] [--out O.npy] [--lse L.npy]
         [--weights W.npy] [--path auto|unfused|fused|fused-subgroup|fused-portable|fused-tiled|decode|decode-workgroup]
-        [--check [--atol A] [--rtol R]] [--dtype f32|f16]
+        [--check [--atol A] [--rtol R]] [--dtype f32|f16|bf16]
 
     Inputs: float32, float64 or float16 .npy (little-endian, C or Fortran order), rank 2 (L, D), 3 (H, L, D),
     4 (B, H, L, D) or up to 8 (several batch dimensions before H, L, D); k and v may have fewer heads than q (grouped-query attention). The mask is
@@ -29,6 +29,8 @@ RUN:
     (batch dims.., H, Lq, Lk). --check compares with the CPU reference (default atol 1e-4, rtol 1e-3).
     --dtype f16 rounds the inputs to f16 (values beyond its range are an error), computes with
     f32 accumulation, and writes the output as float16 (.npy '<f2'); .npy '<f2' inputs are read.
+    --dtype bf16 rounds the inputs to bfloat16 (no range limit) and writes the output as float32
+    holding bfloat16 values (numpy has no bfloat16); --check's default rtol is then 2^-7.
 
 BENCH:
     wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]

@@ -578,6 +578,46 @@ fn soak_runs_and_reports_memory() {
     assert!(stdout.contains("live device buffers"), "{stdout}");
 }
 
+/// `run --dtype bf16` rounds the inputs to bfloat16, passes --check (its default relative
+/// tolerance is bf16's, 2^-7) and writes a float32 output holding bf16 values; values beyond
+/// f16's range are fine.
+#[test]
+fn run_in_bf16() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("bf16");
+    let mut rng = Rng::new(36);
+    let q = save(&dir, "q.npy", &rng.array(&[2, 9, 16], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 11, 16], 1.0));
+    // Values of order 1e5, beyond f16's 65504.
+    let v = save(&dir, "v.npy", &rng.array(&[2, 11, 8], 1e5));
+    let out = dir.join("ob16.npy");
+    let o = tool()
+        .args([
+            "run", "--q", &q, "--k", &k, "--v", &v, "--dtype", "bf16", "--check",
+        ])
+        .args(["--out", &out.display().to_string()])
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("check out") && stdout.contains(": ok"),
+        "{stdout}"
+    );
+    let bytes = std::fs::read(&out).expect("output");
+    let NpyArray::F32(read) = npy::parse("ob16.npy", &bytes).expect("parse") else {
+        panic!("dtype")
+    };
+    assert_eq!(read.shape(), &[2, 9, 8]);
+    assert!(read.iter().all(|&x| half::bf16::from_f32(x).to_f32() == x));
+}
+
 /// `run --dtype f16` writes a float16 output that passes --check; values beyond f16's range
 /// are exit 2 naming the file.
 #[test]

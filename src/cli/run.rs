@@ -4,7 +4,7 @@
 //! 2 bad input (files, shapes, options). On any error no output file is written.
 
 use ndarray::ArrayD;
-use wgpu_attention::fp16::{attention_f16, to_f16_checked};
+use wgpu_attention::fp16::{attention_bf16, attention_f16, to_f16_checked};
 use wgpu_attention::npy::{self, NpyArray};
 use wgpu_attention::{
     check, reference, AttentionOptions, AttentionOutput, Causal, Context, Error, Mask, PathChoice,
@@ -89,18 +89,25 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     let path = parse_path(args.get("path"))?;
     let scale: Option<f32> = args.number("scale").map_err(Failure::input)?;
     let atol: f32 = args.number("atol").map_err(Failure::input)?.unwrap_or(1e-4);
-    let rtol: f32 = args.number("rtol").map_err(Failure::input)?.unwrap_or(1e-3);
+    // bf16 keeps 8 bits of mantissa: its output alone is off by up to 2^-9 relative, so
+    // --check defaults to twice its spacing there, 2^-7 (f16's 2^-11 fits 1e-3).
+    let bf16_out = args.get("dtype") == Some("bf16");
+    let rtol: f32 = args
+        .number("rtol")
+        .map_err(Failure::input)?
+        .unwrap_or(if bf16_out { 1.0 / 128.0 } else { 1e-3 });
     if !(atol >= 0.0 && rtol >= 0.0 && atol.is_finite() && rtol.is_finite()) {
         return Err(Failure::input(
             "--atol and --rtol must be finite and non-negative",
         ));
     }
-    let f16 = match args.get("dtype") {
-        None | Some("f32") => false,
-        Some("f16") => true,
+    let (f16, bf16) = match args.get("dtype") {
+        None | Some("f32") => (false, false),
+        Some("f16") => (true, false),
+        Some("bf16") => (false, true),
         Some(other) => {
             return Err(Failure::input(format!(
-                "--dtype must be f32 or f16; got '{other}'"
+                "--dtype must be f32, f16 or bf16; got '{other}'"
             )))
         }
     };
@@ -119,6 +126,17 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         k = k16.mapv(half::f16::to_f32);
         v = v16.mapv(half::f16::to_f32);
         halves = Some((q16, k16, v16));
+    }
+    // With --dtype bf16 they are rounded to bfloat16 (nearest even; no range limit), and the
+    // output is written as float32 (numpy has no bfloat16), holding bf16 values.
+    let mut brains = None;
+    if bf16 {
+        let conv = |a: &ArrayD<f32>| a.mapv(half::bf16::from_f32);
+        let (qb, kb, vb) = (conv(&q), conv(&k), conv(&v));
+        q = qb.mapv(half::bf16::to_f32);
+        k = kb.mapv(half::bf16::to_f32);
+        v = vb.mapv(half::bf16::to_f32);
+        brains = Some((qb, kb, vb));
     }
     let mask_file = match args.get("mask") {
         Some(p) => Some((p, npy::read(p).map_err(Failure::from_error)?)),
@@ -148,13 +166,26 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         wgpu_attention::cpu_vectors::request_wide();
     }
     let ctx = Context::new().map_err(Failure::from_error)?;
-    let (result, out16) = match &halves {
-        None => (
+    let (result, out16) = match (&halves, &brains) {
+        (None, Some((qb, kb, vb))) => {
+            let r = attention_bf16(&ctx, qb, kb, vb, &opts).map_err(|e| with_files(e, &files))?;
+            let plan = r.plan;
+            (
+                AttentionOutput {
+                    out: r.out.mapv(half::bf16::to_f32),
+                    lse: r.lse,
+                    weights: r.weights,
+                    plan,
+                },
+                None,
+            )
+        }
+        (None, None) => (
             wgpu_attention::attention(&ctx, &q, &k, &v, &opts)
                 .map_err(|e| with_files(e, &files))?,
             None,
         ),
-        Some((q16, k16, v16)) => {
+        (Some((q16, k16, v16)), _) => {
             let r = attention_f16(&ctx, q16, k16, v16, &opts).map_err(|e| with_files(e, &files))?;
             let out = r.out.mapv(half::f16::to_f32);
             let plan = r.plan;
