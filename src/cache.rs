@@ -235,9 +235,7 @@ impl KvCache {
                 bf16::from_f32(k_max).to_f32(),
             ),
         };
-        self.write(ctx, (k_words, v_words), n)?;
-        self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
-        Ok(())
+        self.write(ctx, (k_words, v_words), n, k_max)
     }
 
     /// [`KvCache::append`] of f16 arrays: stored as they are in an f16 cache, widened to f32
@@ -272,20 +270,25 @@ impl KvCache {
                 bf16::from_f32(k_max).to_f32(),
             ),
         };
-        self.write(ctx, (k_words, v_words), n)?;
-        self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
-        Ok(())
+        self.write(ctx, (k_words, v_words), n, k_max)
     }
 
     /// Writes n checked rows of k and v, as words of the cache's storage, after the cached
-    /// ones and counts them.
-    fn write(&mut self, ctx: &Context, (k, v): (Vec<u32>, Vec<u32>), n: usize) -> Result<()> {
+    /// ones, counts them, and takes the largest |k| of the stored rows into the score proof.
+    fn write(
+        &mut self,
+        ctx: &Context,
+        (k, v): (Vec<u32>, Vec<u32>),
+        n: usize,
+        k_max: f32,
+    ) -> Result<()> {
         let heads = self.batch * self.kv_heads;
         let at = (self.capacity, self.len);
         let per_word = self.values_per_word();
         write_rows(ctx, &self.k, &k, (heads, self.widths.0 / per_word), at)?;
         write_rows(ctx, &self.v, &v, (heads, self.widths.1 / per_word), at)?;
         self.len += n;
+        self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
         Ok(())
     }
 

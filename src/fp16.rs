@@ -227,12 +227,17 @@ pub(crate) fn pack_bits(bits: &[u16]) -> Vec<u32> {
 /// The f32 values of packed 16-bit words of `format` (element 2i in the low half), `n` of
 /// them.
 pub(crate) fn unpack(words: &[u32], n: usize, format: HalfFormat) -> Vec<f32> {
+    unpack_bits(words, n)
+        .map(|bits| format.to_f32(bits))
+        .collect()
+}
+
+/// The first `n` 16-bit values of packed words, element 2i in the low half.
+fn unpack_bits(words: &[u32], n: usize) -> impl Iterator<Item = u16> + '_ {
     words
         .iter()
         .flat_map(|w| [*w as u16, (*w >> 16) as u16])
         .take(n)
-        .map(|bits| format.to_f32(bits))
-        .collect()
 }
 
 /// Narrows `n` f32 values of `values` into packed words of `format` in a new buffer (for
@@ -480,11 +485,7 @@ fn attention_half<T: HalfElem>(
     let n = r.out.len();
     let narrow = narrow(ctx, "out 16-bit", &r.out.buffer, n, T::FORMAT)?;
     let words: Vec<u32> = ctx.download(&narrow, n.div_ceil(2))?;
-    let halves: Vec<T> = words
-        .iter()
-        .flat_map(|w| [T::from_bits(*w as u16), T::from_bits((*w >> 16) as u16)])
-        .take(n)
-        .collect();
+    let halves: Vec<T> = unpack_bits(&words, n).map(T::from_bits).collect();
     let out = ArrayD::from_shape_vec(IxDyn(&r.out.shape), halves)
         .map_err(|e| Error::mismatch(format_args!("{e}")))?;
     let lse = r.lse.as_ref().map(|t| lse_to_array(ctx, t)).transpose()?;

@@ -208,21 +208,24 @@ fn cached_forward_matches_the_whole_sequence() {
         let x = rng.array(&[b, total, d_model], 1.0);
         let mut cache = layer.new_cache(b, 32).expect("cache");
         let pieces = [(0, 12), (12, 13), (13, 14), (14, 15), (15, 23)];
-        for (from, to) in pieces {
+        // The reference on the tokens up to each piece's end; its last rows are the piece's
+        // (each piece saw every token up to its own end, so without a causal rule too).
+        let wants: Vec<ndarray::ArrayD<f32>> = pieces
+            .iter()
+            .map(|&(from, to)| {
+                let seen = x.slice(ndarray::s![.., ..to, ..]).into_dyn();
+                let want = mha_reference(&w, &cfg, &seen).expect("reference");
+                want.slice(ndarray::s![.., from..to, ..])
+                    .into_dyn()
+                    .to_owned()
+            })
+            .collect();
+        for (&(from, to), want) in pieces.iter().zip(&wants) {
             let piece = x.slice(ndarray::s![.., from..to, ..]).into_dyn();
             let got = layer
                 .forward_cached(&piece, &mut cache)
                 .expect("cached forward");
             assert_eq!(cache.len(), to);
-            // The reference on the tokens so far; its last rows are this piece's.
-            let seen = x.slice(ndarray::s![.., ..to, ..]).into_dyn();
-            let mut ref_cfg = cfg;
-            if causal == Causal::None {
-                // Each piece saw every token up to its own end.
-                ref_cfg.causal = Causal::None;
-            }
-            let want = mha_reference(&w, &ref_cfg, &seen).expect("reference");
-            let want = want.slice(ndarray::s![.., from..to, ..]).into_dyn();
             let c = wgpu_attention::compare(&got.view(), &want.view(), Tolerance::F32);
             assert!(c.passed(), "{causal:?} {path:?} tokens {from}..{to}: {c}");
         }
@@ -246,18 +249,11 @@ fn cached_forward_matches_the_whole_sequence() {
                     a.mapv(|x| half::f16::from_f32(x).to_f32())
                 }
             };
-            for (from, to) in pieces {
+            for (&(from, to), want) in pieces.iter().zip(&wants) {
                 let piece = x.slice(ndarray::s![.., from..to, ..]).into_dyn();
                 let got = layer
                     .forward_cached(&piece, &mut half)
                     .expect("16-bit cached forward");
-                let seen = x.slice(ndarray::s![.., ..to, ..]).into_dyn();
-                let mut ref_cfg = cfg;
-                if causal == Causal::None {
-                    ref_cfg.causal = Causal::None;
-                }
-                let want = mha_reference(&w, &ref_cfg, &seen).expect("reference");
-                let want = want.slice(ndarray::s![.., from..to, ..]).into_dyn();
                 let loose = Tolerance {
                     atol: 1e-2,
                     rtol: 1e-2,
