@@ -4,7 +4,11 @@
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
-//   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
+//   0 params, 1 q, 4 bias, 5 allow, 6 o, 7 lse
+//   2 k, 3 v : windows read through load_k() and load_v(), vec4 index i = values 4i .. 4i+3:
+//              kv_loads_f32.wgsl (vec4<f32>), or for 16-bit K and V kv_loads_f16.wgsl /
+//              kv_loads_bf16.wgsl (Kernel::FusedPortableF16 and the like), which the
+//              registry puts in front
 //
 // Specialisation: D and DV (multiples of 4, at most 4 x MAX_D4), CAUSAL, HAS_BIAS, HAS_ALLOW.
 //
@@ -85,12 +89,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var idx = lindex; idx < 8u * d4; idx = idx + 64u) {
             let t = idx / d4;
             let c = idx % d4;
-            k_tile[t * MAX_D4 + c] = k[(k_row0 + min(j0 + t, p.lk - 1u)) * d4 + c - p.k_win];
+            k_tile[t * MAX_D4 + c] = load_k((k_row0 + min(j0 + t, p.lk - 1u)) * d4 + c - p.k_win);
         }
         for (var idx = lindex; idx < 8u * dv4; idx = idx + 64u) {
             let t = idx / dv4;
             let c = idx % dv4;
-            v_tile[t * MAX_D4 + c] = v[(k_row0 + min(j0 + t, p.lk - 1u)) * dv4 + c - p.v_win];
+            v_tile[t * MAX_D4 + c] = load_v((k_row0 + min(j0 + t, p.lk - 1u)) * dv4 + c - p.v_win);
         }
         workgroupBarrier();
         var sa0 = vec4<f32>(0.0); var sa1 = vec4<f32>(0.0);

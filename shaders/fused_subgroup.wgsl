@@ -9,7 +9,9 @@
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 // K and V are read through load_k() and load_v(): kv_loads_f32.wgsl, or on CPU adapters
 // with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (Kernel::FusedSubgroupU64,
-// FusedSubgroupWideU64), which the registry puts in front.
+// FusedSubgroupWideU64), or from textures: kv_loads_texture.wgsl (f32 and f16 K and V,
+// the *Texture kernels) or kv_loads_texture_bf16.wgsl (the *TextureBf16 kernels); the
+// registry puts one in front.
 //
 // Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 2) and
 // MAX_R (R at most): in

@@ -11,7 +11,11 @@
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
-//   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
+//   0 params, 1 q, 4 bias, 5 allow, 6 o, 7 lse
+//   2 k, 3 v : windows read through load_k() and load_v(), vec4 index i = values 4i .. 4i+3:
+//              kv_loads_f32.wgsl (vec4<f32>), or for 16-bit K and V kv_loads_f16.wgsl /
+//              kv_loads_bf16.wgsl (Kernel::FusedTiledF16 and the like), which the registry
+//              puts in front
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per 64 query rows of one head,
 // numbered linearly (row block fastest, then head) and spread over x and y. Invocation
@@ -150,10 +154,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     if (is_k) {
                         let at = k_row0 * d4 + c - p.k_win;
                         let kj = j0 + 4u * quad;
-                        x0 = k[at + min(kj, p.lk - 1u) * d4];
-                        x1 = k[at + min(kj + 1u, p.lk - 1u) * d4];
-                        x2 = k[at + min(kj + 2u, p.lk - 1u) * d4];
-                        x3 = k[at + min(kj + 3u, p.lk - 1u) * d4];
+                        x0 = load_k(at + min(kj, p.lk - 1u) * d4);
+                        x1 = load_k(at + min(kj + 1u, p.lk - 1u) * d4);
+                        x2 = load_k(at + min(kj + 2u, p.lk - 1u) * d4);
+                        x3 = load_k(at + min(kj + 3u, p.lk - 1u) * d4);
                     } else {
                         // The scale is folded into q here, instead of into every score.
                         let at = bh * p.lq * d4 + c - p.q_win;
@@ -249,7 +253,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let c = idx % V_ROW;
                 if (c < dv4) {
                     let kj = min(j0 + jc + key, p.lk - 1u);
-                    stage[idx] = v[(k_row0 + kj) * dv4 + c - p.v_win];
+                    stage[idx] = load_v((k_row0 + kj) * dv4 + c - p.v_win);
                 }
             }
             workgroupBarrier();

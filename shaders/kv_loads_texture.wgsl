@@ -1,6 +1,8 @@
 // kv_loads_texture.wgsl — the K and V bindings of the subgroup tier read from rgba32float
 // textures (Kernel::FusedSubgroupTexture, FusedSubgroupWideTexture, FusedSubgroupTexture16,
-// FusedSubgroupWideTexture16): what CPU adapters run (crate::fused::reads_textures). Not a kernel
+// FusedSubgroupWideTexture16): what CPU adapters run (crate::fused::reads_textures). For f16
+// K and V the host makes the textures rgba16float and copies the 16-bit values as they are:
+// the fetch widens them, so the same kernels read both (bfloat16: kv_loads_texture_bf16.wgsl). Not a kernel
 // on its own; the registry puts it in front of fused_subgroup.wgsl instead of
 // kv_loads_f32.wgsl. The host copies each chunk's K and V windows (vec4 element i of a
 // window is texel i) into textures TEXTURE_WIDTH texels wide, row after row, before the
@@ -22,7 +24,7 @@
 // 88.2 against 108.4 GFLOP/s, 3 paired rounds.
 //
 // Bindings (group 0):
-//   2 k : texture_2d<f32> rgba32float, window of k (B, Hkv, kv_rows, D): texel i of the window
+//   2 k : texture_2d<f32> rgba32float (rgba16float for f16 K and V), window of k (B, Hkv, kv_rows, D): texel i of the window
 //         at (i % TEXTURE_WIDTH, i / TEXTURE_WIDTH)
 //   3 v : texture_2d<f32>, window of v (B, Hkv, kv_rows, Dv), laid out alike
 

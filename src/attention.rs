@@ -12,7 +12,7 @@ use crate::fp16::HalfFormat;
 use crate::fused;
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
-use crate::plan::Chunk;
+use crate::plan::{Chunk, DeviceBudget};
 use crate::planner::{choose_path, Path};
 use crate::problem::{max_abs_finite, validate_dims, validate_problem, Dims, Problem};
 use crate::tensor::GpuTensor;
@@ -366,13 +366,23 @@ fn plan_call(
         );
         check_element_counts(&problem, opts.return_weights)?;
     }
-    // f16 K and V: decode reads them as they are, unless their widths were padded (the
-    // padded copies are f32); for every other path the call widens the first Lk rows of
-    // each kv head into a compact f32 copy (of a cache, not its whole capacity), which the
-    // kernels then index with kv_rows = Lk.
+    // 16-bit K and V: decode and the fused tiers read them as they are (the subgroup tier
+    // through its textures: fused::reads_half), unless their widths were padded
+    // (the padded copies are f32); otherwise the call widens the first Lk rows of each kv
+    // head into a compact f32 copy (of a cache, not its whole capacity), which the kernels
+    // then index with kv_rows = Lk.
     if let Some(format) = kv_storage.half() {
-        if matches!(path, Path::Decode(_)) && problem.dims == dims {
+        let direct = problem.dims == dims
+            && match path {
+                Path::Decode(_) => true,
+                Path::Fused(tier) => fused::reads_half(ctx, &problem, tier),
+                Path::Unfused => false,
+            };
+        if direct {
             problem.kv_half = Some(format);
+            if let Path::Fused(_) = path {
+                reason = format!("{reason}; K/V read as {}", format.name());
+            }
         } else {
             problem.kv_rows = dims.lk;
             reason = format!("{reason}; K/V widened from {} to f32 first", format.name());
@@ -382,6 +392,16 @@ fn plan_call(
         Path::Unfused => unfused::plan(ctx, &problem)?,
         Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
         Path::Decode(form) => decode::plan(ctx, &problem, form)?,
+    };
+    // Kernels that read 16-bit K and V bind the same elements at half the bytes.
+    let chunks = if problem.kv_half.is_some() {
+        let budget = DeviceBudget::from_limits(&ctx.limits());
+        chunks
+            .iter()
+            .map(|c| c.with_half_kv(&budget))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        chunks
     };
     // Passes over the keys: several only for a fused tier on llvmpipe with long rows, or on
     // the subgroup tier where its row blocks alone would leave threads idle.

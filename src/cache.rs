@@ -86,9 +86,11 @@ impl KvCache {
     }
 
     /// [`KvCache::new`] storing K and V as f16: half the device memory (`2 × batch ×
-    /// kv_heads × capacity × (d + dv)` bytes), and the decode path reads them as f16, half
-    /// the bytes a step (shaders/kv_loads_f16.wgsl); other paths widen its cached rows (not
-    /// its capacity) to f32 on the device for the call (the plan's reason says so).
+    /// kv_heads × capacity × (d + dv)` bytes), and decode and the fused tiers read them as
+    /// f16, half the bytes a step (shaders/kv_loads_f16.wgsl; the subgroup tier from
+    /// rgba16float textures); the unfused path (and the subgroup tier where it cannot use
+    /// textures) widens its cached rows (not its capacity) to f32 on the device for the
+    /// call. The plan's reason says which.
     /// Appended values are rounded to f16 (those beyond its range, |x| > 65504, are
     /// refused); scores and sums stay f32. `d` and `dv` must be even (each head's rows
     /// start on a whole 4-byte word).
@@ -104,8 +106,8 @@ impl KvCache {
         Self::with_storage(ctx, [batch, kv_heads, capacity, d, dv], storage)
     }
 
-    /// [`KvCache::new_f16`] in bfloat16: the same memory and decode reads
-    /// (shaders/kv_loads_bf16.wgsl), with f32's exponent range (no value is refused or
+    /// [`KvCache::new_f16`] in bfloat16: the same memory and reads
+    /// (shaders/kv_loads_bf16.wgsl; the subgroup tier's textures are rg32uint), with f32's exponent range (no value is refused or
     /// overflows, where f16 stops at 65504) and 8 bits of mantissa instead of 11. Appended
     /// values are rounded to nearest even; `d` and `dv` must be even.
     pub fn new_bf16(

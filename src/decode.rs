@@ -388,15 +388,6 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
     outputs + lses
 }
 
-/// The error for an f16 window that does not fit a binding (only on devices whose binding
-/// limit is below twice the offset alignment).
-fn kv_window_too_large(name: &str, bytes: u64, budget: &DeviceBudget) -> crate::error::Error {
-    crate::error::Error::too_large(format_args!(
-        "decode: the f16 window of {name} takes {bytes} bytes; the device binds at most {}",
-        budget.max_binding
-    ))
-}
-
 /// Runs the decode path over chunks from [`plan`]. The caller has checked the shape with
 /// `fused::width_obstacle` (D and Dv at most [`max_width`] of the form, padded to multiples
 /// of 4 by the caller, no weights). In the invocation form, widths above 128 run on the wide
@@ -435,31 +426,13 @@ pub(crate) fn run(
             .push(("COLS", workgroup_cols(d.dv) as u32));
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
-    // f16 K and V: the same elements at half the bytes (plan::Window::halved).
-    let chunks: Vec<Chunk> = chunks
-        .iter()
-        .map(|c| {
-            if p.kv_half.is_none() {
-                return Ok(c.clone());
-            }
-            Ok(Chunk {
-                k: c.k
-                    .halved(&budget)
-                    .map_err(|b| kv_window_too_large("k", b, &budget))?,
-                v: c.v
-                    .halved(&budget)
-                    .map_err(|b| kv_window_too_large("v", b, &budget))?,
-                ..c.clone()
-            })
-        })
-        .collect::<Result<_>>()?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("decode attention"),
         });
-        for c in &chunks {
+        for c in chunks {
             let (_, m_win, strides) = mask_params(p, c);
             let n_groups = c.n_heads / group;
             let g0 = c.bh0 / group;

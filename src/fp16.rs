@@ -3,12 +3,15 @@
 //! the device in its 16-bit format (two values per u32 word); every path runs with f32
 //! accumulation, and the output is narrowed back on the device.
 //!
-//! The decode path reads K and V as they are (shaders/kv_loads_f16.wgsl,
-//! kv_loads_bf16.wgsl), so there 16 bits halve the bytes it reads; q is widened to f32 on
-//! the device. The other paths read f32: the call widens K and V on the device first, and
-//! those copies take f32 memory while it runs (the plan's reason says "K/V widened from f16
-//! to f32 first"). The f16 conversions use core WGSL `pack2x16float` / `unpack2x16float`,
-//! the bf16 ones integer shifts, so no optional feature is needed.
+//! Decode and the fused tiers read K and V as they are (the plan's reason says "K/V read as
+//! f16"): decode and the portable and tiled tiers through 16-bit loads
+//! (shaders/kv_loads_f16.wgsl, kv_loads_bf16.wgsl), the subgroup tier from 16-bit textures
+//! (rgba16float, or rg32uint for bf16: kv_loads_texture_bf16.wgsl), so there 16 bits halve
+//! the bytes read; q is widened to f32 on the device. The unfused path, widths that need
+//! padding and the subgroup tier's storage-buffer forms read f32: the call widens K and V
+//! on the device first, and those copies take f32 memory while it runs ("K/V widened from
+//! f16 to f32 first"). The f16 conversions use core WGSL `pack2x16float` /
+//! `unpack2x16float`, the bf16 ones integer shifts, so no optional feature is needed.
 
 use half::{bf16, f16};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};

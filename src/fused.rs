@@ -260,9 +260,33 @@ pub enum Tier {
 
 impl Tier {
     fn kernel(self, ctx: &Context, p: &Problem) -> Kernel {
+        use crate::fp16::HalfFormat::{Bf16, F16};
         let lanes16 = subgroup_keys(ctx.adapter_info()) == 16;
         let textures = reads_textures(ctx, p, self);
         let words = !textures && reads_words(ctx, self);
+        // 16-bit K/V (p.kv_half, where reads_half said yes): the portable and tiled tiers
+        // through kv_loads_f16.wgsl / kv_loads_bf16.wgsl; the subgroup tier from textures,
+        // f16 through the same kernels as f32 (rgba16float textures), bf16 through
+        // kv_loads_texture_bf16.wgsl (rg32uint).
+        match (self, p.kv_half) {
+            (Tier::Subgroup, Some(Bf16)) => {
+                return match (wide(p), lanes16) {
+                    (true, true) => Kernel::FusedSubgroupWideTexture16Bf16,
+                    (false, true) => Kernel::FusedSubgroupTexture16Bf16,
+                    (true, false) => Kernel::FusedSubgroupWideTextureBf16,
+                    (false, false) => Kernel::FusedSubgroupTextureBf16,
+                }
+            }
+            (Tier::Portable, Some(F16)) if wide(p) => return Kernel::FusedPortableWideF16,
+            (Tier::Portable, Some(F16)) => return Kernel::FusedPortableF16,
+            (Tier::Portable, Some(Bf16)) if wide(p) => return Kernel::FusedPortableWideBf16,
+            (Tier::Portable, Some(Bf16)) => return Kernel::FusedPortableBf16,
+            (Tier::Tiled, Some(F16)) if wide(p) => return Kernel::FusedTiledWideF16,
+            (Tier::Tiled, Some(F16)) => return Kernel::FusedTiledF16,
+            (Tier::Tiled, Some(Bf16)) if wide(p) => return Kernel::FusedTiledWideBf16,
+            (Tier::Tiled, Some(Bf16)) => return Kernel::FusedTiledBf16,
+            _ => {}
+        }
         match self {
             Tier::Subgroup if wide(p) && textures && lanes16 => Kernel::FusedSubgroupWideTexture16,
             Tier::Subgroup if textures && lanes16 => Kernel::FusedSubgroupTexture16,
@@ -309,6 +333,19 @@ pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
     tier == Tier::Subgroup && crate::cpu_vectors::kv_words(ctx)
 }
 
+/// Whether `tier` reads 16-bit K and V as they are, rather than from f32 copies widened
+/// first (the caller checks the widths need no padding): the portable and tiled tiers
+/// always (shaders/kv_loads_f16.wgsl, kv_loads_bf16.wgsl: four values an 8-byte load); the
+/// subgroup tier where it reads K and V from textures ([`reads_textures`]), which then hold
+/// the 16-bit values (half the bytes to copy; see [`kv_texture_format`]). Its
+/// storage-buffer forms have no 16-bit loads: there the call widens first.
+pub(crate) fn reads_half(ctx: &Context, p: &Problem, tier: Tier) -> bool {
+    match tier {
+        Tier::Portable | Tier::Tiled => true,
+        Tier::Subgroup => reads_textures(ctx, p, tier),
+    }
+}
+
 /// Texels per row of the textures that hold K and V for the subgroup tier
 /// (shaders/kv_loads_texture.wgsl's TEXTURE_WIDTH): 64 KiB rows, which
 /// `copy_buffer_to_texture` takes (rows must be multiples of 256 bytes).
@@ -334,7 +371,7 @@ pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
 /// the tests run the storage-buffer forms as well.
 pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
     let limits = ctx.limits();
-    let rows_needed = u64::from(kv_texture_rows(limits.max_storage_buffer_binding_size));
+    let rows_needed = u64::from(kv_texture_rows(limits.max_storage_buffer_binding_size, 16));
     tier == Tier::Subgroup
         && limits.max_texture_dimension_2d >= KV_TEXTURE_WIDTH
         && rows_needed <= u64::from(limits.max_texture_dimension_2d)
@@ -359,25 +396,40 @@ pub fn kv_textures_pay_off(p: &Problem) -> bool {
 /// the memory estimate exact there and cost other drivers at most 3 rows.
 const KV_TEXTURE_ROW_UNIT: u64 = 4;
 
-/// Texture rows that hold a window of `bytes` (vec4 elements, 16 bytes a texel), in whole
+/// The format of the K/V textures for `p` and the bytes of one texel (four values):
+/// rgba32float; for f16 K and V (p.kv_half, see [`reads_half`]) rgba16float, which the
+/// fetch widens; for bfloat16, which has no texture format, rg32uint holding the packed
+/// words as they are (shaders/kv_loads_texture_bf16.wgsl widens them).
+fn kv_texture_format(p: &Problem) -> (wgpu::TextureFormat, u64) {
+    use crate::fp16::HalfFormat::{Bf16, F16};
+    match p.kv_half {
+        Some(F16) => (wgpu::TextureFormat::Rgba16Float, 8),
+        Some(Bf16) => (wgpu::TextureFormat::Rg32Uint, 8),
+        None => (wgpu::TextureFormat::Rgba32Float, 16),
+    }
+}
+
+/// Texture rows that hold a window of `bytes` (vec4 elements, `texel` bytes each), in whole
 /// units of [`KV_TEXTURE_ROW_UNIT`].
-fn kv_texture_rows(bytes: u64) -> u32 {
+fn kv_texture_rows(bytes: u64, texel: u64) -> u32 {
     let rows = bytes
-        .div_ceil(16 * u64::from(KV_TEXTURE_WIDTH))
+        .div_ceil(texel * u64::from(KV_TEXTURE_WIDTH))
         .max(1)
         .next_multiple_of(KV_TEXTURE_ROW_UNIT);
     u32::try_from(rows).unwrap_or(u32::MAX)
 }
 
 /// Device bytes of the K and V textures of every chunk (see [`reads_textures`]): whole rows
-/// of [`KV_TEXTURE_WIDTH`] texels of 16 bytes, in units of [`KV_TEXTURE_ROW_UNIT`] rows,
-/// all alive until the call's submission ends.
-pub(crate) fn kv_texture_bytes(chunks: &[Chunk]) -> u64 {
-    let row_bytes = 16 * u64::from(KV_TEXTURE_WIDTH);
+/// of [`KV_TEXTURE_WIDTH`] texels (16 bytes, or 8 for f16), in units of
+/// [`KV_TEXTURE_ROW_UNIT`] rows, all alive until the call's submission ends.
+pub(crate) fn kv_texture_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
+    let (_, texel) = kv_texture_format(p);
+    let row_bytes = texel * u64::from(KV_TEXTURE_WIDTH);
     chunks
         .iter()
         .map(|c| {
-            (u64::from(kv_texture_rows(c.k.size)) + u64::from(kv_texture_rows(c.v.size)))
+            (u64::from(kv_texture_rows(c.k.size, texel))
+                + u64::from(kv_texture_rows(c.v.size, texel)))
                 * row_bytes
         })
         .sum()
@@ -385,26 +437,29 @@ pub(crate) fn kv_texture_bytes(chunks: &[Chunk]) -> u64 {
 
 /// Textures holding a chunk's K and V windows, and the copies that fill them, encoded into
 /// `encoder` (before the pass that reads them): whole rows in one copy, the last partial
-/// row in another.
+/// row in another. Texel i holds vec4 element i of the window, in the format of
+/// [`kv_texture_format`] (the windows of f16 K and V are already halved).
 fn kv_textures(
     device: &wgpu::Device,
     encoder: &mut wgpu::CommandEncoder,
+    p: &Problem,
     inputs: &DeviceInputs<'_>,
     c: &Chunk,
 ) -> (wgpu::Texture, wgpu::Texture) {
+    let (format, texel) = kv_texture_format(p);
     let mut texture = |label, buffer: &wgpu::Buffer, window: &crate::plan::Window| {
-        let texels = window.size / 16;
+        let texels = window.size / texel;
         let texture = device.create_texture(&wgpu::TextureDescriptor {
             label: Some(label),
             size: wgpu::Extent3d {
                 width: KV_TEXTURE_WIDTH,
-                height: kv_texture_rows(window.size),
+                height: kv_texture_rows(window.size, texel),
                 depth_or_array_layers: 1,
             },
             mip_level_count: 1,
             sample_count: 1,
             dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Rgba32Float,
+            format,
             usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
             view_formats: &[],
         });
@@ -416,7 +471,7 @@ fn kv_textures(
                     buffer,
                     layout: wgpu::TexelCopyBufferLayout {
                         offset,
-                        bytes_per_row: Some(16 * KV_TEXTURE_WIDTH),
+                        bytes_per_row: Some((texel * width) as u32),
                         rows_per_image: None,
                     },
                 },
@@ -449,7 +504,7 @@ fn kv_textures(
             };
             copy(
                 encoder,
-                window.offset + full_rows * 16 * width,
+                window.offset + full_rows * texel * width,
                 full_rows,
                 size,
             );
@@ -681,7 +736,7 @@ fn partial_bytes(p: &Problem, chunks: &[Chunk]) -> (u64, u64) {
 pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk], textures: bool) -> u64 {
     let (outputs, lses) = partial_bytes(p, chunks);
     let textures = if textures {
-        kv_texture_bytes(chunks)
+        kv_texture_bytes(p, chunks)
     } else {
         0
     };
@@ -744,7 +799,7 @@ pub(crate) fn run(
             .iter()
             .map(|c| {
                 textures.then(|| {
-                    let (k, v) = kv_textures(device, &mut encoder, inputs, c);
+                    let (k, v) = kv_textures(device, &mut encoder, p, inputs, c);
                     (
                         k.create_view(&Default::default()),
                         v.create_view(&Default::default()),

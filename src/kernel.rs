@@ -16,9 +16,11 @@ pub enum BindingKind {
     StorageRead,
     /// `var<storage, read_write>`.
     StorageReadWrite,
-    /// `texture_2d<f32>` of an unfilterable float format (rgba32float), read with
-    /// `textureLoad`.
+    /// `texture_2d<f32>` of an unfilterable float format (rgba32float, rgba16float), read
+    /// with `textureLoad`.
     Texture,
+    /// `texture_2d<u32>` (rg32uint), read with `textureLoad`.
+    TextureUint,
 }
 
 /// Every compute kernel of the crate.
@@ -52,6 +54,16 @@ pub enum Kernel {
     FusedSubgroupTexture,
     /// [`Kernel::FusedSubgroupWide`] reading K and V from textures.
     FusedSubgroupWideTexture,
+    /// [`Kernel::FusedSubgroupTexture16`] reading bfloat16 K and V from rg32uint textures
+    /// (`shaders/kv_loads_texture_bf16.wgsl`). (f16 K and V need no kernels of their own:
+    /// the texture kernels read them from rgba16float textures.)
+    FusedSubgroupTexture16Bf16,
+    /// [`Kernel::FusedSubgroupWideTexture16`] reading bfloat16 K and V from textures.
+    FusedSubgroupWideTexture16Bf16,
+    /// [`Kernel::FusedSubgroupTexture`] reading bfloat16 K and V from textures.
+    FusedSubgroupTextureBf16,
+    /// [`Kernel::FusedSubgroupWideTexture`] reading bfloat16 K and V from textures.
+    FusedSubgroupWideTextureBf16,
     /// [`Kernel::FusedSubgroup`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64` too), for CPU adapters
     /// with 8-lane subgroups (crate::cpu_vectors::kv_words).
@@ -70,6 +82,22 @@ pub enum Kernel {
     /// The same kernel for D and Dv up to 256, with twice the output columns per invocation
     /// (`shaders/tiled_width_256.wgsl`).
     FusedTiledWide,
+    /// [`Kernel::FusedPortable`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
+    FusedPortableF16,
+    /// [`Kernel::FusedPortable`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
+    FusedPortableBf16,
+    /// [`Kernel::FusedPortableWide`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
+    FusedPortableWideF16,
+    /// [`Kernel::FusedPortableWide`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
+    FusedPortableWideBf16,
+    /// [`Kernel::FusedTiled`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
+    FusedTiledF16,
+    /// [`Kernel::FusedTiled`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
+    FusedTiledBf16,
+    /// [`Kernel::FusedTiledWide`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
+    FusedTiledWideF16,
+    /// [`Kernel::FusedTiledWide`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
+    FusedTiledWideBf16,
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
     /// up to 128: `shaders/decode_width_128.wgsl`).
     DecodePartial,
@@ -120,7 +148,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 37] = [
+    pub const ALL: [Kernel; 49] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -132,12 +160,24 @@ impl Kernel {
         Kernel::FusedSubgroupWideTexture16,
         Kernel::FusedSubgroupTexture,
         Kernel::FusedSubgroupWideTexture,
+        Kernel::FusedSubgroupTexture16Bf16,
+        Kernel::FusedSubgroupWideTexture16Bf16,
+        Kernel::FusedSubgroupTextureBf16,
+        Kernel::FusedSubgroupWideTextureBf16,
         Kernel::FusedSubgroupU64,
         Kernel::FusedSubgroupWideU64,
         Kernel::FusedPortable,
         Kernel::FusedPortableWide,
         Kernel::FusedTiled,
         Kernel::FusedTiledWide,
+        Kernel::FusedPortableF16,
+        Kernel::FusedPortableBf16,
+        Kernel::FusedPortableWideF16,
+        Kernel::FusedPortableWideBf16,
+        Kernel::FusedTiledF16,
+        Kernel::FusedTiledBf16,
+        Kernel::FusedTiledWideF16,
+        Kernel::FusedTiledWideBf16,
         Kernel::DecodePartial,
         Kernel::DecodePartialWide,
         Kernel::DecodePartialU64,
@@ -225,6 +265,34 @@ impl Kernel {
                 include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
+            Kernel::FusedSubgroupTexture16Bf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
+                include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/subgroup_lanes_16.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupWideTexture16Bf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
+                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_lanes_16.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupTextureBf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
+                include_str!("../shaders/subgroup_width_128.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
+            Kernel::FusedSubgroupWideTextureBf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
+                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_lanes_8.wgsl"),
+                include_str!("../shaders/fused_subgroup.wgsl")
+            ),
             Kernel::FusedSubgroupU64 => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
@@ -260,6 +328,54 @@ impl Kernel {
             Kernel::FusedTiledWide => concat!(
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/tiled_width_256.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
+            Kernel::FusedPortableF16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/portable_width_128.wgsl"),
+                include_str!("../shaders/fused_portable.wgsl")
+            ),
+            Kernel::FusedPortableBf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/portable_width_128.wgsl"),
+                include_str!("../shaders/fused_portable.wgsl")
+            ),
+            Kernel::FusedPortableWideF16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/portable_width_256.wgsl"),
+                include_str!("../shaders/fused_portable.wgsl")
+            ),
+            Kernel::FusedPortableWideBf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/portable_width_256.wgsl"),
+                include_str!("../shaders/fused_portable.wgsl")
+            ),
+            Kernel::FusedTiledF16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/tiled_width_128.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
+            Kernel::FusedTiledBf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/tiled_width_128.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
+            Kernel::FusedTiledWideF16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/tiled_width_256.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
+            Kernel::FusedTiledWideBf16 => concat!(
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
                 include_str!("../shaders/tiled_width_256.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
@@ -352,12 +468,24 @@ impl Kernel {
             Kernel::FusedSubgroupWideTexture16 => "fused_subgroup_wide_texture_16",
             Kernel::FusedSubgroupTexture => "fused_subgroup_texture",
             Kernel::FusedSubgroupWideTexture => "fused_subgroup_wide_texture",
+            Kernel::FusedSubgroupTexture16Bf16 => "fused_subgroup_texture_16_bf16",
+            Kernel::FusedSubgroupWideTexture16Bf16 => "fused_subgroup_wide_texture_16_bf16",
+            Kernel::FusedSubgroupTextureBf16 => "fused_subgroup_texture_bf16",
+            Kernel::FusedSubgroupWideTextureBf16 => "fused_subgroup_wide_texture_bf16",
             Kernel::FusedSubgroupU64 => "fused_subgroup_u64",
             Kernel::FusedSubgroupWideU64 => "fused_subgroup_wide_u64",
             Kernel::FusedPortable => "fused_portable",
             Kernel::FusedPortableWide => "fused_portable_wide",
             Kernel::FusedTiled => "fused_tiled",
             Kernel::FusedTiledWide => "fused_tiled_wide",
+            Kernel::FusedPortableF16 => "fused_portable_f16",
+            Kernel::FusedPortableBf16 => "fused_portable_bf16",
+            Kernel::FusedPortableWideF16 => "fused_portable_wide_f16",
+            Kernel::FusedPortableWideBf16 => "fused_portable_wide_bf16",
+            Kernel::FusedTiledF16 => "fused_tiled_f16",
+            Kernel::FusedTiledBf16 => "fused_tiled_bf16",
+            Kernel::FusedTiledWideF16 => "fused_tiled_wide_f16",
+            Kernel::FusedTiledWideBf16 => "fused_tiled_wide_bf16",
             Kernel::DecodePartial => "decode_partial",
             Kernel::DecodePartialWide => "decode_partial_wide",
             Kernel::DecodePartialU64 => "decode_partial_u64",
@@ -418,6 +546,20 @@ impl Kernel {
                 StorageReadWrite,
                 StorageReadWrite,
             ],
+            // params, q, k, v (u32 textures), bias, allow, o, lse
+            Kernel::FusedSubgroupTexture16Bf16
+            | Kernel::FusedSubgroupWideTexture16Bf16
+            | Kernel::FusedSubgroupTextureBf16
+            | Kernel::FusedSubgroupWideTextureBf16 => &[
+                Uniform,
+                StorageRead,
+                TextureUint,
+                TextureUint,
+                StorageRead,
+                StorageRead,
+                StorageReadWrite,
+                StorageReadWrite,
+            ],
             // params, q, k, v, bias, allow, o, lse
             Kernel::FusedSubgroup
             | Kernel::FusedSubgroupWide
@@ -429,6 +571,14 @@ impl Kernel {
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
             | Kernel::FusedTiledWide
+            | Kernel::FusedPortableF16
+            | Kernel::FusedPortableBf16
+            | Kernel::FusedPortableWideF16
+            | Kernel::FusedPortableWideBf16
+            | Kernel::FusedTiledF16
+            | Kernel::FusedTiledBf16
+            | Kernel::FusedTiledWideF16
+            | Kernel::FusedTiledWideBf16
             | Kernel::DecodePartial
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64
@@ -492,12 +642,24 @@ impl Kernel {
             | Kernel::FusedSubgroupWideTexture16
             | Kernel::FusedSubgroupTexture
             | Kernel::FusedSubgroupWideTexture
+            | Kernel::FusedSubgroupTexture16Bf16
+            | Kernel::FusedSubgroupWideTexture16Bf16
+            | Kernel::FusedSubgroupTextureBf16
+            | Kernel::FusedSubgroupWideTextureBf16
             | Kernel::FusedSubgroupU64
             | Kernel::FusedSubgroupWideU64
             | Kernel::FusedPortable
             | Kernel::FusedPortableWide
             | Kernel::FusedTiled
-            | Kernel::FusedTiledWide => std::mem::size_of::<crate::params::FusedParams>(),
+            | Kernel::FusedTiledWide
+            | Kernel::FusedPortableF16
+            | Kernel::FusedPortableBf16
+            | Kernel::FusedPortableWideF16
+            | Kernel::FusedPortableWideBf16
+            | Kernel::FusedTiledF16
+            | Kernel::FusedTiledBf16
+            | Kernel::FusedTiledWideF16
+            | Kernel::FusedTiledWideBf16 => std::mem::size_of::<crate::params::FusedParams>(),
             Kernel::DecodePartial
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64
@@ -532,9 +694,9 @@ impl Kernel {
         }
     }
 
-    /// Whether this is one of the subgroup tier's ten variants (standard or wide; 8-key
+    /// Whether this is one of the subgroup tier's fourteen variants (standard or wide; 8-key
     /// blocks with vec4, 64-bit or texture loads, or 16-key blocks with vec4 or texture
-    /// loads): they need `Features::SUBGROUP`
+    /// loads; the texture forms also for bfloat16): they need `Features::SUBGROUP`
     /// and take the override R.
     pub fn is_subgroup_tier(self) -> bool {
         matches!(
@@ -547,6 +709,10 @@ impl Kernel {
                 | Kernel::FusedSubgroupWideTexture16
                 | Kernel::FusedSubgroupTexture
                 | Kernel::FusedSubgroupWideTexture
+                | Kernel::FusedSubgroupTexture16Bf16
+                | Kernel::FusedSubgroupWideTexture16Bf16
+                | Kernel::FusedSubgroupTextureBf16
+                | Kernel::FusedSubgroupWideTextureBf16
                 | Kernel::FusedSubgroupU64
                 | Kernel::FusedSubgroupWideU64
         )
@@ -626,6 +792,11 @@ impl PipelineKey {
                         }
                         BindingKind::Texture => wgpu::BindingType::Texture {
                             sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                            multisampled: false,
+                        },
+                        BindingKind::TextureUint => wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Uint,
                             view_dimension: wgpu::TextureViewDimension::D2,
                             multisampled: false,
                         },

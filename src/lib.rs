@@ -10,7 +10,8 @@
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
 //! - [`KvCache`]: keys and values on the device for token-by-token decoding; appends upload
 //!   only the new rows, and every path reads the cache in place; f32, f16 or bfloat16
-//!   ([`KvCache::new_f16`], [`KvCache::new_bf16`], which decode reads as they are).
+//!   ([`KvCache::new_f16`], [`KvCache::new_bf16`], which decode and the fused tiers read
+//!   as they are).
 //! - [`broadcast`]: how q, k and v of different ranks, batches or heads broadcast, as in
 //!   PyTorch.
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
@@ -18,7 +19,8 @@
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
 //! - [`mha::MultiHeadAttention`]: a multi-head attention layer (GQA, RoPE) on the GPU.
 //! - [`fp16::attention_f16`], [`fp16::attention_bf16`]: attention on `half::f16` and
-//!   `half::bf16` arrays (f32 accumulation; decode reads K and V as they are).
+//!   `half::bf16` arrays (f32 accumulation; decode and the fused tiers read K and V as they
+//!   are).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs.
 //! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.

@@ -309,7 +309,8 @@ impl MultiHeadAttention {
     }
 
     /// [`MultiHeadAttention::new_cache`] holding keys and values as f16
-    /// ([`KvCache::new_f16`]): half the memory, and decode reads half the bytes a token;
+    /// ([`KvCache::new_f16`]): half the memory, and decode and the fused tiers read half
+    /// the bytes;
     /// the projected keys and values are rounded to f16 on the device as they are appended.
     /// The head width must be even.
     pub fn new_cache_f16(&self, batch: usize, capacity: usize) -> Result<KvCache> {

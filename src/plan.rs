@@ -234,6 +234,27 @@ pub struct Chunk {
     pub scratch_bytes: u64,
 }
 
+impl Chunk {
+    /// The chunk with its K and V windows over 16-bit storage ([`Window::halved`]): what
+    /// a kernel that reads f16 or bf16 K and V binds (the same elements at half the bytes).
+    /// Fails only on devices whose binding limit is below twice the offset alignment.
+    pub(crate) fn with_half_kv(&self, budget: &DeviceBudget) -> Result<Chunk> {
+        let halve = |name: &str, w: &Window| {
+            w.halved(budget).map_err(|bytes| {
+                Error::too_large(format_args!(
+                    "the 16-bit window of {name} takes {bytes} bytes; the device binds at most {}",
+                    budget.max_binding
+                ))
+            })
+        };
+        Ok(Chunk {
+            k: halve("k", &self.k)?,
+            v: halve("v", &self.v)?,
+            ..self.clone()
+        })
+    }
+}
+
 /// Bytes of the largest chunk's scratch (at least 4): paths allocate one scratch buffer of
 /// this size and reuse it for every chunk.
 pub fn largest_scratch(chunks: &[Chunk]) -> u64 {

@@ -120,7 +120,8 @@ pub struct Problem {
     /// kv head h's rows at `h * kv_rows`.
     pub kv_rows: usize,
     /// K and V are stored in this 16-bit format, two values a u32 word, and the path reads
-    /// them so (decode's kernels with shaders/kv_loads_f16.wgsl or kv_loads_bf16.wgsl);
+    /// them so (decode and the fused tiers, see crate::fused::reads_half; the plan's K/V
+    /// windows then count bytes of 16-bit values, crate::plan::Chunk::with_half_kv);
     /// `None` for f32 K and V, and for 16-bit ones that the call widens to f32 before a
     /// path that reads only f32.
     pub kv_half: Option<crate::fp16::HalfFormat>,

@@ -61,9 +61,9 @@ impl Store {
     }
 }
 
-/// Checks what the plan says of a 16-bit cache's K and V: the decode forms read them as
-/// they are where the widths need no padding; every other path (and padded decode) widens
-/// them.
+/// Checks what the plan says of a 16-bit cache's K and V: decode and the fused tiers read
+/// them as they are where the widths need no padding (common::reads_half_directly); the
+/// unfused path, padded widths and the subgroup tier's storage-buffer forms widen them.
 fn assert_f16_reads(what: &str, store: Store, plan: &PlanInfo, (d, dv): (usize, usize)) {
     let name = match store {
         Store::F32 => {
@@ -74,7 +74,9 @@ fn assert_f16_reads(what: &str, store: Store, plan: &PlanInfo, (d, dv): (usize, 
         Store::F16 => "f16",
         Store::Bf16 => "bf16",
     };
-    let direct = plan.path.starts_with("decode") && d.is_multiple_of(4) && dv.is_multiple_of(4);
+    let direct = common::reads_half_directly(plan.path, &plan.reason)
+        && d.is_multiple_of(4)
+        && dv.is_multiple_of(4);
     let said = if direct {
         format!("K/V read as {name}")
     } else {

@@ -144,6 +144,105 @@ fn decode_reads_f16_keys_and_values() {
     }
 }
 
+/// The fused tiers read f16 K and V as they are (the plan says so): the portable and tiled
+/// tiers through 16-bit loads, the subgroup tier through rgba16float textures; the subgroup
+/// tier's storage-buffer forms (a context without K/V textures) widen them first. GQA, both
+/// causal alignments, a standard and a wide width, and masks (one row with no key).
+#[test]
+fn fused_tiers_read_f16_keys_and_values() {
+    let Some(ctx) = common::ctx() else { return };
+    let no_textures = common::ctx_without_textures(true);
+    let mut rng = Rng::new(89);
+    let mut f16_textures = 0;
+    for [b, hq, hkv, lq, lk, d, dv] in [[2, 8, 2, 37, 300, 64, 32], [1, 2, 1, 20, 70, 256, 192]] {
+        let q = to_f16_checked("q", &rng.array(&[b, hq, lq, d], 1.0).view()).expect("q");
+        let k = to_f16_checked("k", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("k");
+        let v = to_f16_checked("v", &rng.array(&[b, hkv, lk, dv], 1.0).view()).expect("v");
+        let mut allow = rng.bool_array(&[b, hq, lq, lk], 0.6);
+        allow.slice_mut(ndarray::s![0, 1, lq - 1, ..]).fill(false);
+        let bias = rng.array(&[lq, lk], 2.0);
+        let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
+            ("plain", AttentionOptions::default()),
+            (
+                "top-left",
+                AttentionOptions::default().causal(Causal::TopLeft),
+            ),
+            (
+                "bottom-right",
+                AttentionOptions::default().causal(Causal::BottomRight),
+            ),
+            (
+                "bool mask",
+                AttentionOptions::default().mask(Mask::Bool(allow.view())),
+            ),
+            (
+                "additive mask",
+                AttentionOptions::default().mask(Mask::Additive(bias.view())),
+            ),
+        ];
+        for (on, context) in [("textures", &ctx), ("storage buffers", &no_textures)] {
+            for path in [
+                PathChoice::FusedSubgroup,
+                PathChoice::FusedPortable,
+                PathChoice::FusedTiled,
+            ] {
+                // The other tiers do not depend on the textures: once is enough.
+                if on == "storage buffers" && path != PathChoice::FusedSubgroup {
+                    continue;
+                }
+                for (case, opts) in &cases {
+                    // Wide pipelines take long to compile on lavapipe: two cases there.
+                    if d > 128 && !matches!(*case, "bottom-right" | "bool mask") {
+                        continue;
+                    }
+                    let opts = opts.clone().path(path).with_lse();
+                    let what = format!("{:?} {path:?} {case} ({on})", [b, hq, hkv, lq, lk, d, dv]);
+                    let got = match attention_f16(context, &q, &k, &v, &opts) {
+                        Ok(g) => g,
+                        Err(Error::PathUnavailable { .. }) => break, // a tier this adapter lacks
+                        Err(e) => panic!("{what}: {e}"),
+                    };
+                    let direct = common::reads_half_directly(got.plan.path, &got.plan.reason);
+                    let said = if direct {
+                        "K/V read as f16"
+                    } else {
+                        "K/V widened from f16 to f32 first"
+                    };
+                    assert!(
+                        got.plan.reason.contains(said),
+                        "{what}: {}",
+                        got.plan.reason
+                    );
+                    // Portable and tiled always; the subgroup tier from its textures only
+                    // (not where a causal rule hides most keys: fused::kv_textures_pay_off).
+                    let textures = got.plan.reason.contains("K/V copied into textures");
+                    assert_eq!(
+                        direct,
+                        path != PathChoice::FusedSubgroup || textures,
+                        "{what}: {}",
+                        got.plan.reason
+                    );
+                    assert!(!(textures && on == "storage buffers"), "{what}");
+                    if textures {
+                        f16_textures += 1;
+                    }
+                    assert_within_twice_cpu_f16(&what, &q, &k, &v, &opts, &got.out);
+                    if *case == "bool mask" {
+                        let lse = got.lse.expect("lse");
+                        assert_eq!(lse[[0, 1, lq - 1]], f32::NEG_INFINITY, "{what}");
+                    }
+                }
+            }
+        }
+    }
+    // Where the adapter has the subgroup tier, its rgba16float textures were read.
+    let has_subgroups = ctx.features().contains(wgpu::Features::SUBGROUP);
+    assert!(
+        !has_subgroups || f16_textures >= 6,
+        "{f16_textures} calls from textures"
+    );
+}
+
 /// A device whose workgroup grid (2 x 2 groups of 64) holds fewer words than the tensors, and
 /// whose 4 KiB storage bindings hold less than q, k or v in f32: the conversions split into
 /// windows and dispatches, and the result still matches.
@@ -263,7 +362,9 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
         for path in [
             PathChoice::Auto,
             PathChoice::Unfused,
+            PathChoice::FusedSubgroup,
             PathChoice::FusedPortable,
+            PathChoice::FusedTiled,
             PathChoice::Decode,
             PathChoice::DecodeWorkgroup,
         ] {
@@ -276,7 +377,9 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
                 Err(Error::PathUnavailable { .. }) => continue,
                 Err(e) => panic!("{what}: {e}"),
             };
-            let direct = got.plan.path.starts_with("decode") && d % 4 == 0 && dv % 4 == 0;
+            let direct = common::reads_half_directly(got.plan.path, &got.plan.reason)
+                && d % 4 == 0
+                && dv % 4 == 0;
             let said = if direct {
                 "K/V read as bf16"
             } else {

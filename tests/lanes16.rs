@@ -13,7 +13,8 @@
 //! large logits, rows with no key, the wide variant, and the llvmpipe loop limit (one pass at
 //! the most keys the estimate allows, two passes one block past it), all with K/V read from
 //! textures; then the storage-buffer form, in a context whose texture limit turns textures
-//! off, and the textures in the memory estimate. Other adapters have no
+//! off, and the textures in the memory estimate; f16 and bf16 K and V read from their 16-bit
+//! textures (rgba16float, rg32uint), standard and wide. Other adapters have no
 //! 16-lane variant to test: the binary returns early there.
 
 mod common;
@@ -50,7 +51,7 @@ fn main() {
         wgpu_attention::cpu_vectors::VAR,
         ctx.adapter_info()
     );
-    let cases: [(&str, Case); 7] = [
+    let cases: [(&str, Case); 8] = [
         (
             "lengths, widths and causal rules",
             lengths_widths_and_causal_rules,
@@ -67,6 +68,7 @@ fn main() {
             "K/V from textures or from storage buffers",
             texture_and_buffer_forms,
         ),
+        ("16-bit K/V from textures", half_textures),
     ];
     for (name, case) in cases {
         case(&ctx);
@@ -385,4 +387,89 @@ fn texture_and_buffer_forms(ctx: &Context) {
         2 * 8 * row_bytes,
         "{with} / {without}"
     );
+}
+
+/// f16 and bfloat16 K and V through the 16-key kernels: copied into 16-bit textures
+/// (rgba16float for f16, rg32uint for bf16: `Kernel::FusedSubgroupTexture16Bf16` and its
+/// wide twin) and read from there, not widened first. The output is f16 (bf16), so the rule
+/// is tests/f16.rs's: at most twice the error of rounding the exact result (the reference
+/// on the widened inputs) to the format.
+fn half_textures(ctx: &Context) {
+    use half::{bf16, f16};
+    use wgpu_attention::fp16::{attention_bf16, attention_f16};
+    let mut rng = Rng::new(168);
+    let max_err = |got: &mut dyn Iterator<Item = f32>, exact: &ndarray::ArrayD<f32>| {
+        got.zip(exact.iter())
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max)
+    };
+    // The shapes and options of texture_and_buffer_forms, so that f16 reuses its pipelines
+    // (512-bit pipelines take long to compile): a bool mask with GQA, and the wide variant
+    // (Dv 132, which the f32 case reaches by padding 129).
+    let mask = rng.bool_array(&[2, 6, 45, 70], 0.7);
+    for (shape, masked) in [
+        ([2, 6, 2, 45, 70, 64, 64], true),
+        ([1, 2, 1, 37, 300, 16, 132], false),
+    ] {
+        let [b, hq, hkv, lq, lk, d, dv] = shape;
+        let (q, k, v) = (
+            rng.array(&[b, hq, lq, d], 1.0),
+            rng.array(&[b, hkv, lk, d], 1.0),
+            rng.array(&[b, hkv, lk, dv], 1.0),
+        );
+        let opts = if masked {
+            subgroup(Causal::BottomRight).mask(Mask::Bool(mask.view()))
+        } else {
+            subgroup(Causal::None)
+        };
+        let check =
+            |format: &str, reason: &str, exact: &ndarray::ArrayD<f32>, cpu: f32, gpu: f32| {
+                let what = format!("{format} {shape:?}");
+                assert!(
+                    reason.contains(&format!("K/V read as {format}"))
+                        && reason.contains("K/V copied into textures")
+                        && reason.contains("16-key blocks"),
+                    "{what}: {reason}"
+                );
+                assert!(
+                    gpu <= 2.0 * cpu + 1e-7,
+                    "{what}: GPU error {gpu:e} > 2 x {cpu:e} ({:?})",
+                    exact.shape()
+                );
+            };
+        let (qh, kh, vh) = (
+            q.mapv(f16::from_f32),
+            k.mapv(f16::from_f32),
+            v.mapv(f16::from_f32),
+        );
+        let widen = |a: &ndarray::ArrayD<f16>| a.mapv(f16::to_f32);
+        let exact =
+            wgpu_attention::reference::attention(&widen(&qh), &widen(&kh), &widen(&vh), &opts)
+                .expect("reference")
+                .out;
+        let got = attention_f16(ctx, &qh, &kh, &vh, &opts).expect("f16");
+        let cpu = max_err(
+            &mut exact.iter().map(|&x| f16::from_f32(x).to_f32()),
+            &exact,
+        );
+        let gpu = max_err(&mut got.out.iter().map(|x| x.to_f32()), &exact);
+        check("f16", &got.plan.reason, &exact, cpu, gpu);
+        let (qb, kb, vb) = (
+            q.mapv(bf16::from_f32),
+            k.mapv(bf16::from_f32),
+            v.mapv(bf16::from_f32),
+        );
+        let widen = |a: &ndarray::ArrayD<bf16>| a.mapv(bf16::to_f32);
+        let exact =
+            wgpu_attention::reference::attention(&widen(&qb), &widen(&kb), &widen(&vb), &opts)
+                .expect("reference")
+                .out;
+        let got = attention_bf16(ctx, &qb, &kb, &vb, &opts).expect("bf16");
+        let cpu = max_err(
+            &mut exact.iter().map(|&x| bf16::from_f32(x).to_f32()),
+            &exact,
+        );
+        let gpu = max_err(&mut got.out.iter().map(|x| x.to_f32()), &exact);
+        check("bf16", &got.plan.reason, &exact, cpu, gpu);
+    }
 }

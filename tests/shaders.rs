@@ -23,8 +23,14 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
         | Kernel::FusedSubgroup16
         | Kernel::FusedSubgroupTexture
         | Kernel::FusedSubgroupTexture16
+        | Kernel::FusedSubgroupTextureBf16
+        | Kernel::FusedSubgroupTexture16Bf16
         | Kernel::FusedPortable
+        | Kernel::FusedPortableF16
+        | Kernel::FusedPortableBf16
         | Kernel::FusedTiled
+        | Kernel::FusedTiledF16
+        | Kernel::FusedTiledBf16
         | Kernel::DecodePartial
         | Kernel::DecodePartialU64 => vec![
             vec![],
@@ -38,12 +44,18 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
             vec![("D", 128.0), ("DV", 4.0)],
         ],
         Kernel::FusedPortableWide
+        | Kernel::FusedPortableWideF16
+        | Kernel::FusedPortableWideBf16
         | Kernel::FusedSubgroupWide
         | Kernel::FusedSubgroupWideU64
         | Kernel::FusedSubgroupWide16
         | Kernel::FusedSubgroupWideTexture
         | Kernel::FusedSubgroupWideTexture16
+        | Kernel::FusedSubgroupWideTextureBf16
+        | Kernel::FusedSubgroupWideTexture16Bf16
         | Kernel::FusedTiledWide
+        | Kernel::FusedTiledWideF16
+        | Kernel::FusedTiledWideBf16
         | Kernel::DecodePartialWide
         | Kernel::DecodePartialWideU64 => vec![
             vec![],
@@ -121,6 +133,15 @@ fn binding_tables_match_the_wgsl() {
                                     multi: false,
                                 },
                         } => BindingKind::Texture,
+                        naga::TypeInner::Image {
+                            dim: naga::ImageDimension::D2,
+                            arrayed: false,
+                            class:
+                                naga::ImageClass::Sampled {
+                                    kind: naga::ScalarKind::Uint,
+                                    multi: false,
+                                },
+                        } => BindingKind::TextureUint,
                         ref other => panic!("{}: unexpected handle {other:?}", kernel.label()),
                     },
                     other => panic!("{}: unexpected address space {other:?}", kernel.label()),
@@ -178,6 +199,10 @@ fn workgroup_memory_matches_the_planner() {
         (Kernel::FusedPortableWide, PORTABLE_WIDE_WORKGROUP_BYTES),
         (Kernel::FusedTiled, TILED_WORKGROUP_BYTES),
         (Kernel::FusedTiledWide, TILED_WORKGROUP_BYTES),
+        (Kernel::FusedPortableF16, PORTABLE_WORKGROUP_BYTES),
+        (Kernel::FusedPortableWideBf16, PORTABLE_WIDE_WORKGROUP_BYTES),
+        (Kernel::FusedTiledBf16, TILED_WORKGROUP_BYTES),
+        (Kernel::FusedTiledWideF16, TILED_WORKGROUP_BYTES),
     ] {
         let (module, _) = module(kernel);
         let total: u32 = module
@@ -250,6 +275,8 @@ fn texture_width_matches_the_host() {
         Kernel::FusedSubgroupWideTexture,
         Kernel::FusedSubgroupTexture16,
         Kernel::FusedSubgroupWideTexture16,
+        Kernel::FusedSubgroupTextureBf16,
+        Kernel::FusedSubgroupWideTexture16Bf16,
     ] {
         let (module, _) = module(kernel);
         let width = constant(&module, "TEXTURE_WIDTH")

@@ -225,3 +225,15 @@ pub fn keys_in_a_binding(ctx: &Context, rows_of_keys: usize, width: usize, block
     let binding = ctx.limits().max_storage_buffer_binding_size as usize;
     binding / (rows_of_keys * width * 4) / block * block
 }
+
+/// Whether a call on the path named `path` should read 16-bit K and V as they are rather
+/// than widen them to f32 first, for widths that need no padding (the caller checks that):
+/// decode in both forms and the portable and tiled fused tiers always; the subgroup tier
+/// where it copies K and V into textures (its `reason` says so), which then hold the
+/// 16-bit values.
+pub fn reads_half_directly(path: &str, reason: &str) -> bool {
+    path.starts_with("decode")
+        || path == "fused-portable"
+        || path == "fused-tiled"
+        || (path == "fused-subgroup" && reason.contains("K/V copied into textures"))
+}
