@@ -156,6 +156,14 @@ PY
             cat /tmp/bench.json
             row /tmp/bench.json "$shape" 8 none >> "$out/h200.md"
         done
+        # Prefill on f16 K and V (the tiled tier reads them as f16 since 337638b) at the
+        # goal's shape, beside its f32 row above.
+        args=(bench --shape 4,32,4096,4096,128 --path fused-tiled --reps 10 --json --dtype f16)
+        step "${args[*]}"
+        timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+        echo "exit $?"
+        cat /tmp/bench.json
+        row /tmp/bench.json 4,32,4096,4096,128 32 none >> "$out/h200.md"
         # Decode steps through an f32 and an f16 KvCache (f16 halves what decode reads),
         # wall clock a step with q's upload and the readback, each checked against the
         # reference; 65 536 cached positions so that the cache's bytes weigh.
