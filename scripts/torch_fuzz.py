@@ -8,9 +8,11 @@ custom scales, large logits) and runs them through torch_parity's comparison, ag
 torch's result in f64; cases with large logits get the allowance the Rust tests give them
 (see allowance()). The widths come
 from a short list so that lavapipe compiles few new pipelines.
-Usage: python3 scripts/torch_fuzz.py [N] [SEED] [path/to/wgpu-attention]
+Usage: python3 scripts/torch_fuzz.py [N] [SEED] [path/to/wgpu-attention] [--dtype f16|bf16]
        (TORCH_FUZZ_LK=a,b,c: the key lengths to draw from instead of 1 .. 1000;
-        TORCH_FUZZ_WIDTHS=a,b,c: the widths, D and Dv, to draw from)
+        TORCH_FUZZ_WIDTHS=a,b,c: the widths, D and Dv, to draw from;
+        --dtype: the inputs rounded to f16 or bf16 and held to torch_parity's 16-bit rule,
+        the large-logit allowance then unused)
 """
 import os
 import random
@@ -18,10 +20,13 @@ import sys
 
 import torch
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 40
-SEED = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-TOOL = sys.argv[3] if len(sys.argv) > 3 else "target/release/wgpu-attention"
-sys.argv = sys.argv[:1]
+# --dtype X passes on to torch_parity (which reads it from sys.argv when imported).
+DTYPE_ARGS = sys.argv[sys.argv.index("--dtype"):sys.argv.index("--dtype") + 2] if "--dtype" in sys.argv else []
+POSITIONAL = [a for a in sys.argv[1:] if a not in DTYPE_ARGS]
+N = int(POSITIONAL[0]) if len(POSITIONAL) > 0 else 40
+SEED = int(POSITIONAL[1]) if len(POSITIONAL) > 1 else 5
+TOOL = POSITIONAL[2] if len(POSITIONAL) > 2 else "target/release/wgpu-attention"
+sys.argv = sys.argv[:1] + DTYPE_ARGS
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_parity as tp  # noqa: E402
 
@@ -67,6 +72,9 @@ def case():
         c["mask"] = torch.rand(b, *([1] * (rank - 3)), 1, lk, generator=g) < 0.8
     if rnd.random() < 0.2:
         c["scale"] = rnd.choice([0.05, 0.3, 1.5])
+    if DTYPE_ARGS:
+        # 16-bit: torch_parity rounds q, k and v and compares in f32 (its 16-bit rule).
+        return c
     # f32 values held in f64, so that torch computes the exact answer (the tool reads the
     # f64 .npy files as f32 without rounding anything); against torch's own f32 result, large
     # logits would measure torch's rounding as much as ours.
