@@ -8,7 +8,7 @@ use common::Rng;
 use half::f16;
 use ndarray::ArrayD;
 use wgpu_attention::fp16::{attention_f16, to_f16_checked};
-use wgpu_attention::{reference, AttentionOptions, Causal, Error, Mask, PathChoice};
+use wgpu_attention::{reference, AttentionOptions, Causal, Error, Mask, PathChoice, PlanInfo};
 
 fn max_err(a: impl Iterator<Item = f32>, e: &ArrayD<f32>) -> f32 {
     a.zip(e.iter())
@@ -38,6 +38,20 @@ fn assert_within_twice_cpu_f16(
         "{what} {:?}: GPU f16 error {gpu:e} > 2 x CPU f16 error {cpu_f16:e}",
         got.shape()
     );
+}
+
+/// Checks that the plan says how it read 16-bit K and V (`format`: "f16" or "bf16"): as they
+/// are where common::reads_half_directly says so and the widths need no padding (`padded`
+/// false), else widened to f32 first. Returns whether it read them directly.
+fn assert_half_reads(what: &str, format: &str, plan: &PlanInfo, padded: bool) -> bool {
+    let direct = common::reads_half_directly(plan.path, &plan.reason) && !padded;
+    let said = if direct {
+        format!("K/V read as {format}")
+    } else {
+        format!("K/V widened from {format} to f32 first")
+    };
+    assert!(plan.reason.contains(&said), "{what}: {}", plan.reason);
+    direct
 }
 
 #[test]
@@ -105,16 +119,8 @@ fn decode_reads_f16_keys_and_values() {
                     .with_lse();
                 let what = format!("{:?} {path:?} {causal:?}", [b, hq, hkv, lq, lk, d, dv]);
                 let got = attention_f16(&ctx, &q, &k, &v, &opts).expect(&what);
-                let said = if d.is_multiple_of(4) && dv.is_multiple_of(4) {
-                    "K/V read as f16"
-                } else {
-                    "K/V widened from f16 to f32 first"
-                };
-                assert!(
-                    got.plan.reason.contains(said),
-                    "{what}: {}",
-                    got.plan.reason
-                );
+                let padded = !d.is_multiple_of(4) || !dv.is_multiple_of(4);
+                assert_half_reads(&what, "f16", &got.plan, padded);
                 assert_within_twice_cpu_f16(&what, &q, &k, &v, &opts, &got.out);
             }
         }
@@ -202,17 +208,7 @@ fn fused_tiers_read_f16_keys_and_values() {
                         Err(Error::PathUnavailable { .. }) => break, // a tier this adapter lacks
                         Err(e) => panic!("{what}: {e}"),
                     };
-                    let direct = common::reads_half_directly(got.plan.path, &got.plan.reason);
-                    let said = if direct {
-                        "K/V read as f16"
-                    } else {
-                        "K/V widened from f16 to f32 first"
-                    };
-                    assert!(
-                        got.plan.reason.contains(said),
-                        "{what}: {}",
-                        got.plan.reason
-                    );
+                    let direct = assert_half_reads(&what, "f16", &got.plan, false);
                     // Portable and tiled always; the subgroup tier from its textures only
                     // (not where a causal rule hides most keys: fused::kv_textures_pay_off).
                     let textures = got.plan.reason.contains("K/V copied into textures");
@@ -377,19 +373,7 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
                 Err(Error::PathUnavailable { .. }) => continue,
                 Err(e) => panic!("{what}: {e}"),
             };
-            let direct = common::reads_half_directly(got.plan.path, &got.plan.reason)
-                && d % 4 == 0
-                && dv % 4 == 0;
-            let said = if direct {
-                "K/V read as bf16"
-            } else {
-                "K/V widened from bf16 to f32 first"
-            };
-            assert!(
-                got.plan.reason.contains(said),
-                "{what}: {}",
-                got.plan.reason
-            );
+            assert_half_reads(&what, "bf16", &got.plan, d % 4 != 0 || dv % 4 != 0);
             let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
                 .expect("reference")
                 .out;

@@ -396,10 +396,12 @@ fn texture_and_buffer_forms(ctx: &Context) {
 /// on the widened inputs) to the format.
 fn half_textures(ctx: &Context) {
     use half::{bf16, f16};
+    use ndarray::ArrayD;
     use wgpu_attention::fp16::{attention_bf16, attention_f16};
     let mut rng = Rng::new(168);
-    let max_err = |got: &mut dyn Iterator<Item = f32>, exact: &ndarray::ArrayD<f32>| {
-        got.zip(exact.iter())
+    let max_err = |got: &ArrayD<f32>, exact: &ArrayD<f32>| {
+        got.iter()
+            .zip(exact.iter())
             .map(|(x, y)| (x - y).abs())
             .fold(0.0f32, f32::max)
     };
@@ -422,54 +424,48 @@ fn half_textures(ctx: &Context) {
         } else {
             subgroup(Causal::None)
         };
-        let check =
-            |format: &str, reason: &str, exact: &ndarray::ArrayD<f32>, cpu: f32, gpu: f32| {
-                let what = format!("{format} {shape:?}");
-                assert!(
-                    reason.contains(&format!("K/V read as {format}"))
-                        && reason.contains("K/V copied into textures")
-                        && reason.contains("16-key blocks"),
-                    "{what}: {reason}"
-                );
-                assert!(
-                    gpu <= 2.0 * cpu + 1e-7,
-                    "{what}: GPU error {gpu:e} > 2 x {cpu:e} ({:?})",
-                    exact.shape()
-                );
+        let to_f16 = |x: f32| f16::from_f32(x).to_f32();
+        let to_bf16 = |x: f32| bf16::from_f32(x).to_f32();
+        for (format, round) in [("f16", &to_f16 as &dyn Fn(f32) -> f32), ("bf16", &to_bf16)] {
+            let what = format!("{format} {shape:?}");
+            let (qr, kr, vr) = (q.mapv(round), k.mapv(round), v.mapv(round));
+            let exact = wgpu_attention::reference::attention(&qr, &kr, &vr, &opts)
+                .expect("reference")
+                .out;
+            // The 16-bit call, its output widened back to f32.
+            let (out, plan) = if format == "f16" {
+                let r = attention_f16(
+                    ctx,
+                    &qr.mapv(f16::from_f32),
+                    &kr.mapv(f16::from_f32),
+                    &vr.mapv(f16::from_f32),
+                    &opts,
+                )
+                .expect(&what);
+                (r.out.mapv(f16::to_f32), r.plan)
+            } else {
+                let r = attention_bf16(
+                    ctx,
+                    &qr.mapv(bf16::from_f32),
+                    &kr.mapv(bf16::from_f32),
+                    &vr.mapv(bf16::from_f32),
+                    &opts,
+                )
+                .expect(&what);
+                (r.out.mapv(bf16::to_f32), r.plan)
             };
-        let (qh, kh, vh) = (
-            q.mapv(f16::from_f32),
-            k.mapv(f16::from_f32),
-            v.mapv(f16::from_f32),
-        );
-        let widen = |a: &ndarray::ArrayD<f16>| a.mapv(f16::to_f32);
-        let exact =
-            wgpu_attention::reference::attention(&widen(&qh), &widen(&kh), &widen(&vh), &opts)
-                .expect("reference")
-                .out;
-        let got = attention_f16(ctx, &qh, &kh, &vh, &opts).expect("f16");
-        let cpu = max_err(
-            &mut exact.iter().map(|&x| f16::from_f32(x).to_f32()),
-            &exact,
-        );
-        let gpu = max_err(&mut got.out.iter().map(|x| x.to_f32()), &exact);
-        check("f16", &got.plan.reason, &exact, cpu, gpu);
-        let (qb, kb, vb) = (
-            q.mapv(bf16::from_f32),
-            k.mapv(bf16::from_f32),
-            v.mapv(bf16::from_f32),
-        );
-        let widen = |a: &ndarray::ArrayD<bf16>| a.mapv(bf16::to_f32);
-        let exact =
-            wgpu_attention::reference::attention(&widen(&qb), &widen(&kb), &widen(&vb), &opts)
-                .expect("reference")
-                .out;
-        let got = attention_bf16(ctx, &qb, &kb, &vb, &opts).expect("bf16");
-        let cpu = max_err(
-            &mut exact.iter().map(|&x| bf16::from_f32(x).to_f32()),
-            &exact,
-        );
-        let gpu = max_err(&mut got.out.iter().map(|x| x.to_f32()), &exact);
-        check("bf16", &got.plan.reason, &exact, cpu, gpu);
+            let reason = &plan.reason;
+            assert!(
+                reason.contains(&format!("K/V read as {format}"))
+                    && reason.contains("K/V copied into textures")
+                    && reason.contains("16-key blocks"),
+                "{what}: {reason}"
+            );
+            let (cpu, gpu) = (max_err(&exact.mapv(round), &exact), max_err(&out, &exact));
+            assert!(
+                gpu <= 2.0 * cpu + 1e-7,
+                "{what}: GPU error {gpu:e} > 2 x the CPU's {format} error {cpu:e}"
+            );
+        }
     }
 }
