@@ -377,6 +377,65 @@ impl KvCache {
         Ok(())
     }
 
+    /// Grows the cache to room for at least `capacity` positions (no effect when it has
+    /// that room already), keeping what it holds: new buffers are made and each kv head's
+    /// cached rows copied into them on the device (one copy per kv head and tensor), then
+    /// the old buffers are freed. Appends never grow a cache by themselves, so that its
+    /// device memory changes only when the caller asks. Refused with
+    /// [`Error::OutOfMemory`] (or [`Error::TooLarge`]) when the device lacks room for the
+    /// new buffers beside the old ones, leaving the cache as it was.
+    pub fn reserve(&mut self, ctx: &Context, capacity: usize) -> Result<()> {
+        self.check_device(ctx)?;
+        if capacity <= self.capacity {
+            return Ok(());
+        }
+        let (d, dv) = self.widths;
+        let grown = Self::with_storage(
+            ctx,
+            [self.batch, self.kv_heads, capacity, d, dv],
+            self.storage,
+        )?;
+        let value_bytes = 4 / self.values_per_word();
+        let heads = self.batch * self.kv_heads;
+        let (old, len) = (self.capacity, self.len);
+        if len > 0 {
+            ctx.scoped("growing a KV cache", || {
+                let mut encoder =
+                    ctx.device()
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                            label: Some("kv cache reserve"),
+                        });
+                for (src, dst, width) in [(&self.k, &grown.k, d), (&self.v, &grown.v, dv)] {
+                    // Even widths for 16-bit caches: every row is whole 4-byte words.
+                    let row_bytes = (width * value_bytes) as u64;
+                    for head in 0..heads {
+                        encoder.copy_buffer_to_buffer(
+                            &src.buffer,
+                            (head * old) as u64 * row_bytes,
+                            &dst.buffer,
+                            (head * capacity) as u64 * row_bytes,
+                            len as u64 * row_bytes,
+                        );
+                    }
+                }
+                encoder
+            })
+            .and_then(|encoder| ctx.submit(encoder))?;
+        }
+        // What the cache knew of its values' magnitudes carries over.
+        let (k_max, v_max) = (self.k.max_abs, self.v.max_abs);
+        self.k = GpuTensor {
+            max_abs: k_max,
+            ..grown.k
+        };
+        self.v = GpuTensor {
+            max_abs: v_max,
+            ..grown.v
+        };
+        self.capacity = capacity;
+        Ok(())
+    }
+
     /// The positions an append of k and v of these shapes adds: both `(B, Hkv, n, width)`
     /// with the cache's B, Hkv and widths, the same n, and room for it.
     fn check_append(&self, k_shape: &[usize], v_shape: &[usize]) -> Result<usize> {
@@ -390,7 +449,7 @@ impl KvCache {
         let free = self.capacity - self.len;
         if n > free {
             return Err(Error::too_large(format_args!(
-                "appending {n} positions to a cache holding {} of {}: {free} fit; make the cache with a larger capacity",
+                "appending {n} positions to a cache holding {} of {}: {free} fit; grow it first with KvCache::reserve",
                 self.len, self.capacity
             )));
         }

@@ -713,3 +713,91 @@ fn f16_cache_widens_only_its_rows() {
         assert_f16_reads(&what, Store::F16, &plan, (d, d));
     }
 }
+
+/// `reserve` grows a full cache and keeps its rows (each kv head's, at the new head stride),
+/// so that appends continue and every call matches the reference over all the rows; it
+/// does nothing for a capacity the cache has; and where the device lacks room for the new
+/// buffers it is refused and the cache stays as it was. In each storage format.
+#[test]
+fn reserve_grows_a_cache_and_keeps_its_rows() {
+    let Some(base) = common::ctx() else { return };
+    let mut rng = Rng::new(98);
+    let (b, hq, hkv, d, dv) = (2, 4, 2, 16, 8);
+    for store in STORES {
+        let k = store.round(&rng.array(&[b, hkv, 100, d], 1.0));
+        let v = store.round(&rng.array(&[b, hkv, 100, dv], 1.0));
+        let q = rng.array(&[b, hq, 3, d], 1.0);
+        let mut cache = store.cache(&base, [b, hkv, 50, d, dv]);
+        cache
+            .append(
+                &base,
+                &k.slice(s![.., .., ..40, ..]),
+                &v.slice(s![.., .., ..40, ..]),
+            )
+            .expect("append");
+        let rest = (k.slice(s![.., .., 40.., ..]), v.slice(s![.., .., 40.., ..]));
+        let err = cache
+            .append(&base, &rest.0, &rest.1)
+            .expect_err("60 rows in 10");
+        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        assert!(err.to_string().contains("KvCache::reserve"), "{err}");
+        cache.reserve(&base, 30).expect("a capacity it has");
+        assert_eq!(cache.capacity(), 50);
+        // Refused where the new buffers do not fit beside the old ones.
+        let tight = Context::with_options(&ContextOptions {
+            memory_limit: Some(base.memory_in_use() + 1024),
+            limits: Some(base.limits()),
+            ..Default::default()
+        })
+        .expect("context");
+        let mut small = store.cache(&tight, [b, hkv, 50, d, dv]);
+        small
+            .append(
+                &tight,
+                &k.slice(s![.., .., ..40, ..]),
+                &v.slice(s![.., .., ..40, ..]),
+            )
+            .expect("append");
+        let err = small.reserve(&tight, 100_000).expect_err("no room");
+        assert!(matches!(err, Error::OutOfMemory { .. }), "{store:?}: {err}");
+        assert_eq!((small.capacity(), small.len()), (50, 40));
+        let (k_small, _) = small.to_arrays(&tight).expect("read back");
+        assert_eq!(k_small, k.slice(s![.., .., ..40, ..]).into_dyn());
+        // Grown: the rows stay, appends continue, and calls see all 100 rows.
+        // Uploads wait in wgpu's staging buffers until the next submission: flush them
+        // first, so that the count below is the cache's.
+        base.queue().submit([]);
+        base.wait().expect("uploads done");
+        let before = base.memory_in_use();
+        cache.reserve(&base, 128).expect("grow");
+        assert_eq!((cache.capacity(), cache.len()), (128, 40));
+        let bytes_per_value = if store == Store::F32 { 4 } else { 2 };
+        let grown_bytes = (b * hkv * (128 - 50) * (d + dv) * bytes_per_value) as u64;
+        // The old buffers are freed: what the cache holds grew by the difference only.
+        base.wait().expect("copies done");
+        let held = base.memory_in_use() - before;
+        assert!(
+            (grown_bytes..grown_bytes + 2048).contains(&held),
+            "{store:?}: {held} bytes more, expected {grown_bytes}"
+        );
+        let (k40, v40) = cache.to_arrays(&base).expect("read back");
+        assert_eq!(k40, k.slice(s![.., .., ..40, ..]).into_dyn());
+        assert_eq!(v40, v.slice(s![.., .., ..40, ..]).into_dyn());
+        cache
+            .append(&base, &rest.0, &rest.1)
+            .expect("append after reserve");
+        assert_eq!(cache.len(), 100);
+        for path in [
+            PathChoice::Auto,
+            PathChoice::FusedPortable,
+            PathChoice::Decode,
+        ] {
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(path)
+                .with_lse();
+            let what = format!("{store:?} {path:?} after reserve");
+            assert_cache_parity(&base, &what, &cache, &q, (&k, &v), &opts);
+        }
+    }
+}
