@@ -43,6 +43,9 @@ use crate::tensor::GpuTensor;
 /// let opts = AttentionOptions::default().causal(Causal::BottomRight);
 /// let out = cache.attention(&ctx, &q, &opts)?;
 /// assert_eq!(out.out.shape(), &[1, 4, 1, 16]);
+/// // Room for more positions, keeping the 10 cached ones.
+/// cache.reserve(&ctx, 256)?;
+/// assert_eq!((cache.len(), cache.capacity()), (10, 256));
 /// # Ok(())
 /// # }
 /// ```
