@@ -479,8 +479,9 @@ fn attention_half<T: HalfElem>(
     let (mut need, _) = memory_estimate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
     need.scratch += need.inputs + need.outputs / 2;
     ctx.check_memory(&need)?;
-    // q is widened on the device; K and V stay 16-bit for decode, which reads them so, and
-    // are widened by the call for the other paths (crate::attention's KvStorage::Half).
+    // q is widened on the device; K and V stay 16-bit for decode and the fused tiers, which
+    // read them so, and are widened by the call for the others (crate::attention's
+    // KvStorage::Half, crate::fused::reads_half).
     let qt = upload_widened(ctx, "q", &q.view())?;
     let kt = upload_packed(ctx, "k", &k.view())?;
     let vt = upload_packed(ctx, "v", &v.view())?;
