@@ -282,8 +282,8 @@ fn measure(
         // f16: checked end to end on host arrays (conversion, upload, attention, narrowing,
         // download), then timed with K and V in an f16 KvCache on the device and q there
         // (f32, holding the f16 values), like the f32 rows: decode and the fused tiers read
-        // the cache as f16, the unfused path widens it first. Odd widths, which an f16 cache does not take, are
-        // timed end to end.
+        // the cache as f16, the unfused path widens it first. Odd widths, which an f16
+        // cache does not take, are timed end to end.
         let first = Instant::now();
         let r = match attention_f16(ctx, q16, k16, v16, &opts) {
             Ok(r) => r,
