@@ -156,6 +156,16 @@ PY
             cat /tmp/bench.json
             row /tmp/bench.json "$shape" 8 none >> "$out/h200.md"
         done
+        # Few query rows per head with GQA (speculative decoding): the tiled tier's GQA
+        # units put a group's 4 heads in one block (since 2026-12-01), beside decode.
+        for shape in 1,32,8,4096,128 4,32,16,4096,128; do
+            args=(bench --shape "$shape" --kv-heads 8 --path fused-tiled,decode-workgroup,unfused --reps 10 --json)
+            step "${args[*]}"
+            timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+            echo "exit $?"
+            cat /tmp/bench.json
+            row /tmp/bench.json "$shape" 8 none >> "$out/h200.md"
+        done
         # Prefill on f16 K and V (the tiled tier reads them as f16 since 337638b) at the
         # goal's shape, beside its f32 row above.
         args=(bench --shape 4,32,4096,4096,128 --path fused-tiled --reps 10 --json --dtype f16)

@@ -17,8 +17,10 @@
 //              kv_loads_bf16.wgsl (Kernel::FusedTiledF16 and the like), which the registry
 //              puts in front
 //
-// Dispatch: 128 invocations per workgroup, one workgroup per 64 query rows of one head,
-// numbered linearly (row block fastest, then head) and spread over x and y. Invocation
+// Dispatch: 128 invocations per workgroup, one workgroup per 64 query rows of one unit (a
+// head, or the p.unit_heads heads of a GQA group with their rows interleaved: slot s is row
+// s / unit_heads of head s % unit_heads), numbered linearly (row block fastest, then unit)
+// and spread over x and y. Invocation
 // (ty, tx) = (index / 8, index % 8) owns rows 4ty .. 4ty+3 of the block; for the scores it
 // owns keys 4tx .. 4tx+3 and 32+4tx .. 32+4tx+3 of each key block, for the output the
 // columns (as vec4) tx, tx+8, tx+16, tx+24.
@@ -49,9 +51,15 @@
 // depend only on the workgroup and the parameters, so every barrier is in uniform control
 // flow.
 
+// 1 where the host interleaves the rows of a GQA group's heads in each block
+// (p.unit_heads of them, fused::tiled_unit_heads); 0 for one head a block.
+override UNITS: u32 = 0u;
+
 const BLOCK_ROWS: u32 = 64u;
 const BLOCK_KEYS: u32 = 64u;
 const D_CHUNK: u32 = 16u;
+// One staging task per invocation in the score phase (q_rows in main relies on it).
+const_assert D_CHUNK == 16u;
 // vec4 of a staged Q or K chunk: D_CHUNK values of d x 16 quads of rows (or keys).
 const QK_STAGE: u32 = D_CHUNK * 16u;
 // Staging tile, in vec4: a Q chunk and a K chunk.
@@ -86,25 +94,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // most keys start first, so that the short ones fill the tail. (Longest first over all
     // heads, FlashAttention-2's order, had every head in flight at once: on the H200 that
     // left K/V to stream from memory and took 2.5x as long.)
-    let hl = wg / p.row_groups;
+    // A unit is the p.unit_heads query heads (1, or a whole GQA group) whose rows share a
+    // block: slot s of a unit is row p.row0 + s / heads of head bh_first + s % heads, so
+    // that all of a block's rows read the same kv head's K and V, and few rows per head
+    // still fill a block (see fused::tiled_unit_heads).
+    // Without UNITS the heads are the constant 1, so the slot arithmetic folds away and the
+    // kernel is the one measured on the H200 before units existed.
+    let heads = select(1u, p.unit_heads, UNITS != 0u);
+    let unit = wg / p.row_groups;
     var row_block = wg % p.row_groups;
     if (CAUSAL != 0u) {
         row_block = p.row_groups - 1u - row_block;
     }
-    let bh = p.bh0 + hl;
-    let kvh = (bh / p.hq) * p.hkv + (bh % p.hq) / p.group;
-    let last = p.row0 + p.rows - 1u;
-    let block_first = p.row0 + row_block * BLOCK_ROWS;
+    let bh_first = p.bh0 + unit * heads;
+    let kvh = (bh_first / p.hq) * p.hkv + (bh_first % p.hq) / p.group;
+    let last_slot = heads * p.rows - 1u;
+    let block_first = row_block * BLOCK_ROWS;
     let ty = lindex / 8u;
     let tx = lindex % 8u;
     let d4 = D / 4u;
     let dv4 = DV / 4u;
     let k_row0 = kvh * p.kv_rows;
 
-    // This invocation's rows; rows past the chunk are clamped duplicates, never written.
+    // This invocation's rows (head, position); slots past the unit are clamped duplicates,
+    // never written.
+    var row_bh: array<u32, 4>;
     var rows: array<u32, 4>;
     for (var r = 0u; r < 4u; r = r + 1u) {
-        rows[r] = min(block_first + 4u * ty + r, last);
+        let slot = min(block_first + 4u * ty + r, last_slot);
+        row_bh[r] = bh_first + slot % heads;
+        rows[r] = p.row0 + slot / heads;
+    }
+    // The q rows this invocation stages in the score phase (its task there is index
+    // lindex, a quad of 4 rows when lindex < 64: one task each, as D_CHUNK is 16), as
+    // offsets of vec4 rows in q, computed once rather than per key block.
+    let q_quad = lindex % 16u;
+    var q_rows: array<u32, 4>;
+    for (var t = 0u; t < 4u; t = t + 1u) {
+        let slot = min(block_first + 4u * q_quad + t, last_slot);
+        q_rows[t] = ((bh_first + slot % heads) * p.lq + p.row0 + slot / heads) * d4;
     }
     var m = vec4<f32>(NO_SCORE);
     var l = vec4<f32>(0.0);
@@ -119,10 +147,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var key_end = p.lk;
     var diag = p.lk;
     if (CAUSAL != 0u) {
-        let block_last = min(block_first + BLOCK_ROWS - 1u, last);
+        // Slots run in row order, so the block's last slot has its last row.
+        let block_last = p.row0 + min(block_first + BLOCK_ROWS - 1u, last_slot) / heads;
         key_end = u32(clamp(i32(block_last) + p.causal_offset + 1, 0, i32(p.lk)));
         // Blocks ending after `diag` may hold keys some row here must not see.
-        diag = u32(clamp(i32(block_first) + p.causal_offset + 1, 0, i32(p.lk)));
+        let block_row0 = p.row0 + block_first / heads;
+        diag = u32(clamp(i32(block_row0) + p.causal_offset + 1, 0, i32(p.lk)));
     }
 
     for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + BLOCK_KEYS) {
@@ -160,12 +190,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                         x3 = load_k(at + min(kj + 3u, p.lk - 1u) * d4);
                     } else {
                         // The scale is folded into q here, instead of into every score.
-                        let at = bh * p.lq * d4 + c - p.q_win;
-                        let qi = block_first + 4u * quad;
-                        x0 = p.scale * q[at + min(qi, last) * d4];
-                        x1 = p.scale * q[at + min(qi + 1u, last) * d4];
-                        x2 = p.scale * q[at + min(qi + 2u, last) * d4];
-                        x3 = p.scale * q[at + min(qi + 3u, last) * d4];
+                        // (quad is q_quad: the rows of q_rows.)
+                        let at = c - p.q_win;
+                        x0 = p.scale * q[q_rows[0] + at];
+                        x1 = p.scale * q[q_rows[1] + at];
+                        x2 = p.scale * q[q_rows[2] + at];
+                        x3 = p.scale * q[q_rows[3] + at];
                     }
                 }
                 let base = select(0u, QK_STAGE, is_k) + dq * 64u + quad;
@@ -193,8 +223,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var r = 0u; r < 4u; r = r + 1u) {
             if (masked) {
                 if (HAS_ALLOW != 0u || HAS_BIAS != 0u) {
-                    sa[r] = mask4(sa[r], bh, rows[r], j0 + 4u * tx, causal_block);
-                    sb[r] = mask4(sb[r], bh, rows[r], j0 + 32u + 4u * tx, causal_block);
+                    sa[r] = mask4(sa[r], row_bh[r], rows[r], j0 + 4u * tx, causal_block);
+                    sb[r] = mask4(sb[r], row_bh[r], rows[r], j0 + 32u + 4u * tx, causal_block);
                 } else {
                     // Tail and causal rule only: four keys per comparison, no branches.
                     let ka = vec4<u32>(j0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
@@ -274,8 +304,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // Normalise and write the rows that belong to the chunk.
     for (var r = 0u; r < 4u; r = r + 1u) {
-        let i = block_first + 4u * ty + r;
-        if (i <= last) {
+        let i = rows[r];
+        let bh = row_bh[r];
+        if (block_first + 4u * ty + r <= last_slot) {
             var inv = 0.0;
             var bits = NEG_INF_BITS;
             if (l[r] > 0.0) {

@@ -440,6 +440,14 @@ fn plan_call(
             }
         }
     }
+    if path == Path::Fused(fused::Tier::Tiled) {
+        let heads = chunks
+            .first()
+            .map_or(1, |c| fused::tiled_unit_heads(&problem, c));
+        if heads > 1 {
+            reason = format!("{reason}; the {heads} query heads of a GQA group share blocks");
+        }
+    }
     if let (Path::Fused(tier), true) = (path, passes > 1) {
         let why = fused::key_passes_reason(ctx.adapter_info(), &problem, tier);
         let how = if tier == fused::Tier::Subgroup {

@@ -517,6 +517,24 @@ fn kv_textures(
     )
 }
 
+/// Query heads per unit of the tiled tier for chunk `c`: a whole GQA group, its rows
+/// interleaved in the 64-row blocks (shaders/fused_tiled.wgsl), where that takes fewer
+/// blocks than a head at a time, which is where a head has fewer rows than a block holds or
+/// leaves one partly empty (say 8 query positions of a speculative decode, 4 query heads
+/// per kv head: one block reading K and V once, instead of four blocks a quarter full each
+/// reading them); and only for chunks of whole groups. Otherwise 1.
+pub(crate) fn tiled_unit_heads(p: &Problem, c: &Chunk) -> usize {
+    let group = p.dims.hq / p.dims.hkv.max(1);
+    let whole_groups = c.bh0.is_multiple_of(group) && c.n_heads.is_multiple_of(group);
+    let blocks =
+        |heads: usize| (c.n_heads / heads) * (heads * c.rows).div_ceil(TILED_ROWS_PER_GROUP);
+    if group > 1 && whole_groups && blocks(group) < blocks(1) {
+        group
+    } else {
+        1
+    }
+}
+
 /// Keys per block of the subgroup tier on this adapter: 16 where every subgroup has at least
 /// 16 lanes (lavapipe with 512-bit vectors: [`Kernel::FusedSubgroupTexture16`]), so that each lane
 /// loads a key row of its own; otherwise 8.
@@ -769,6 +787,14 @@ pub(crate) fn run(
             let layout = (tier == Tier::Subgroup).then(|| chunk_layout(p, c, passes));
             let key = match layout {
                 Some(l) => key.clone().with_rows_per_invocation(l.rows_per_invocation),
+                // The tiled tier's UNITS: its GQA units on (shaders/fused_tiled.wgsl), as a
+                // pipeline of their own, so that without them the kernel is what it was.
+                None if tier == Tier::Tiled => {
+                    let mut key = key.clone();
+                    let units = tiled_unit_heads(p, c) > 1;
+                    key.constants.push(("UNITS", u32::from(units)));
+                    key
+                }
                 None => key.clone(),
             };
             Ok((layout, ctx.pipeline(&key)?))
@@ -816,8 +842,12 @@ pub(crate) fn run(
             let (row_groups, total, unit_heads) = match layout {
                 Some(l) => (l.row_groups, l.workgroups, l.unit_heads),
                 None => {
-                    let row_groups = c.rows.div_ceil(tier.rows_per_group());
-                    (row_groups, c.n_heads * row_groups, 1)
+                    let heads = match tier {
+                        Tier::Tiled => tiled_unit_heads(p, c),
+                        _ => 1,
+                    };
+                    let row_groups = (heads * c.rows).div_ceil(tier.rows_per_group());
+                    (row_groups, c.n_heads / heads * row_groups, heads)
                 }
             };
             let total = total as u64;

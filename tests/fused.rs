@@ -283,6 +283,55 @@ fn subgroup_units_mix_heads_of_a_group() {
     }
 }
 
+/// The tiled tier puts the rows of a GQA group's query heads in the same 64-row blocks
+/// where that takes fewer blocks (few rows per head, or a partial last block), interleaved
+/// by position, so each block mixes heads: under every causal rule and a mask with an empty
+/// row. At 64 rows per head the heads keep blocks of their own.
+#[test]
+fn tiled_units_mix_heads_of_a_group() {
+    let Some(ctx) = common::ctx() else { return };
+    if !tiers(&ctx).contains(&PathChoice::FusedTiled) {
+        return;
+    }
+    let mut rng = Rng::new(48);
+    for lq in [5, 40, 70, 64] {
+        let (q, k, v) = inputs(&mut rng, [2, 8, 2, lq, 90, 64, 64], 1.0);
+        let mut mask = rng.bool_array(&[2, 8, lq, 90], 0.7);
+        mask.slice_mut(ndarray::s![1, 6, lq - 1, ..]).fill(false);
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            for masked in [false, true] {
+                let mut opts = AttentionOptions::default()
+                    .causal(causal)
+                    .path(PathChoice::FusedTiled)
+                    .with_lse();
+                if masked {
+                    opts = opts.mask(Mask::Bool(mask.view()));
+                }
+                let r = assert_parity(
+                    &ctx,
+                    &format!("tiled GQA 8/2 Lq{lq} {causal:?} mask {masked}"),
+                    &q,
+                    &k,
+                    &v,
+                    &opts,
+                    Tolerance::F32,
+                );
+                let shared = "the 4 query heads of a GQA group share blocks";
+                assert_eq!(
+                    r.plan.reason.contains(shared),
+                    lq != 64,
+                    "Lq{lq}: {}",
+                    r.plan.reason
+                );
+                if masked {
+                    let lse = r.lse.expect("lse");
+                    assert_eq!(lse[[1, 6, lq - 1]], f32::NEG_INFINITY, "Lq{lq} {causal:?}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn lengths_and_causal_alignments() {
     let Some(ctx) = common::ctx() else { return };
