@@ -146,34 +146,30 @@ PY
                 row /tmp/bench.json "$shape" "$kvh" "$causal" " [${bin##*/}]" >> "$out/h200.md"
             done <<< "$vgrid"
         done
-        # Decode on f16 K and V (an f16 KvCache on the device, read as f16 by both forms),
-        # beside the f32 rows of the grid above.
-        for shape in 1,32,1,4096,128 4,32,1,4096,128 1,32,1,32768,128; do
-            args=(bench --shape "$shape" --kv-heads 8 --path decode,decode-workgroup --reps 10 --json --dtype f16)
+        # One bench row of the main binary: shape, kv heads, then bench's other arguments.
+        bench_row() {
+            local shape=$1 kvh=$2
+            shift 2
+            local args=(bench --shape "$shape" --kv-heads "$kvh" --reps 10 --json "$@")
             step "${args[*]}"
             timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
             echo "exit $?"
             cat /tmp/bench.json
-            row /tmp/bench.json "$shape" 8 none >> "$out/h200.md"
+            row /tmp/bench.json "$shape" "$kvh" none >> "$out/h200.md"
+        }
+        # Decode on f16 K and V (an f16 KvCache on the device, read as f16 by both forms),
+        # beside the f32 rows of the grid above.
+        for shape in 1,32,1,4096,128 4,32,1,4096,128 1,32,1,32768,128; do
+            bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
         done
         # Few query rows per head with GQA (speculative decoding): the tiled tier's GQA
         # units put a group's 4 heads in one block (since 2026-12-01), beside decode.
         for shape in 1,32,8,4096,128 4,32,16,4096,128; do
-            args=(bench --shape "$shape" --kv-heads 8 --path fused-tiled,decode-workgroup,unfused --reps 10 --json)
-            step "${args[*]}"
-            timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
-            echo "exit $?"
-            cat /tmp/bench.json
-            row /tmp/bench.json "$shape" 8 none >> "$out/h200.md"
+            bench_row "$shape" 8 --path fused-tiled,decode-workgroup,unfused
         done
         # Prefill on f16 K and V (the tiled tier reads them as f16 since 337638b) at the
         # goal's shape, beside its f32 row above.
-        args=(bench --shape 4,32,4096,4096,128 --path fused-tiled --reps 10 --json --dtype f16)
-        step "${args[*]}"
-        timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
-        echo "exit $?"
-        cat /tmp/bench.json
-        row /tmp/bench.json 4,32,4096,4096,128 32 none >> "$out/h200.md"
+        bench_row 4,32,4096,4096,128 32 --path fused-tiled --dtype f16
         # Decode steps through an f32 and an f16 KvCache (f16 halves what decode reads),
         # wall clock a step with q's upload and the readback, each checked against the
         # reference; 65 536 cached positions so that the cache's bytes weigh.
