@@ -420,7 +420,7 @@ fn kv_texture_rows(bytes: u64, texel: u64) -> u32 {
 }
 
 /// Device bytes of the K and V textures of every chunk (see [`reads_textures`]): whole rows
-/// of [`KV_TEXTURE_WIDTH`] texels (16 bytes, or 8 for f16), in units of
+/// of [`KV_TEXTURE_WIDTH`] texels (16 bytes, or 8 for 16-bit K and V), in units of
 /// [`KV_TEXTURE_ROW_UNIT`] rows, all alive until the call's submission ends.
 pub(crate) fn kv_texture_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
     let (_, texel) = kv_texture_format(p);
@@ -438,7 +438,7 @@ pub(crate) fn kv_texture_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
 /// Textures holding a chunk's K and V windows, and the copies that fill them, encoded into
 /// `encoder` (before the pass that reads them): whole rows in one copy, the last partial
 /// row in another. Texel i holds vec4 element i of the window, in the format of
-/// [`kv_texture_format`] (the windows of f16 K and V are already halved).
+/// [`kv_texture_format`] (the windows of 16-bit K and V are already halved).
 fn kv_textures(
     device: &wgpu::Device,
     encoder: &mut wgpu::CommandEncoder,
