@@ -330,6 +330,30 @@ fn tiled_units_mix_heads_of_a_group() {
             }
         }
     }
+    // Units over rows long enough that llvmpipe takes several passes over the keys: each
+    // pass writes its partial rows by (head, position), as the merge reads them.
+    let (q, k, v) = inputs(&mut rng, [1, 8, 2, 5, 40_000, 64, 64], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .path(PathChoice::FusedTiled)
+        .with_lse();
+    let r = assert_parity(
+        &ctx,
+        "tiled units, long rows",
+        &q,
+        &k,
+        &v,
+        &opts,
+        Tolerance::F32,
+    );
+    assert!(r.plan.reason.contains("share blocks"), "{}", r.plan.reason);
+    if wgpu_attention::loops::limited(ctx.adapter_info()) {
+        assert!(
+            r.plan.reason.contains("passes over the keys"),
+            "{}",
+            r.plan.reason
+        );
+    }
 }
 
 #[test]
