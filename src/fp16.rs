@@ -438,8 +438,9 @@ where
     )
 }
 
-/// [`attention_f16`] on bfloat16 arrays: bf16 output; decode reads K and V as bf16
-/// (shaders/kv_loads_bf16.wgsl), the other paths widen them first.
+/// [`attention_f16`] on bfloat16 arrays: bf16 output; decode and the fused tiers read K and
+/// V as bf16 (shaders/kv_loads_bf16.wgsl, kv_loads_texture_bf16.wgsl), the unfused path
+/// widens them first.
 pub fn attention_bf16<Sq, Sk, Sv, D>(
     ctx: &Context,
     q: &ArrayBase<Sq, D>,
