@@ -12,9 +12,13 @@ With --dtype f16 the tool's rows are its f16 rows (`bench --dtype f16`: K and V 
 KvCache on the device) and torch runs on float16 tensors; the error is then against f64 on
 the f16-rounded inputs.
 
+With --mask padding|bool|bias both get a mask of that kind (`bench --mask`; torch's of the
+same form and density, its own random values): a bool (B, 1, 1, Lk) mask hiding the last
+eighth of the keys, a bool (Lq, Lk) mask hiding 10 % at random, or a float (Lq, Lk) bias.
+
 Usage: python3 scripts/torch_cpu_sdpa.py [--shape B,H,Lq,Lk,D] [--kv-heads N]
            [--causal top-left] [--path auto,cpu-ndarray] [--reps 10] [--tool PATH]
-           [--dtype f32|f16]
+           [--dtype f32|f16] [--mask padding|bool|bias]
 """
 import argparse
 import json
@@ -32,6 +36,7 @@ ap.add_argument("--path", default="auto,cpu-ndarray")
 ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--tool", default="target/release/wgpu-attention")
 ap.add_argument("--dtype", choices=["f32", "f16"], default="f32")
+ap.add_argument("--mask", choices=["padding", "bool", "bias"])
 a = ap.parse_args()
 b, hq, lq, lk, d = (int(x) for x in a.shape.split(","))
 hkv = a.kv_heads or hq
@@ -42,6 +47,8 @@ if a.causal:
     cmd += ["--causal", a.causal]
 if a.dtype == "f16":
     cmd += ["--dtype", "f16"]
+if a.mask:
+    cmd += ["--mask", a.mask]
 rows = [json.loads(line) for line in subprocess.run(cmd, check=True, capture_output=True,
                                                     text=True).stdout.splitlines()
         if line.startswith("{")]
@@ -55,6 +62,18 @@ v = torch.randn(b, hkv, lk, d, generator=g)
 if a.dtype == "f16":
     q, k, v = q.half(), k.half(), v.half()
 kw = dict(is_causal=bool(a.causal), enable_gqa=hkv != hq)
+if a.mask:
+    if a.mask == "padding":
+        mask = (torch.arange(lk) < lk - lk // 8).reshape(1, 1, 1, lk).expand(b, 1, 1, lk)
+    elif a.mask == "bool":
+        mask = torch.rand(lq, lk, generator=g) < 0.9
+    else:
+        mask = torch.randn(lq, lk, generator=g).to(q.dtype)
+    if a.causal:
+        # torch takes no attn_mask with is_causal: the causal rule joins the mask.
+        tl = torch.ones(lq, lk, dtype=torch.bool).tril()
+        mask = tl & mask if mask.dtype == torch.bool else mask.masked_fill(~tl, float("-inf"))
+    kw = dict(attn_mask=mask, enable_gqa=hkv != hq)
 for _ in range(3):
     F.scaled_dot_product_attention(q, k, v, **kw)
 times = []
@@ -65,13 +84,17 @@ for _ in range(a.reps):
 ms = sorted(times)[len(times) // 2]
 # torch's own error, measured like the tool's rows: against the same computation in f64.
 out = F.scaled_dot_product_attention(q, k, v, **kw)
-exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw)
+exact_kw = dict(kw)
+if a.mask == "bias":
+    exact_kw["attn_mask"] = kw["attn_mask"].double()  # a float mask of the query's dtype
+exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **exact_kw)
 err = (out.double() - exact).abs().max().item()
 dtype = " f16" if a.dtype == "f16" else ""
 rows.append({"path": f"torch-sdpa-cpu{dtype} ({torch.get_num_threads()} threads)", "ms": ms,
              "gflops": flops / ms / 1e6, "max_abs_err": err})
 
-print(f"B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} causal {a.causal or 'none'}; "
+print(f"B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} causal {a.causal or 'none'} "
+      f"mask {a.mask or 'none'}; "
       f"adapter: {rows[0].get('adapter', '?')}")
 print("| path | ms | GFLOP/s | max err |\n|---|---:|---:|---:|")
 for r in rows:

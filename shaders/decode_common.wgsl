@@ -5,10 +5,10 @@
 // decode_workgroup.wgsl (one workgroup per key split, for GPUs).
 //
 // Bindings (group 0):
-//   0 params : uniform DecodeParams (mirrors src/params.rs)
+//   0 params : uniform DecodeParams (mirrors src/params.rs; MaskParams: mask.wgsl)
 //   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
-//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
-//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
+//   4 bias   : storage read  f32, window of the additive mask's rows (mask.wgsl), or a dummy
+//   5 allow  : storage read  u32, window of the mask's allow bits (mask.wgsl), or a dummy
 //   6 part_o : storage read_write vec4<f32>, (groups, splits, rows, Dv) partial outputs
 //   7 part_l : storage read_write u32, (groups, splits, rows) partial LSE as f32 bits
 //
@@ -19,8 +19,8 @@ struct DecodeParams {
     group: u32, causal_offset: i32, scale: f32, rows: u32,
     splits: u32, keys_per_split: u32, tiles: u32, total: u32,
     g0: u32, q_win: u32, k_win: u32, v_win: u32,
-    m_win: u32, m_sb: u32, m_sh: u32, m_si: u32,
-    m_sj: u32, n_groups: u32, kv_rows: u32, pad1: u32,
+    n_groups: u32, kv_rows: u32, pad0: u32, pad1: u32,
+    mask: MaskParams,
 }
 
 override D: u32 = 64u;
@@ -42,22 +42,32 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 @group(0) @binding(6) var<storage, read_write> part_o: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> part_l: array<u32>;
 
-// Score `s` of query row `i` of batch-head `bh` against key j (j < Lk: the mask is read at
-// j), with the causal rule and the masks applied: NO_SCORE where the row may not see the key.
-fn masked(s: f32, bh: u32, i: u32, j: u32) -> f32 {
-    var ok = true;
+// The allow bits of query row `i` of batch-head `bh` from key j on (bit t: key j + t, up to
+// the end of j's word; j < Lk); all ones without an allow mask.
+fn allow_bits(bh: u32, i: u32, j: u32) -> u32 {
+    if (HAS_ALLOW == 0u) {
+        return 0xffffffffu;
+    }
+    return allow[allow_word_index(p.mask, bh / p.hq, bh % p.hq, i, j)] >> (j % 32u);
+}
+
+// Score `s` of query row `i` of batch-head `bh` against key j (j < Lk), with the causal rule
+// and the masks applied: NO_SCORE where the row may not see the key. `bits`: allow_bits()
+// from key j on (bit 0 is key j), so that a caller scoring several keys of one word reads
+// the word once.
+fn masked_bits(s: f32, bh: u32, i: u32, j: u32, bits: u32) -> f32 {
+    var ok = (bits & 1u) != 0u;
     var out = s;
     if (CAUSAL != 0u) {
-        ok = i32(j) <= i32(i) + p.causal_offset;
+        ok = ok && i32(j) <= i32(i) + p.causal_offset;
     }
-    if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
-        let at = (bh / p.hq) * p.m_sb + (bh % p.hq) * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-        if (HAS_ALLOW != 0u) {
-            ok = allow[at] != 0u;
-        }
-        if (HAS_BIAS != 0u) {
-            out = out + bias[at];
-        }
+    if (ok && HAS_BIAS != 0u) {
+        out = out + bias[bias_index(p.mask, bh / p.hq, bh % p.hq, i, j)];
     }
     return select(NO_SCORE, out, ok);
+}
+
+// masked_bits() for one key.
+fn masked(s: f32, bh: u32, i: u32, j: u32) -> f32 {
+    return masked_bits(s, bh, i, j, allow_bits(bh, i, j));
 }

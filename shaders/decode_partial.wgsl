@@ -28,13 +28,16 @@
 // as few as keep every thread of the CPU adapter busy); surplus invocations return at once (this kernel has no barriers or subgroup operations). Keys are read in
 // blocks of 4 so the partial output is rescaled once per block.
 
-// Scores of one row against keys j0 .. j0 + 3 (masked(): decode_common.wgsl), and
-// NO_SCORE for keys past Lk.
+// Scores of one row against keys j0 .. j0 + 3 (j0 % 4 == 0, so one allow word holds
+// them; masked_bits(): decode_common.wgsl), and NO_SCORE for keys past Lk.
 fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32) -> vec4<f32> {
     var out = vec4<f32>(NO_SCORE);
-    for (var t = 0u; t < 4u; t = t + 1u) {
-        if (j0 + t < p.lk) {
-            out[t] = masked(s[t], bh, i, j0 + t);
+    if (j0 < p.lk) {
+        let bits = allow_bits(bh, i, j0);
+        for (var t = 0u; t < 4u; t = t + 1u) {
+            if (j0 + t < p.lk) {
+                out[t] = masked_bits(s[t], bh, i, j0 + t, bits >> t);
+            }
         }
     }
     return out;

@@ -10,8 +10,9 @@
 //              file the registry also puts in front: kv_loads_f32.wgsl (vec4<f32>), or for
 //              the subgroup tier's 8-lane CPU kernels kv_loads_u64.wgsl (64-bit words)
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
-//   4 bias   : storage read  f32, additive mask (broadcast by strides), or a dummy
-//   5 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a dummy
+//   4 bias   : storage read  vec4<f32>, window of the additive mask's rows (mask.wgsl; rows
+//              padded to 4 keys, so keys j0 .. j0+3 with j0 % 4 == 0 are one vec4), or a dummy
+//   5 allow  : storage read  u32, window of the mask's allow bits (mask.wgsl), or a dummy
 //   6 o      : storage read_write vec4<f32>, window of out (B, Hq, Lq, Dv)
 //   7 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp as f32 bits
 // (*_win fields are in elements of the binding's own type: vec4 for q, k, v, o.)
@@ -34,10 +35,9 @@ struct FusedParams {
     hq: u32, hkv: u32, group: u32, causal_offset: i32,
     scale: f32, row0: u32, rows: u32, total_groups: u32,
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
-    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, row_groups: u32, key0: u32,
-    key1: u32, o_rows: u32, unit_heads: u32, splits: u32,
-    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
+    lse_win: u32, row_groups: u32, key0: u32, key1: u32,
+    o_rows: u32, unit_heads: u32, splits: u32, kv_rows: u32,
+    mask: MaskParams,
 }
 
 override D: u32 = 64u;
@@ -52,36 +52,49 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 
 @group(0) @binding(0) var<uniform> p: FusedParams;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read> allow: array<u32>;
 @group(0) @binding(6) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(7) var<storage, read_write> lse: array<u32>;
 
-// Applies causal rule and masks to the scores of one row i against keys j0 .. j0+3.
-fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool) -> vec4<f32> {
+// The allow bits of row i of batch-head bh from key j0 on (bit t: key j0 + t, up to the end
+// of j0's word; j0 < Lk); all ones without an allow mask. A caller masking a block of keys
+// within one word (the subgroup tier's 16) reads it once for all of them.
+fn allow_bits(bh: u32, i: u32, j0: u32) -> u32 {
+    if (HAS_ALLOW == 0u) {
+        return 0xffffffffu;
+    }
+    return allow[allow_word_index(p.mask, bh / p.hq, bh % p.hq, i, j0)] >> (j0 % 32u);
+}
+
+// Applies causal rule and masks to the scores of one row i against keys j0 .. j0+3
+// (j0 % 4 == 0), given the row's allow bits from j0 on (allow_bits(bh, i, j0)).
+fn mask4_bits(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool, bits: u32) -> vec4<f32> {
     var out = s;
+    if (HAS_BIAS != 0u && j0 < p.lk) {
+        // One vec4 of the bias row (rows are padded to 4 keys, so j0 + 3 is inside it).
+        out = out + bias[bias_index(p.mask, bh / p.hq, bh % p.hq, i, j0) / 4u];
+    }
     for (var t = 0u; t < 4u; t = t + 1u) {
         let j = j0 + t;
-        var ok = j < p.lk;
+        var ok = j < p.lk && ((bits >> t) & 1u) != 0u;
         if (CAUSAL != 0u && causal_block) {
             ok = ok && i32(j) <= i32(i) + p.causal_offset;
-        }
-        if (ok && (HAS_ALLOW != 0u || HAS_BIAS != 0u)) {
-            let b = bh / p.hq;
-            let h = bh % p.hq;
-            let at = b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-            if (HAS_ALLOW != 0u) {
-                ok = allow[at] != 0u;
-            }
-            if (HAS_BIAS != 0u) {
-                out[t] = out[t] + bias[at];
-            }
         }
         if (!ok) {
             out[t] = NO_SCORE;
         }
     }
     return out;
+}
+
+// mask4_bits() reading its own allow word.
+fn mask4(s: vec4<f32>, bh: u32, i: u32, j0: u32, causal_block: bool) -> vec4<f32> {
+    var bits = 0u;
+    if (j0 < p.lk) {
+        bits = allow_bits(bh, i, j0);
+    }
+    return mask4_bits(s, bh, i, j0, causal_block, bits);
 }
 
 // Weights against the new max; masked scores give exactly 0.

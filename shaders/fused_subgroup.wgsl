@@ -5,7 +5,8 @@
 // this pipeline (H200, driver 580.159).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
-// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
+// HAS_ALLOW, allow_bits(), mask4_bits() and weights(): in fused_common.wgsl, which the
+// registry prepends (after mask.wgsl).
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 // K and V are read through load_k() and load_v(): kv_loads_f32.wgsl, or on CPU adapters
 // with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (Kernel::FusedSubgroupU64,
@@ -194,9 +195,16 @@ fn key_block(j0: u32, live_from: u32, lane: u32, k_row0: u32, diag: u32) {
     for (var r = 0u; r < MAX_R; r = r + 1u) {
         if (r < R && r >= live_from) {
             var top = m[r];
+            // The row's allow bits for the whole block, one load: j0 is a multiple of KEYS
+            // (8 or 16), so the block's keys share one 32-bit word.
+            var bits = 0u;
+            if (masked) {
+                bits = allow_bits(bhs[r], rows[r], j0);
+            }
             for (var t = 0u; t < QUADS; t = t + 1u) {
                 if (masked) {
-                    s[r][t] = mask4(s[r][t], bhs[r], rows[r], j0 + 4u * t, causal_block);
+                    s[r][t] = mask4_bits(s[r][t], bhs[r], rows[r], j0 + 4u * t, causal_block,
+                        bits >> (4u * t));
                 }
                 top = max(top, hmax(s[r][t]));
             }

@@ -1,12 +1,12 @@
 // scores.wgsl — S = scale * Q Kᵀ + bias for one chunk of (head, query-row) pairs.
 //
 // Bindings (group 0):
-//   0 params : uniform ChunkParams (mirrors src/params.rs field by field)
+//   0 params : uniform ChunkParams (mirrors src/params.rs field by field; MaskParams: mask.wgsl)
 //   1 q      : storage read  f32, window of q (B, Hq, Lq, D); index = absolute - q_win
 //   2 k      : storage read  f32, window of k (B, Hkv, kv_rows, D); index = absolute - k_win
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
-//   3 bias   : storage read  f32, additive mask (broadcast by strides), or a 1-element dummy
-//   4 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a 1-element dummy
+//   3 bias   : storage read  f32, window of the additive mask's rows (mask.wgsl), or a dummy
+//   4 allow  : storage read  u32, window of the mask's allow bits (mask.wgsl), or a dummy
 //   5 s      : storage write f32, (n_heads, rows, Lk) scores of this chunk, row-major
 //
 // Shapes: the chunk covers batch-heads bh0 .. bh0+n_heads and query rows row0 .. row0+rows.
@@ -27,9 +27,8 @@ struct ChunkParams {
     hq: u32, hkv: u32, group: u32, causal: u32,
     causal_offset: i32, mask_flags: u32, scale: f32, total_tiles: u32,
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
-    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, tiles_x: u32, tiles_y: u32,
-    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
+    lse_win: u32, tiles_x: u32, tiles_y: u32, kv_rows: u32,
+    mask: MaskParams,
 }
 
 @group(0) @binding(0) var<uniform> p: ChunkParams;
@@ -43,18 +42,13 @@ const MASKED: f32 = -3.0e38;
 const HAS_BIAS: u32 = 1u;
 const HAS_ALLOW: u32 = 2u;
 
-fn mask_index(bh: u32, i: u32, j: u32) -> u32 {
-    let b = bh / p.hq;
-    let h = bh % p.hq;
-    return b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win;
-}
-
 fn key_allowed(bh: u32, i: u32, j: u32) -> bool {
     if (p.causal != 0u && i32(j) > i32(i) + p.causal_offset) {
         return false;
     }
     if ((p.mask_flags & HAS_ALLOW) != 0u) {
-        return allow[mask_index(bh, i, j)] != 0u;
+        let word = allow[allow_word_index(p.mask, bh / p.hq, bh % p.hq, i, j)];
+        return ((word >> (j % 32u)) & 1u) != 0u;
     }
     return true;
 }
@@ -132,7 +126,7 @@ fn store_one(bh: u32, i: u32, j: u32, out_row: u32, dot: f32) {
     if (key_allowed(bh, i, j)) {
         value = p.scale * dot;
         if ((p.mask_flags & HAS_BIAS) != 0u) {
-            value = value + bias[mask_index(bh, i, j)];
+            value = value + bias[bias_index(p.mask, bh / p.hq, bh % p.hq, i, j)];
         }
     }
     s[out_row + j] = value;

@@ -2,9 +2,9 @@
 // S becomes the attention weights P. Also writes each row's log-sum-exp.
 //
 // Bindings (group 0):
-//   0 params : uniform ChunkParams (mirrors src/params.rs)
+//   0 params : uniform ChunkParams (mirrors src/params.rs; MaskParams: mask.wgsl)
 //   1 bias   : storage read  f32 (unused here; bound so every unfused kernel shares one table)
-//   2 allow  : storage read  u32, 1 = may attend (broadcast by strides), or a 1-element dummy
+//   2 allow  : storage read  u32, window of the mask's allow bits (mask.wgsl), or a dummy
 //   3 s      : storage read_write f32, (n_heads, rows, Lk): scores in, weights out
 //   4 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp, stored as f32 bits
 //
@@ -23,9 +23,8 @@ struct ChunkParams {
     hq: u32, hkv: u32, group: u32, causal: u32,
     causal_offset: i32, mask_flags: u32, scale: f32, total_tiles: u32,
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
-    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, tiles_x: u32, tiles_y: u32,
-    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
+    lse_win: u32, tiles_x: u32, tiles_y: u32, kv_rows: u32,
+    mask: MaskParams,
 }
 
 @group(0) @binding(0) var<uniform> p: ChunkParams;
@@ -48,9 +47,8 @@ fn key_allowed(bh: u32, i: u32, j: u32) -> bool {
         return false;
     }
     if ((p.mask_flags & HAS_ALLOW) != 0u) {
-        let b = bh / p.hq;
-        let h = bh % p.hq;
-        return allow[b * p.m_sb + h * p.m_sh + i * p.m_si + j * p.m_sj - p.m_win] != 0u;
+        let word = allow[allow_word_index(p.mask, bh / p.hq, bh % p.hq, i, j)];
+        return ((word >> (j % 32u)) & 1u) != 0u;
     }
     return true;
 }

@@ -1,7 +1,7 @@
 // weighted_sum.wgsl — O = P V for one chunk of (head, query-row) pairs.
 //
 // Bindings (group 0):
-//   0 params : uniform ChunkParams (mirrors src/params.rs)
+//   0 params : uniform ChunkParams (mirrors src/params.rs; MaskParams: mask.wgsl)
 //   1 pw     : storage read  f32, (n_heads, rows, Lk) attention weights of this chunk
 //   2 v      : storage read  f32, window of v (B, Hkv, kv_rows, Dv); index = absolute - v_win
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
@@ -20,9 +20,8 @@ struct ChunkParams {
     hq: u32, hkv: u32, group: u32, causal: u32,
     causal_offset: i32, mask_flags: u32, scale: f32, total_tiles: u32,
     q_win: u32, k_win: u32, v_win: u32, o_win: u32,
-    lse_win: u32, m_win: u32, m_sb: u32, m_sh: u32,
-    m_si: u32, m_sj: u32, tiles_x: u32, tiles_y: u32,
-    kv_rows: u32, pad0: u32, pad1: u32, pad2: u32,
+    lse_win: u32, tiles_x: u32, tiles_y: u32, kv_rows: u32,
+    mask: MaskParams,
 }
 
 @group(0) @binding(0) var<uniform> p: ChunkParams;

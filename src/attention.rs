@@ -14,13 +14,12 @@ use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::plan::{Chunk, DeviceBudget};
 use crate::planner::{choose_path, Path};
-use crate::problem::{max_abs_finite, validate_dims, validate_problem, Dims, Problem};
+use crate::problem::{
+    max_abs_finite, validate_dims, validate_problem, Dims, Problem, MAX_ELEMENTS,
+};
 use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
-
-/// Largest element count of any one tensor: kernels index with u32.
-const MAX_ELEMENTS: usize = u32::MAX as usize;
 
 /// Outputs of [`attention_gpu`], left on the device.
 #[derive(Debug)]
@@ -496,8 +495,8 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let input_bytes =
         buffer_bytes(d.rows() * d.d) + buffer_bytes(kv_rows * d.d) + buffer_bytes(kv_rows * d.dv);
     let mask = plan.problem.mask.as_ref().map_or(0, |m| {
-        m.bias.as_ref().map_or(0, |b| buffer_bytes(b.len()))
-            + m.allow.as_ref().map_or(0, |a| buffer_bytes(a.len()))
+        m.bias.as_ref().map_or(0, |b| buffer_bytes(b.values.len()))
+            + m.allow.as_ref().map_or(0, |a| buffer_bytes(a.values.len()))
     });
     let out = buffer_bytes(d.rows() * d.dv);
     let weights_bytes = if weights {
@@ -665,12 +664,12 @@ fn upload_mask(ctx: &Context, p: &Problem) -> Result<(Option<wgpu::Buffer>, Opti
     let bias = m
         .bias
         .as_ref()
-        .map(|b| ctx.upload("mask bias", b))
+        .map(|b| ctx.upload("mask bias", &b.values))
         .transpose()?;
     let allow = m
         .allow
         .as_ref()
-        .map(|a| ctx.upload("mask allow", a))
+        .map(|a| ctx.upload("mask allow", &a.values))
         .transpose()?;
     Ok((bias, allow))
 }

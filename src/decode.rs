@@ -433,7 +433,7 @@ pub(crate) fn run(
             label: Some("decode attention"),
         });
         for c in chunks {
-            let (_, m_win, strides) = mask_params(p, c);
+            let (_, mask) = mask_params(p, c);
             let n_groups = c.n_heads / group;
             let g0 = c.bh0 / group;
             let total = (n_groups * tiles * split.splits) as u64;
@@ -454,14 +454,10 @@ pub(crate) fn run(
                 q_win: c.q.start / 4,
                 k_win: c.k.start / 4,
                 v_win: c.v.start / 4,
-                m_win,
-                m_sb: strides[0],
-                m_sh: strides[1],
-                m_si: strides[2],
-                m_sj: strides[3],
                 n_groups: n_groups as u32,
                 kv_rows: p.kv_rows as u32,
-                pad1: 0,
+                pad: [0; 2],
+                mask,
             };
             let merge_total = (n_groups * rows * dv4) as u64;
             let merge = MergeParams {

@@ -838,7 +838,7 @@ pub(crate) fn run(
             timestamp_writes: None,
         });
         for ((c, (layout, pipe)), views) in chunks.iter().zip(&layouts).zip(&views) {
-            let (_, m_win, strides) = mask_params(p, c);
+            let (_, mask) = mask_params(p, c);
             let (row_groups, total, unit_heads) = match layout {
                 Some(l) => (l.row_groups, l.workgroups, l.unit_heads),
                 None => {
@@ -870,11 +870,6 @@ pub(crate) fn run(
                 v_win: c.v.start / 4,
                 o_win: c.out.start / 4,
                 lse_win: c.lse.start,
-                m_win,
-                m_sb: strides[0],
-                m_sh: strides[1],
-                m_si: strides[2],
-                m_sj: strides[3],
                 row_groups: row_groups as u32,
                 key0: 0,
                 key1: d.lk as u32,
@@ -882,7 +877,7 @@ pub(crate) fn run(
                 unit_heads: unit_heads as u32,
                 splits: 1,
                 kv_rows: p.kv_rows as u32,
-                pad: [0; 3],
+                mask,
             };
             let bind =
                 |params: &FusedParams, o: wgpu::BufferBinding<'_>, l: wgpu::BufferBinding<'_>| {

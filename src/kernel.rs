@@ -200,16 +200,27 @@ impl Kernel {
         Kernel::PadColumns,
     ];
 
-    /// WGSL source, embedded at compile time (the fused tiers with shaders/fused_common.wgsl
-    /// in front).
+    /// WGSL source, embedded at compile time: every kernel that carries mask parameters with
+    /// shaders/mask.wgsl in front, the fused tiers then shaders/fused_common.wgsl, decode
+    /// shaders/decode_common.wgsl.
     pub fn source(self) -> &'static str {
         match self {
-            Kernel::Scores => include_str!("../shaders/scores.wgsl"),
-            Kernel::Softmax => include_str!("../shaders/softmax.wgsl"),
-            Kernel::WeightedSum => include_str!("../shaders/weighted_sum.wgsl"),
+            Kernel::Scores => concat!(
+                include_str!("../shaders/mask.wgsl"),
+                include_str!("../shaders/scores.wgsl")
+            ),
+            Kernel::Softmax => concat!(
+                include_str!("../shaders/mask.wgsl"),
+                include_str!("../shaders/softmax.wgsl")
+            ),
+            Kernel::WeightedSum => concat!(
+                include_str!("../shaders/mask.wgsl"),
+                include_str!("../shaders/weighted_sum.wgsl")
+            ),
             // The fused tiers share their parameters, bindings and masking rule
             // (shaders/fused_common.wgsl); WGSL has no include, so it is prepended here.
             Kernel::FusedSubgroup => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
@@ -217,6 +228,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWide => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
@@ -224,6 +236,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroup16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
@@ -231,6 +244,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWide16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
@@ -238,6 +252,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupTexture16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
@@ -245,6 +260,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWideTexture16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
@@ -252,6 +268,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupTexture => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
@@ -259,6 +276,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWideTexture => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
@@ -266,6 +284,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupTexture16Bf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
@@ -273,6 +292,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWideTexture16Bf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
@@ -280,6 +300,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupTextureBf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
@@ -287,6 +308,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWideTextureBf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
@@ -294,6 +316,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupU64 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
                 include_str!("../shaders/subgroup_width_128.wgsl"),
@@ -301,6 +324,7 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedSubgroupWideU64 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
                 include_str!("../shaders/subgroup_width_256.wgsl"),
@@ -308,72 +332,84 @@ impl Kernel {
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
             Kernel::FusedPortable => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/portable_width_128.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedPortableWide => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/portable_width_256.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedTiled => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/tiled_width_128.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::FusedTiledWide => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
                 include_str!("../shaders/tiled_width_256.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::FusedPortableF16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f16.wgsl"),
                 include_str!("../shaders/portable_width_128.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedPortableBf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_bf16.wgsl"),
                 include_str!("../shaders/portable_width_128.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedPortableWideF16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f16.wgsl"),
                 include_str!("../shaders/portable_width_256.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedPortableWideBf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_bf16.wgsl"),
                 include_str!("../shaders/portable_width_256.wgsl"),
                 include_str!("../shaders/fused_portable.wgsl")
             ),
             Kernel::FusedTiledF16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f16.wgsl"),
                 include_str!("../shaders/tiled_width_128.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::FusedTiledBf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_bf16.wgsl"),
                 include_str!("../shaders/tiled_width_128.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::FusedTiledWideF16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f16.wgsl"),
                 include_str!("../shaders/tiled_width_256.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
             Kernel::FusedTiledWideBf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_bf16.wgsl"),
                 include_str!("../shaders/tiled_width_256.wgsl"),
@@ -382,63 +418,74 @@ impl Kernel {
             Kernel::DecodePartial => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWide => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialU64 => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWideU64 => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodeWorkgroup => concat!(
                 include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_workgroup.wgsl")
             ),
             Kernel::DecodePartialF16 => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
                 include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWideF16 => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
                 include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodeWorkgroupF16 => concat!(
                 include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_workgroup.wgsl")
             ),
             Kernel::DecodePartialBf16 => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
                 include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodePartialWideBf16 => concat!(
                 include_str!("../shaders/decode_width_256.wgsl"),
                 include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_partial.wgsl")
             ),
             Kernel::DecodeWorkgroupBf16 => concat!(
                 include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/decode_common.wgsl"),
                 include_str!("../shaders/decode_workgroup.wgsl")
             ),

@@ -8,6 +8,32 @@ pub const MASK_HAS_BIAS: u32 = 1;
 /// Bit in [`ChunkParams::mask_flags`]: an allow (boolean) mask is bound.
 pub const MASK_HAS_ALLOW: u32 = 2;
 
+/// Where a chunk's kernels find the mask (`shaders/mask.wgsl`): window starts and strides
+/// over (b, h, i) of its two parts ([`crate::problem::MaskData`]). Key j of a row is
+/// element j of the bias row (f32 elements) and bit j % 32 of word j / 32 of the allow row
+/// (u32 words). Zero where a part is absent. Embedded at a 16-byte offset of each kernel's
+/// parameters (WGSL aligns a struct member of a uniform struct to 16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct MaskParams {
+    /// Window start of the bias, in f32 elements (a multiple of 4).
+    pub b_win: u32,
+    /// Bias strides over (b, h, i), in f32 elements; 0 on broadcast dimensions.
+    pub b_sb: u32,
+    /// See `b_sb`.
+    pub b_sh: u32,
+    /// See `b_sb`.
+    pub b_si: u32,
+    /// Window start of the allow bits, in u32 words.
+    pub a_win: u32,
+    /// Allow strides over (b, h, i), in u32 words; 0 on broadcast dimensions.
+    pub a_sb: u32,
+    /// See `a_sb`.
+    pub a_sh: u32,
+    /// See `a_sb`.
+    pub a_si: u32,
+}
+
 /// Parameters of one chunk of work for the unfused kernels (`scores`, `softmax`,
 /// `weighted_sum`). Indices into bound buffers are absolute element indices minus the
 /// `*_win` start of the bound window, so a chunk can bind a slice of a large buffer.
@@ -46,7 +72,7 @@ pub struct ChunkParams {
     pub scale: f32,
     /// Workgroups that do work in this dispatch (the rest return at once).
     pub total_tiles: u32,
-    /// Window starts, in elements, of q, k, v, out, lse and the mask buffers.
+    /// Window starts, in elements, of q, k, v, out and lse.
     pub q_win: u32,
     /// See `q_win`.
     pub k_win: u32,
@@ -56,24 +82,14 @@ pub struct ChunkParams {
     pub o_win: u32,
     /// See `q_win`.
     pub lse_win: u32,
-    /// See `q_win`.
-    pub m_win: u32,
-    /// Mask element strides over (b, h, i, j); 0 on broadcast dimensions.
-    pub m_sb: u32,
-    /// See `m_sb`.
-    pub m_sh: u32,
-    /// See `m_sb`.
-    pub m_si: u32,
-    /// See `m_sb`.
-    pub m_sj: u32,
     /// Tiles along the fastest-varying tile axis.
     pub tiles_x: u32,
     /// Tiles along the second axis.
     pub tiles_y: u32,
     /// Rows each kv head holds in the K and V buffers (`lk`, or a cache's capacity).
     pub kv_rows: u32,
-    /// Padding to a multiple of 16 bytes.
-    pub pad: [u32; 3],
+    /// The mask's windows and strides (at byte offset 96).
+    pub mask: MaskParams,
 }
 
 /// Parameters of one chunk for the fused kernels (`fused_subgroup`, `fused_portable`).
@@ -115,16 +131,6 @@ pub struct FusedParams {
     pub o_win: u32,
     /// Window start of the LSE, in elements.
     pub lse_win: u32,
-    /// Window start of the mask buffers, in elements.
-    pub m_win: u32,
-    /// Mask element strides over (b, h, i, j); 0 on broadcast dimensions.
-    pub m_sb: u32,
-    /// See `m_sb`.
-    pub m_sh: u32,
-    /// See `m_sb`.
-    pub m_si: u32,
-    /// See `m_sb`.
-    pub m_sj: u32,
     /// Workgroups per head (per unit on the subgroup tier) along the rows.
     pub row_groups: u32,
     /// First key of this pass (a multiple of the tier's key block).
@@ -145,8 +151,8 @@ pub struct FusedParams {
     pub splits: u32,
     /// Rows each kv head holds in the K and V buffers (`lk`, or a cache's capacity).
     pub kv_rows: u32,
-    /// Padding to a multiple of 16 bytes.
-    pub pad: [u32; 3],
+    /// The mask's windows and strides (at byte offset 96).
+    pub mask: MaskParams,
 }
 
 /// Parameters of one chunk for `decode_partial.wgsl`. A group is one (batch, kv head) pair
@@ -187,22 +193,14 @@ pub struct DecodeParams {
     pub k_win: u32,
     /// Window start of v, in vec4 elements.
     pub v_win: u32,
-    /// Window start of the mask buffers, in elements.
-    pub m_win: u32,
-    /// Mask element strides over (b, h, i, j); 0 on broadcast dimensions.
-    pub m_sb: u32,
-    /// See `m_sb`.
-    pub m_sh: u32,
-    /// See `m_sb`.
-    pub m_si: u32,
-    /// See `m_sb`.
-    pub m_sj: u32,
     /// Groups in the chunk.
     pub n_groups: u32,
     /// Rows each kv head holds in the K and V buffers (`lk`, or a cache's capacity).
     pub kv_rows: u32,
-    /// Padding to a multiple of 16 bytes.
-    pub pad1: u32,
+    /// Padding to a 16-byte offset for `mask`.
+    pub pad: [u32; 2],
+    /// The mask's windows and strides (at byte offset 80).
+    pub mask: MaskParams,
 }
 
 /// Parameters of `merge.wgsl`.

@@ -7,8 +7,8 @@
 //! and y, so a dispatch holds up to that limit squared).
 
 use crate::error::{Error, Result};
-use crate::params::{MASK_HAS_ALLOW, MASK_HAS_BIAS};
-use crate::problem::Problem;
+use crate::params::{MaskParams, MASK_HAS_ALLOW, MASK_HAS_BIAS};
+use crate::problem::{MaskPart, Problem};
 
 /// The device limits that shape a plan.
 #[derive(Clone, Copy, Debug)]
@@ -175,7 +175,7 @@ pub(crate) fn whole(buffer: &wgpu::Buffer) -> wgpu::BufferBinding<'_> {
     }
 }
 
-/// The mask window of a chunk, or the 4-byte dummy when that part of the mask is absent.
+/// The mask window of a chunk, or the placeholder when that part of the mask is absent.
 pub(crate) fn mask_binding<'a>(
     buf: Option<&'a wgpu::Buffer>,
     w: Option<Window>,
@@ -187,24 +187,25 @@ pub(crate) fn mask_binding<'a>(
     }
 }
 
-/// Mask flags ([`MASK_HAS_BIAS`] | [`MASK_HAS_ALLOW`]), window start and (b, h, i, j) strides
-/// for a chunk, as every kernel's parameters carry them.
-pub(crate) fn mask_params(p: &Problem, c: &Chunk) -> (u32, u32, [u32; 4]) {
+/// Mask flags ([`MASK_HAS_BIAS`] | [`MASK_HAS_ALLOW`]) and where the chunk's windows of the
+/// mask's parts start and step, as every kernel's parameters carry them.
+pub(crate) fn mask_params(p: &Problem, c: &Chunk) -> (u32, MaskParams) {
     let Some(m) = &p.mask else {
-        return (0, 0, [0; 4]);
+        return (0, MaskParams::default());
     };
     let mut flags = 0;
-    if m.bias.is_some() {
+    let mut params = MaskParams::default();
+    if let (Some(b), Some(w)) = (&m.bias, c.mask_bias) {
         flags |= MASK_HAS_BIAS;
+        [params.b_sb, params.b_sh, params.b_si] = b.strides.map(|s| s as u32);
+        params.b_win = w.start;
     }
-    if m.allow.is_some() {
+    if let (Some(a), Some(w)) = (&m.allow, c.mask_allow) {
         flags |= MASK_HAS_ALLOW;
+        [params.a_sb, params.a_sh, params.a_si] = a.strides.map(|s| s as u32);
+        params.a_win = w.start;
     }
-    (
-        flags,
-        c.mask.map_or(0, |w| w.start),
-        m.strides.map(|s| s as u32),
-    )
+    (flags, params)
 }
 
 /// One chunk of work and the windows it binds.
@@ -218,7 +219,7 @@ pub struct Chunk {
     pub row0: usize,
     /// Query rows per head.
     pub rows: usize,
-    /// Windows of q, k, v, out, lse, mask.
+    /// Windows of q, k, v, out, lse and the mask's parts.
     pub q: Window,
     /// See `q`.
     pub k: Window,
@@ -228,8 +229,10 @@ pub struct Chunk {
     pub out: Window,
     /// See `q`.
     pub lse: Window,
-    /// Mask window; `None` without a mask.
-    pub mask: Option<Window>,
+    /// Window of the mask's bias rows; `None` without one.
+    pub mask_bias: Option<Window>,
+    /// Window of the mask's allow bits; `None` without them.
+    pub mask_allow: Option<Window>,
     /// Bytes of path-specific scratch the chunk needs (the score matrix of the unfused path).
     pub scratch_bytes: u64,
 }
@@ -335,17 +338,33 @@ fn try_chunk(
         Window::new(kv0 * p.kv_rows * d.d, kv_end * d.d, budget).map_err(|s| name_err("k", s))?;
     let v =
         Window::new(kv0 * p.kv_rows * d.dv, kv_end * d.dv, budget).map_err(|s| name_err("v", s))?;
-    let mask = match &p.mask {
-        None => None,
-        Some(m) => {
-            let (mut lo, mut hi) = (usize::MAX, 0usize);
-            for bh in bh0..=bh_last {
-                let base = m.index(bh / d.hq, bh % d.hq, row0, 0);
-                lo = lo.min(base);
-                hi = hi.max(m.index(bh / d.hq, bh % d.hq, row0 + rows - 1, d.lk - 1) + 1);
-            }
-            Some(Window::new(lo, hi, budget).map_err(|s| name_err("mask", s))?)
+    // The mask rows of this chunk's (batch-head, query row) pairs, in a part's own layout.
+    fn rows_window<T>(
+        part: &MaskPart<T>,
+        d: &crate::problem::Dims,
+        (bh0, bh_last, row0, rows): (usize, usize, usize, usize),
+        budget: &DeviceBudget,
+    ) -> std::result::Result<Window, u64> {
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        for bh in bh0..=bh_last {
+            let (b, h) = (bh / d.hq, bh % d.hq);
+            lo = lo.min(part.row_start(b, h, row0));
+            hi = hi.max(part.row_start(b, h, row0 + rows - 1) + part.row_len);
         }
+        Window::new(lo, hi, budget)
+    }
+    let span = (bh0, bh_last, row0, rows);
+    let (bias, allow) = p
+        .mask
+        .as_ref()
+        .map_or((None, None), |m| (m.bias.as_ref(), m.allow.as_ref()));
+    let mask_bias = match bias {
+        Some(m) => Some(rows_window(m, d, span, budget).map_err(|s| name_err("mask bias", s))?),
+        None => None,
+    };
+    let mask_allow = match allow {
+        Some(m) => Some(rows_window(m, d, span, budget).map_err(|s| name_err("mask allow", s))?),
+        None => None,
     };
     let need = cost(n_heads, rows);
     if need.scratch_bytes > budget.max_binding {
@@ -369,7 +388,8 @@ fn try_chunk(
         v,
         out,
         lse,
-        mask,
+        mask_bias,
+        mask_allow,
         scratch_bytes: need.scratch_bytes,
     })
 }

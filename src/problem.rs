@@ -1,7 +1,7 @@
 //! Host-side validation shared by the GPU paths and the CPU reference: shapes, options and
 //! masks become one [`Problem`], or a typed error that says what was wrong.
 
-use ndarray::{ArrayD, ArrayViewD, Dimension, IxDyn};
+use ndarray::{ArrayViewD, Dimension, IxDyn};
 
 use crate::error::{Error, Result};
 use crate::options::{AttentionOptions, Mask};
@@ -13,6 +13,9 @@ pub const BIAS_CLAMP: f32 = 1e30;
 /// Highest input rank: up to five batch dimensions before `(H, L, D)`, which the kernels
 /// fold into one batch of their product (PyTorch takes any leading dimensions too).
 pub const MAX_RANK: usize = 8;
+
+/// Most elements of one buffer: kernels index with u32.
+pub const MAX_ELEMENTS: usize = u32::MAX as usize;
 
 /// Canonical dimensions of a problem, in the `(B, H, L, D)` layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,23 +87,59 @@ impl Dims {
     }
 }
 
-/// A mask made ready for the kernels: an additive bias and/or an allow flag per element, in
-/// the mask's own (unbroadcast) shape, with element strides over `(b, h, i, j)` that are 0 on
-/// broadcast dimensions.
+/// A mask made ready for the kernels, in the mask's own (unbroadcast) shape over `(b, h, i)`,
+/// with strides that are 0 on broadcast dimensions. Each row holds all `Lk` keys (a mask
+/// that broadcasts over the keys is expanded along them), so that consecutive keys are
+/// consecutive in memory and kernels read several with one load. Either part may be
+/// absent: a bool mask has no bias, an additive mask no allow bits unless it holds `-inf`
+/// and no bias unless it holds a finite value other than 0.
 #[derive(Clone, Debug)]
 pub struct MaskData {
-    /// Additive values (finite, clamped to ±[`BIAS_CLAMP`]).
-    pub bias: Option<Vec<f32>>,
-    /// 1 = may attend, 0 = masked out.
-    pub allow: Option<Vec<u32>>,
-    /// Element strides over (b, h, i, j).
-    pub strides: [usize; 4],
+    /// Additive values (finite, clamped to ±[`BIAS_CLAMP`]): key j of a row at element j,
+    /// rows padded with zeros to a multiple of 4 keys, so that the fused tiers read 4 keys
+    /// as one vec4.
+    pub bias: Option<MaskPart<f32>>,
+    /// Bits, 1 = may attend: key j of a row is bit j % 32 of the row's word j / 32 (rows
+    /// padded to whole words with 0 bits), so one load gives 32 keys (PyTorch's bool mask
+    /// holds a byte per key; a u32 per key before 2026-12-01).
+    pub allow: Option<MaskPart<u32>>,
+}
+
+/// One part of a [`MaskData`]: its elements (f32 values or u32 words of bits), row after row.
+#[derive(Clone, Debug)]
+pub struct MaskPart<T> {
+    /// The rows, one per (b, h, i) of the mask's own shape, each `row_len` elements.
+    pub values: Vec<T>,
+    /// Element strides over (b, h, i); 0 on broadcast dimensions.
+    pub strides: [usize; 3],
+    /// Elements per row: `Lk` rounded up to 4 (bias), or `Lk / 32` rounded up (allow).
+    pub row_len: usize,
+}
+
+impl<T> MaskPart<T> {
+    /// Index of the row of (b, h, i).
+    pub fn row_start(&self, b: usize, h: usize, i: usize) -> usize {
+        b * self.strides[0] + h * self.strides[1] + i * self.strides[2]
+    }
 }
 
 impl MaskData {
-    /// Element index for (b, h, i, j).
-    pub fn index(&self, b: usize, h: usize, i: usize, j: usize) -> usize {
-        b * self.strides[0] + h * self.strides[1] + i * self.strides[2] + j * self.strides[3]
+    /// Whether the mask lets query row i of (b, h) see key j (the causal rule aside).
+    // Indices within the prepared rows, which validation shaped to the problem.
+    #[allow(clippy::indexing_slicing)]
+    pub fn allows(&self, b: usize, h: usize, i: usize, j: usize) -> bool {
+        self.allow.as_ref().is_none_or(|a| {
+            let word = a.values[a.row_start(b, h, i) + j / 32];
+            (word >> (j % 32)) & 1 != 0
+        })
+    }
+
+    /// The bias added to the score of query row i of (b, h) against key j (0 without one).
+    #[allow(clippy::indexing_slicing)]
+    pub fn bias(&self, b: usize, h: usize, i: usize, j: usize) -> f32 {
+        self.bias
+            .as_ref()
+            .map_or(0.0, |m| m.values[m.row_start(b, h, i) + j])
     }
 }
 
@@ -298,7 +337,7 @@ pub fn validate_problem(
     }
     let mask = match &opts.mask {
         None => None,
-        Some(m) => Some(prepare_mask(m, &dims)?),
+        Some(m) => prepare_mask(m, &dims)?,
     };
     Ok(Problem {
         dims,
@@ -312,8 +351,9 @@ pub fn validate_problem(
 
 /// How a mask's elements map onto the kernels' `(b, h, i, j)` indexing.
 struct MaskLayout {
-    /// Element strides over `(b, h, i, j)`, 0 on broadcast dimensions.
-    strides: [usize; 4],
+    /// The mask's own dimensions over `(b, h, i, j)` with the batch dimensions folded into
+    /// one: each equals the problem's or is 1 (broadcast).
+    shape: [usize; 4],
     /// `Some(shape)`: the mask must first be broadcast to this shape on the host, because
     /// it broadcasts over some batch dimensions but not others, which one stride over the
     /// folded batch cannot express (e.g. a `(2, 1, H, Lq, Lk)` mask for `(2, 3, H, Lq, D)`
@@ -354,28 +394,29 @@ fn mask_layout(mask_shape: &[usize], dims: &Dims) -> Result<MaskLayout> {
         shape
     });
     let folded_batch = if spans(false) { 1 } else { dims.b };
-    let m4 = [
+    let shape = [
         folded_batch,
         padded[n_batch],
         padded[n_batch + 1],
         padded[n_batch + 2],
     ];
-    let mut strides = [0usize; 4];
-    let mut running = 1usize;
-    for axis in (0..4).rev() {
-        strides[axis] = if m4[axis] == 1 { 0 } else { running };
-        running *= m4[axis];
-    }
-    Ok(MaskLayout { strides, expand })
+    Ok(MaskLayout { shape, expand })
 }
 
-/// A mask's values in the row-major order of `layout` (broadcast first if it must be).
-fn laid_out<T: Copy>(values: ArrayD<T>, layout: &MaskLayout) -> Result<Vec<T>> {
+/// A mask's values in the row-major order of `layout` (broadcast first if it must be):
+/// borrowed where the caller's array is already in that order.
+fn laid_out<'a, T: Copy>(
+    values: &'a ArrayViewD<'_, T>,
+    layout: &MaskLayout,
+) -> Result<std::borrow::Cow<'a, [T]>> {
     match &layout.expand {
-        None => Ok(values.iter().copied().collect()),
+        None => Ok(match values.as_slice() {
+            Some(slice) => std::borrow::Cow::Borrowed(slice),
+            None => std::borrow::Cow::Owned(values.iter().copied().collect()),
+        }),
         Some(shape) => values
             .broadcast(IxDyn(shape))
-            .map(|b| b.iter().copied().collect())
+            .map(|b| std::borrow::Cow::Owned(b.iter().copied().collect()))
             .ok_or_else(|| {
                 Error::mismatch(format_args!(
                     "mask of shape {:?} could not be broadcast to {shape:?}",
@@ -385,22 +426,108 @@ fn laid_out<T: Copy>(values: ArrayD<T>, layout: &MaskLayout) -> Result<Vec<T>> {
     }
 }
 
-fn prepare_mask(mask: &Mask<'_>, dims: &Dims) -> Result<MaskData> {
+/// The mask's rows over (b, h, i) in its own shape, each of `lk` keys, packed by `pack`
+/// into rows of `row_len` elements: `pack(row, src)` gets a source row of `lk` values, or of
+/// one where the mask broadcasts over the keys.
+fn mask_rows<T: Copy, U: Copy + Default>(
+    values: &[T],
+    layout: &MaskLayout,
+    row_len: usize,
+    pack: impl Fn(&mut [U], &[T]),
+) -> Result<MaskPart<U>> {
+    let [mb, mh, mi, mj] = layout.shape;
+    let n_rows = mb * mh * mi;
+    let too_large = || {
+        Error::too_large(format_args!(
+            "the mask's {n_rows} rows of {row_len} elements exceed what kernels index with u32 ({MAX_ELEMENTS} elements)"
+        ))
+    };
+    let len = n_rows.checked_mul(row_len).ok_or_else(too_large)?;
+    if len > MAX_ELEMENTS {
+        return Err(too_large());
+    }
+    let mut rows = vec![U::default(); len];
+    if row_len > 0 && mj > 0 {
+        for (src, dst) in values.chunks_exact(mj).zip(rows.chunks_exact_mut(row_len)) {
+            pack(dst, src);
+        }
+    }
+    let stride = |n: usize, s: usize| if n == 1 { 0 } else { s };
+    Ok(MaskPart {
+        values: rows,
+        strides: [
+            stride(mb, mh * mi * row_len),
+            stride(mh, mi * row_len),
+            stride(mi, row_len),
+        ],
+        row_len,
+    })
+}
+
+/// Bias rows: key j at element j, rows padded with zeros to a multiple of 4.
+fn bias_rows(values: &[f32], layout: &MaskLayout, lk: usize) -> Result<MaskPart<f32>> {
+    mask_rows(values, layout, lk.next_multiple_of(4).max(4), |row, src| {
+        match src {
+            // Broadcast over the keys.
+            [x] => row.iter_mut().take(lk).for_each(|slot| *slot = *x),
+            _ => row.iter_mut().zip(src).for_each(|(slot, x)| *slot = *x),
+        }
+    })
+}
+
+/// Allow rows: key j at bit j % 32 of word j / 32, rows padded to whole words.
+fn allow_rows(values: &[bool], layout: &MaskLayout, lk: usize) -> Result<MaskPart<u32>> {
+    let word_of = |keys: &[bool]| {
+        keys.iter()
+            .enumerate()
+            .fold(0u32, |w, (bit, &x)| w | (u32::from(x) << bit))
+    };
+    mask_rows(
+        values,
+        layout,
+        lk.div_ceil(32).max(1),
+        |row, src| match src {
+            // Broadcast over the keys: every key's bit, up to lk.
+            [x] => {
+                for (w, word) in row.iter_mut().enumerate() {
+                    let keys = lk.saturating_sub(32 * w).min(32);
+                    *word = if *x && keys > 0 {
+                        u32::MAX >> (32 - keys)
+                    } else {
+                        0
+                    };
+                }
+            }
+            _ => row
+                .iter_mut()
+                .zip(src.chunks(32))
+                .for_each(|(word, keys)| *word = word_of(keys)),
+        },
+    )
+}
+
+/// The prepared mask, or `None` for an additive mask of zeros only (which changes nothing).
+fn prepare_mask(mask: &Mask<'_>, dims: &Dims) -> Result<Option<MaskData>> {
     match mask {
         Mask::Bool(m) => {
             let layout = mask_layout(m.shape(), dims)?;
-            let allow = laid_out(m.mapv(u32::from), &layout)?;
-            Ok(MaskData {
+            let allow = allow_rows(&laid_out(m, &layout)?, &layout, dims.lk)?;
+            Ok(Some(MaskData {
                 bias: None,
                 allow: Some(allow),
-                strides: layout.strides,
-            })
+            }))
         }
         Mask::Additive(m) => {
             let layout = mask_layout(m.shape(), dims)?;
-            if let Some((idx, x)) = m
-                .indexed_iter()
-                .find(|(_, x)| !x.is_finite() && **x != f32::NEG_INFINITY)
+            let bad = |x: &f32| !x.is_finite() && *x != f32::NEG_INFINITY;
+            let values = laid_out(m, &layout)?;
+            // The plain scan first: indexed_iter() builds an index per element, which is
+            // slow on a large mask, so it runs only to name the bad element.
+            if let Some((idx, x)) = values
+                .iter()
+                .any(bad)
+                .then(|| m.indexed_iter().find(|(_, x)| bad(x)))
+                .flatten()
             {
                 return Err(Error::NonFinite {
                     name: "mask",
@@ -408,22 +535,33 @@ fn prepare_mask(mask: &Mask<'_>, dims: &Dims) -> Result<MaskData> {
                     index: idx.slice().to_vec(),
                 });
             }
-            let any_masked = m.iter().any(|&x| x == f32::NEG_INFINITY);
-            let bias = m.mapv(|x| {
-                if x == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    x.clamp(-BIAS_CLAMP, BIAS_CLAMP)
-                }
-            });
+            // -inf masks a key out (allow bits); finite values are clamped and added. A mask
+            // of 0 and -inf only (PyTorch's usual float padding mask) needs no bias at all.
+            let any_masked = values.contains(&f32::NEG_INFINITY);
+            let any_bias = values.iter().any(|&x| x.is_finite() && x != 0.0);
             let allow = any_masked
-                .then(|| laid_out(m.mapv(|x| u32::from(x != f32::NEG_INFINITY)), &layout))
+                .then(|| {
+                    let allowed: Vec<bool> =
+                        values.iter().map(|&x| x != f32::NEG_INFINITY).collect();
+                    allow_rows(&allowed, &layout, dims.lk)
+                })
                 .transpose()?;
-            Ok(MaskData {
-                bias: Some(laid_out(bias, &layout)?),
-                allow,
-                strides: layout.strides,
-            })
+            let bias = any_bias
+                .then(|| {
+                    let clamped: Vec<f32> = values
+                        .iter()
+                        .map(|&x| {
+                            if x == f32::NEG_INFINITY {
+                                0.0
+                            } else {
+                                x.clamp(-BIAS_CLAMP, BIAS_CLAMP)
+                            }
+                        })
+                        .collect();
+                    bias_rows(&clamped, &layout, dims.lk)
+                })
+                .transpose()?;
+            Ok((allow.is_some() || bias.is_some()).then_some(MaskData { bias, allow }))
         }
     }
 }

@@ -127,13 +127,8 @@ fn compute(
                     let mut allowed = p.causal_allows(i, j);
                     let mut bias = 0.0f64;
                     if let Some(m) = &p.mask {
-                        let at = m.index(b, h, i, j);
-                        if let Some(a) = &m.allow {
-                            allowed &= a[at] != 0;
-                        }
-                        if let Some(bv) = &m.bias {
-                            bias = f64::from(bv[at]);
-                        }
+                        allowed &= m.allows(b, h, i, j);
+                        bias = f64::from(m.bias(b, h, i, j));
                     }
                     valid[j] = allowed;
                     if allowed {

@@ -40,8 +40,8 @@ impl<'a> DeviceInputs<'a> {
             c.q.bind(self.q),
             c.k.bind(self.k),
             c.v.bind(self.v),
-            mask_binding(self.bias, c.mask, dummy),
-            mask_binding(self.allow, c.mask, dummy),
+            mask_binding(self.bias, c.mask_bias, dummy),
+            mask_binding(self.allow, c.mask_allow, dummy),
             o,
             lse,
         ]
@@ -76,7 +76,7 @@ impl DeviceOutputs {
 /// are filled per kernel.
 fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
     let d = &p.dims;
-    let (flags, m_win, strides) = mask_params(p, c);
+    let (flags, mask) = mask_params(p, c);
     ChunkParams {
         n_heads: c.n_heads as u32,
         rows: c.rows as u32,
@@ -99,15 +99,10 @@ fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
         v_win: c.v.start,
         o_win: c.out.start,
         lse_win: c.lse.start,
-        m_win,
-        m_sb: strides[0],
-        m_sh: strides[1],
-        m_si: strides[2],
-        m_sj: strides[3],
         tiles_x: 0,
         tiles_y: 0,
         kv_rows: p.kv_rows as u32,
-        pad: [0; 3],
+        mask,
     }
 }
 
@@ -171,7 +166,6 @@ pub(crate) fn run(
             let u_scores = ctx.uniform("scores params", &scores_params);
             let u_softmax = ctx.uniform("softmax params", &softmax_params);
             let u_wsum = ctx.uniform("weighted sum params", &wsum_params);
-            let mask_bind = |buf| mask_binding(buf, c.mask, &dummy);
             let scores_bytes = c.scratch_bytes;
             let s_window = Window {
                 offset: 0,
@@ -184,8 +178,8 @@ pub(crate) fn run(
                     whole(&u_scores),
                     c.q.bind(inputs.q),
                     c.k.bind(inputs.k),
-                    mask_bind(inputs.bias),
-                    mask_bind(inputs.allow),
+                    mask_binding(inputs.bias, c.mask_bias, &dummy),
+                    mask_binding(inputs.allow, c.mask_allow, &dummy),
                     s_window.bind(&scores),
                 ],
             );
@@ -193,8 +187,8 @@ pub(crate) fn run(
                 device,
                 &[
                     whole(&u_softmax),
-                    mask_bind(inputs.bias),
-                    mask_bind(inputs.allow),
+                    mask_binding(inputs.bias, c.mask_bias, &dummy),
+                    mask_binding(inputs.allow, c.mask_allow, &dummy),
                     s_window.bind(&scores),
                     c.lse.bind(lse),
                 ],

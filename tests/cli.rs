@@ -359,6 +359,48 @@ fn bench_json_and_plot() {
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
 }
 
+/// `bench --mask` gives every path the mask and checks it against the reference with the
+/// same mask: each kind runs on three paths with the error of f32, and the JSON names it.
+#[test]
+fn bench_with_masks() {
+    if common::ctx().is_none() {
+        return;
+    }
+    for kind in ["padding", "bool", "bias"] {
+        let o = tool()
+            .args(["bench", "--shape", "2,4,40,70,16", "--kv-heads", "2"])
+            .args(["--path", "auto,unfused,decode", "--reps", "1", "--json"])
+            .args(["--causal", "bottom-right", "--mask", kind])
+            .output()
+            .expect("run tool");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{stdout}\n{stderr}");
+        // With decode, a copy kernel's row follows as the bandwidth baseline.
+        let lines: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with('{') && !l.contains("\"path\": \"copy\""))
+            .collect();
+        assert_eq!(lines.len(), 3, "{kind}: {stdout}\n{stderr}");
+        for line in lines {
+            assert!(line.contains(&format!("\"mask\": \"{kind}\"")), "{line}");
+            let err: f64 = line
+                .split("\"max_abs_err\": ")
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|x| x.parse().ok())
+                .expect("max_abs_err");
+            assert!(err < 1e-4, "{kind}: {line}");
+        }
+    }
+    let o = tool()
+        .args(["bench", "--shape", "1,1,8,8,4", "--mask", "sometimes"])
+        .output()
+        .expect("run tool");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--mask must be"));
+}
+
 /// `bench --dtype f16` and `--dtype bf16` time each path on a 16-bit KvCache on the device
 /// after checking it: decode says it read the format and the others that they widened; the
 /// errors are those of 16-bit storage (well under 1e-2 at these sizes, and not NaN).

@@ -424,16 +424,27 @@ fn masks() {
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(44);
     let (q, k, v) = inputs(&mut rng, [2, 4, 2, 19, 37, 16, 8], 1.0);
+    // Lk 37: a row's allow bits span two words, its bias rows are padded to 40 keys.
     let bools = [
         rng.bool_array(&[2, 4, 19, 37], 0.7),
         rng.bool_array(&[19, 37], 0.6),
         rng.bool_array(&[2, 1, 1, 37], 0.8),
+        // Broadcast over the keys: expanded along them on the host.
+        rng.bool_array(&[1, 4, 19, 1], 0.8),
     ];
     let bias = rng.array(&[4, 19, 37], 2.0);
     let mut holes = bias.clone();
     holes.iter_mut().enumerate().for_each(|(i, x)| {
         if i % 5 == 0 {
             *x = f32::NEG_INFINITY;
+        }
+    });
+    // PyTorch's float padding mask, 0 and -inf: only its allow bits reach the kernels.
+    let padding = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[2, 1, 1, 37]), |ix| {
+        if ix[3] < 30 - 7 * ix[0] {
+            0.0
+        } else {
+            f32::NEG_INFINITY
         }
     });
     for path in tiers(&ctx) {
@@ -455,7 +466,11 @@ fn masks() {
                 );
             }
         }
-        for (name, m) in [("bias", &bias), ("bias with -inf", &holes)] {
+        for (name, m) in [
+            ("bias", &bias),
+            ("bias with -inf", &holes),
+            ("float padding", &padding),
+        ] {
             let opts = AttentionOptions::default()
                 .mask(Mask::Additive(m.view()))
                 .path(path)

@@ -217,3 +217,84 @@ fn zero_and_negative_scales() {
         assert!(close(*a, *b), "{a} vs {b}");
     }
 }
+
+/// The mask as the kernels and the reference read it (`problem::MaskData`: bias rows padded
+/// to 4 keys, allow bits packed 32 keys a word, broadcast dimensions as stride 0, a
+/// key-broadcast mask expanded) agrees with the user's mask broadcast by ndarray, element by
+/// element, in every broadcast form and at key counts on and off word boundaries.
+#[test]
+fn prepared_masks_agree_with_the_mask_in_every_broadcast_form() {
+    let mut rng = Rng::new(31);
+    for lk in [1usize, 4, 31, 32, 37, 70] {
+        // Two batch dimensions (2, 3), 4 heads, 5 query rows.
+        let q = rng.array(&[2, 3, 4, 5, 8], 1.0);
+        let k = rng.array(&[2, 3, 4, lk, 8], 1.0);
+        let v = rng.array(&[2, 3, 4, lk, 8], 1.0);
+        let target = [2, 3, 4, 5, lk];
+        let shapes: [&[usize]; 8] = [
+            &[2, 3, 4, 5, lk],
+            &[5, lk],
+            &[lk],
+            &[2, 1, 1, 1, lk],
+            &[1, 1, 4, 5, 1],
+            &[2, 1, 4, 5, lk], // spans one batch dimension of two: expanded on the host
+            &[4, 1, lk],
+            &[3, 1, 5, 1],
+        ];
+        for shape in shapes {
+            let allow = rng.bool_array(shape, 0.6);
+            let mut bias = rng.array(shape, 3.0);
+            bias.iter_mut()
+                .zip(rng.bool_array(shape, 0.3).iter())
+                .for_each(|(x, &hole)| {
+                    if hole {
+                        *x = f32::NEG_INFINITY;
+                    }
+                });
+            for mask in [Mask::Bool(allow.view()), Mask::Additive(bias.view())] {
+                let opts = AttentionOptions::default().mask(mask.clone());
+                let p = reference::validate(&q, &k, &v, &opts).unwrap();
+                let m = p.mask.as_ref().unwrap();
+                let (want_allow, want_bias) = match &mask {
+                    Mask::Bool(a) => (
+                        a.broadcast(IxDyn(&target)).unwrap().to_owned(),
+                        ArrayD::zeros(IxDyn(&target)),
+                    ),
+                    Mask::Additive(b) => {
+                        let b = b.broadcast(IxDyn(&target)).unwrap();
+                        (
+                            b.mapv(|x| x != f32::NEG_INFINITY),
+                            b.mapv(|x| if x.is_finite() { x } else { 0.0 }),
+                        )
+                    }
+                };
+                for (idx, &want) in want_allow.indexed_iter() {
+                    let (b, h, i, j) = (idx[0] * 3 + idx[1], idx[2], idx[3], idx[4]);
+                    assert_eq!(m.allows(b, h, i, j), want, "{mask:?} at {idx:?}, Lk {lk}");
+                    assert_eq!(m.bias(b, h, i, j), want_bias[&idx], "{shape:?} at {idx:?}");
+                }
+            }
+        }
+    }
+}
+
+/// An additive mask of zeros changes nothing and is dropped; one of zeros and -inf (PyTorch's
+/// usual float padding mask) keeps only its allow bits.
+#[test]
+fn additive_masks_drop_the_parts_they_do_not_need() {
+    let q = ArrayD::zeros(IxDyn(&[2, 3, 4]));
+    let kv = ArrayD::zeros(IxDyn(&[2, 5, 4]));
+    let zeros = ArrayD::<f32>::zeros(IxDyn(&[3, 5]));
+    let opts = AttentionOptions::default().mask(Mask::Additive(zeros.view()));
+    assert!(reference::validate(&q, &kv, &kv, &opts)
+        .unwrap()
+        .mask
+        .is_none());
+    let mut padding = zeros.clone();
+    padding[[1, 4]] = f32::NEG_INFINITY;
+    let opts = AttentionOptions::default().mask(Mask::Additive(padding.view()));
+    let p = reference::validate(&q, &kv, &kv, &opts).unwrap();
+    let m = p.mask.unwrap();
+    assert!(m.bias.is_none() && m.allow.is_some());
+    assert!(!m.allows(0, 0, 1, 4) && m.allows(0, 0, 1, 3) && m.allows(1, 1, 0, 4));
+}

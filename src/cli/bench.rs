@@ -20,7 +20,7 @@ use super::run::parse_causal;
 use super::Failure;
 
 const VALUES: &[&str] = &[
-    "shape", "kv-heads", "causal", "path", "reps", "plot", "seed", "dtype",
+    "shape", "kv-heads", "causal", "path", "reps", "plot", "seed", "dtype", "mask",
 ];
 const SWITCHES: &[&str] = &["json"];
 
@@ -122,6 +122,79 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
     })
 }
 
+/// `bench --mask`: a mask every path gets, to time masked attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MaskKind {
+    /// Bool `(B, 1, 1, Lk)`: the last eighth of the keys masked out (key padding).
+    Padding,
+    /// Bool `(Lq, Lk)`, each key allowed with probability 0.9.
+    Bool,
+    /// Float `(Lq, Lk)`, normal values (a bias such as ALiBi's or T5's).
+    Bias,
+}
+
+impl MaskKind {
+    fn name(self) -> &'static str {
+        match self {
+            MaskKind::Padding => "padding",
+            MaskKind::Bool => "bool",
+            MaskKind::Bias => "bias",
+        }
+    }
+}
+
+fn parse_mask(text: Option<&str>) -> Result<Option<MaskKind>, Failure> {
+    Ok(match text {
+        None | Some("none") => None,
+        Some("padding") => Some(MaskKind::Padding),
+        Some("bool") => Some(MaskKind::Bool),
+        Some("bias") => Some(MaskKind::Bias),
+        Some(other) => {
+            return Err(Failure::input(format!(
+                "--mask must be none, padding, bool or bias; got '{other}'"
+            )))
+        }
+    })
+}
+
+/// The values of a `--mask` for a shape.
+enum BenchMask {
+    Bool(ArrayD<bool>),
+    Additive(ArrayD<f32>),
+}
+
+impl BenchMask {
+    fn new(kind: MaskKind, sh: &Shape, rng: &mut Rng) -> Self {
+        match kind {
+            MaskKind::Padding => {
+                let keep = sh.lk - sh.lk / 8;
+                BenchMask::Bool(ArrayD::from_shape_fn(IxDyn(&[sh.b, 1, 1, sh.lk]), |ix| {
+                    ix[3] < keep
+                }))
+            }
+            MaskKind::Bool => BenchMask::Bool(rng.bool_array(&[sh.lq, sh.lk], 0.9)),
+            MaskKind::Bias => BenchMask::Additive(rng.array(&[sh.lq, sh.lk], 1.0)),
+        }
+    }
+
+    fn mask(&self) -> Mask<'_> {
+        match self {
+            BenchMask::Bool(m) => Mask::Bool(m.view()),
+            BenchMask::Additive(m) => Mask::Additive(m.view()),
+        }
+    }
+
+    /// Whether query row i of batch b may see key j, and the bias added to its score.
+    fn at(&self, b: usize, i: usize, j: usize) -> (bool, f32) {
+        let get = |m: &ArrayD<bool>, ix: &[usize]| m.get(ix).copied().unwrap_or(false);
+        match self {
+            BenchMask::Bool(m) if m.ndim() == 4 => (get(m, &[b, 0, 0, j]), 0.0),
+            BenchMask::Bool(m) => (get(m, &[i, j]), 0.0),
+            BenchMask::Additive(m) => (true, m.get([i, j].as_slice()).copied().unwrap_or(0.0)),
+        }
+    }
+}
+
 /// Rows the reference checks: all of them for small problems, else 16 spread over Lq.
 fn check_rows(sh: &Shape) -> Vec<usize> {
     if sh.b * sh.hq * sh.lq * sh.lk <= FULL_CHECK_LIMIT {
@@ -133,23 +206,36 @@ fn check_rows(sh: &Shape) -> Vec<usize> {
     rows
 }
 
-/// Reference output for the sampled rows: q restricted to them, with their causal rule
-/// written out as a boolean mask (a row's causal limit depends on its original index).
+/// Reference output for the sampled rows: q restricted to them, with their causal rule and
+/// the `--mask` written out as a mask of those rows (a row's causal limit and mask row depend
+/// on its original index).
 fn reference_rows(
     sh: &Shape,
     causal: Causal,
+    user_mask: Option<&BenchMask>,
     rows: &[usize],
-    q: &ArrayD<f32>,
-    k: &ArrayD<f32>,
-    v: &ArrayD<f32>,
+    (q, k, v): (&ArrayD<f32>, &ArrayD<f32>, &ArrayD<f32>),
 ) -> Result<ArrayD<f32>, Failure> {
     let q_rows = q.select(Axis(2), rows);
     let offset = causal.offset(sh.lq, sh.lk);
-    let mask = ArrayD::from_shape_fn(IxDyn(&[rows.len(), sh.lk]), |ix| match offset {
-        Some(o) => (ix[1] as i64) <= rows[ix[0]] as i64 + o,
-        None => true,
-    });
-    let opts = AttentionOptions::default().mask(Mask::Bool(mask.view()));
+    let sees = |b: usize, r: usize, j: usize| {
+        let i = rows.get(r).copied().unwrap_or(0);
+        let causal_ok = offset.is_none_or(|o| (j as i64) <= i as i64 + o);
+        let (allowed, bias) = user_mask.map_or((true, 0.0), |m| m.at(b, i, j));
+        (causal_ok && allowed, bias)
+    };
+    let shape = IxDyn(&[sh.b, 1, rows.len(), sh.lk]);
+    let (bools, biases);
+    let opts = if let Some(BenchMask::Additive(_)) = user_mask {
+        biases = ArrayD::from_shape_fn(shape, |ix| match sees(ix[0], ix[2], ix[3]) {
+            (true, bias) => bias,
+            (false, _) => f32::NEG_INFINITY,
+        });
+        AttentionOptions::default().mask(Mask::Additive(biases.view()))
+    } else {
+        bools = ArrayD::from_shape_fn(shape, |ix| sees(ix[0], ix[2], ix[3]).0);
+        AttentionOptions::default().mask(Mask::Bool(bools.view()))
+    };
     Ok(reference::attention(&q_rows, k, v, &opts)
         .map_err(Failure::from_error)?
         .out)
@@ -176,6 +262,8 @@ struct Inputs {
     halves: Option<[ArrayD<half::f16>; 3]>,
     /// With --dtype bf16: q, k and v above hold values rounded to bfloat16.
     bf16: bool,
+    /// With --mask: the mask every path gets.
+    mask: Option<BenchMask>,
 }
 
 /// The element type of `bench --dtype`.
@@ -186,13 +274,22 @@ enum Dtype {
     Bf16,
 }
 
-fn prepare(
-    ctx: &Context,
-    sh: Shape,
+/// What a bench run measures besides the shape.
+#[derive(Clone, Copy)]
+struct Settings {
     causal: Causal,
     seed: u64,
     dtype: Dtype,
-) -> Result<Inputs, Failure> {
+    mask: Option<MaskKind>,
+}
+
+fn prepare(ctx: &Context, sh: Shape, settings: &Settings) -> Result<Inputs, Failure> {
+    let Settings {
+        causal,
+        seed,
+        dtype,
+        mask,
+    } = *settings;
     let mut rng = Rng::new(seed);
     let mut q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
     let mut k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
@@ -211,8 +308,9 @@ fn prepare(
         v = h[2].mapv(half::f16::to_f32);
         halves = Some(h);
     }
+    let mask = mask.map(|kind| BenchMask::new(kind, &sh, &mut rng));
     let rows = check_rows(&sh);
-    let expected = reference_rows(&sh, causal, &rows, &q, &k, &v)?;
+    let expected = reference_rows(&sh, causal, mask.as_ref(), &rows, (&q, &k, &v))?;
     let up = |a: &ArrayD<f32>, n| GpuTensor::from_array(ctx, n, a).map_err(Failure::from_error);
     let (qt, kt, vt) = (up(&q, "q")?, up(&k, "k")?, up(&v, "v")?);
     Ok(Inputs {
@@ -228,6 +326,7 @@ fn prepare(
         expected,
         halves,
         bf16: dtype == Dtype::Bf16,
+        mask,
     })
 }
 
@@ -248,6 +347,15 @@ fn measure(
             + 2.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64);
     let kv_bytes = 8.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
     let Some(path) = choice else {
+        if x.mask.is_some() {
+            let why = "the CPU baseline takes no mask";
+            if quiet {
+                eprintln!("{name}: skipped: {why}");
+            } else {
+                println!("{name:<16} skipped: {why}");
+            }
+            return Ok(None);
+        }
         let mut timing_runs = Vec::new();
         let mut out = None;
         for _ in 0..reps.min(5) {
@@ -274,7 +382,10 @@ fn measure(
             timing,
         }));
     };
-    let opts = AttentionOptions::default().causal(x.causal).path(path);
+    let mut opts = AttentionOptions::default().causal(x.causal).path(path);
+    if let Some(m) = &x.mask {
+        opts = opts.mask(m.mask());
+    }
     if x.bf16 {
         return measure_bf16(ctx, x, name, &opts, reps, quiet);
     }
@@ -415,7 +526,13 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
             )))
         }
     };
-    let x = prepare(&ctx, sh, causal, seed, dtype)?;
+    let settings = Settings {
+        causal,
+        seed,
+        dtype,
+        mask: parse_mask(args.get("mask"))?,
+    };
+    let x = prepare(&ctx, sh, &settings)?;
     let mut table: Vec<Row> = Vec::new();
     // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
     // runs the workgroup form (decode::Form::for_problem).
@@ -467,24 +584,11 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
             timing: t,
         });
     }
-    print_table(&ctx, &sh, causal, &table, gpu_timing, json, x.rows.len());
+    print_table(&ctx, &sh, &settings, &table, gpu_timing, json, x.rows.len());
     if let Some(file) = args.get("plot") {
-        let settings = Sweep {
-            reps: reps.min(3),
-            seed,
-            dtype,
-        };
-        plot_sweep(&ctx, sh, causal, &chosen, &settings, file)?;
+        plot_sweep(&ctx, sh, &settings, &chosen, reps.min(3), file)?;
     }
     Ok(())
-}
-
-/// How each point of a plot sweep is measured.
-#[derive(Clone, Copy)]
-struct Sweep {
-    reps: usize,
-    seed: u64,
-    dtype: Dtype,
 }
 
 /// GFLOP/s against sequence length: lengths from 128 doubling up to the shape's (Lq follows
@@ -492,12 +596,12 @@ struct Sweep {
 fn plot_sweep(
     ctx: &Context,
     sh: Shape,
-    causal: Causal,
+    settings: &Settings,
     chosen: &[(&'static str, Option<PathChoice>)],
-    settings: &Sweep,
+    reps: usize,
     file: &str,
 ) -> Result<(), Failure> {
-    let Sweep { reps, seed, dtype } = *settings;
+    let causal = settings.causal;
     let top = sh.lk.max(sh.lq);
     let mut lengths = Vec::new();
     let mut l = 128usize.min(top);
@@ -511,7 +615,7 @@ fn plot_sweep(
     for &len in &lengths {
         let lq = if sh.lq < 64 { sh.lq } else { len };
         let point = Shape { lq, lk: len, ..sh };
-        let x = prepare(ctx, point, causal, seed, dtype)?;
+        let x = prepare(ctx, point, settings)?;
         for (name, choice) in chosen {
             if let Some(row) = measure(ctx, &x, name, *choice, reps, true)? {
                 match series.iter_mut().find(|(n, _)| *n == row.path) {
@@ -552,20 +656,27 @@ fn plot_sweep(
 fn print_table(
     ctx: &Context,
     sh: &Shape,
-    causal: Causal,
+    settings: &Settings,
     table: &[Row],
     gpu_timing: bool,
     json: bool,
     checked_rows: usize,
 ) {
+    let causal = settings.causal;
+    let mask = match settings.mask {
+        None => String::new(),
+        Some(MaskKind::Padding) => format!(" mask padding (bool {},1,1,{})", sh.b, sh.lk),
+        Some(MaskKind::Bool) => format!(" mask bool ({},{})", sh.lq, sh.lk),
+        Some(MaskKind::Bias) => format!(" mask bias (float {},{})", sh.lq, sh.lk),
+    };
     let shape = format!(
-        "B{} Hq{} Hkv{} Lq{} Lk{} D{}",
+        "B{} Hq{} Hkv{} Lq{} Lk{} D{}{mask}",
         sh.b, sh.hq, sh.hkv, sh.lq, sh.lk, sh.d
     );
     if json {
         for r in table {
             println!(
-                "{{\"path\": \"{}\", \"ms\": {:.4}, \"wall_ms\": {:.4}, \"gpu_ms\": {}, \"gflops\": {:.3}, \"gbps\": {:.3}, \"max_abs_err\": {:e}, \"shape\": \"{}\", \"causal\": \"{:?}\", \"adapter\": \"{}\"}}",
+                "{{\"path\": \"{}\", \"ms\": {:.4}, \"wall_ms\": {:.4}, \"gpu_ms\": {}, \"gflops\": {:.3}, \"gbps\": {:.3}, \"max_abs_err\": {:e}, \"shape\": \"{}\", \"causal\": \"{:?}\", \"mask\": \"{}\", \"adapter\": \"{}\"}}",
                 r.path,
                 r.timing.median_gpu_ms().unwrap_or(r.timing.median_ms()),
                 r.timing.median_ms(),
@@ -575,6 +686,7 @@ fn print_table(
                 r.max_abs_err,
                 shape,
                 causal,
+                settings.mask.map_or("none", MaskKind::name),
                 ctx.adapter_name().replace('"', "'"),
             );
         }

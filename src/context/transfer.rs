@@ -58,13 +58,14 @@ impl Context {
         })
     }
 
-    /// The context's 4-byte placeholder, bound where an optional input (mask, bias) is absent.
+    /// The context's 16-byte placeholder (one vec4), bound where an optional input (mask, bias)
+    /// is absent.
     /// Created once per context.
     pub(crate) fn placeholder(&self) -> Result<wgpu::Buffer> {
         if let Some(b) = self.inner.placeholder.get() {
             return Ok(b.clone());
         }
-        let b = self.scratch_buffer("placeholder", 4)?;
+        let b = self.scratch_buffer("placeholder", 16)?;
         Ok(self.inner.placeholder.get_or_init(|| b).clone())
     }
 
