@@ -170,6 +170,10 @@ PY
         # Prefill on f16 K and V (the tiled tier reads them as f16 since 337638b) at the
         # goal's shape, beside its f32 row above.
         bench_row 4,32,4096,4096,128 32 --path fused-tiled --dtype f16
+        # Masks at the goal's shape (packed into bits and vec4 bias rows since 2026-12-01):
+        # a key-padding mask and a float (Lq, Lk) bias, beside the unmasked row above.
+        bench_row 4,32,4096,4096,128 32 --path fused-tiled --mask padding
+        bench_row 4,32,4096,4096,128 32 --path fused-tiled --mask bias
         # Decode steps through an f32 and an f16 KvCache (f16 halves what decode reads),
         # wall clock a step with q's upload and the readback, each checked against the
         # reference; 65 536 cached positions so that the cache's bytes weigh.
