@@ -67,6 +67,17 @@ fn masked_bits(s: f32, bh: u32, i: u32, j: u32, bits: u32) -> f32 {
     return select(NO_SCORE, out, ok);
 }
 
+// Narrows keys j_begin .. j_end to the span the mask lets row i of batch-head bh see (its
+// first allowed key .. last allowed key + 1), j_begin staying a multiple of `step`; as it is
+// without an allow mask. Every key outside the span is masked, so skipping it is exact.
+fn allowed_span(span: vec2<u32>, bh: u32, i: u32, step: u32) -> vec2<u32> {
+    if (HAS_ALLOW == 0u) {
+        return span;
+    }
+    let at = allow_span_index(p.mask, bh / p.hq, bh % p.hq, i);
+    return vec2<u32>(max(span.x, allow[at] / step * step), min(span.y, allow[at + 1u]));
+}
+
 // masked_bits() for one key.
 fn masked(s: f32, bh: u32, i: u32, j: u32) -> f32 {
     return masked_bits(s, bh, i, j, allow_bits(bh, i, j));

@@ -1,10 +1,13 @@
 // decode_partial.wgsl — split-K attention for few query rows over many keys (flash-decoding).
 // Each invocation takes one split of the keys for one (batch, kv head) group and up to 4 of
 // that group's query rows, runs an online softmax over its keys, and writes a normalised
-// partial output and its log-sum-exp. merge.wgsl combines the splits.
+// partial output and its log-sum-exp. merge.wgsl combines the splits. With allow bits it
+// runs only the keys of its split between the first and the last key its rows may see
+// (allowed_span(), decode_common.wgsl).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
-// HAS_ALLOW and masked(): in decode_common.wgsl, which the registry puts in front.
+// HAS_ALLOW, masked_bits() and allowed_span(): in decode_common.wgsl, which the registry
+// puts in front (after mask.wgsl).
 //   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
 //   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), read through load_k()
 //              and load_v(): kv_loads_f32.wgsl (vec4<f32>) or, on CPU adapters with 8-lane
@@ -110,8 +113,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var m = vec4<f32>(NO_SCORE);
     var l = vec4<f32>(0.0);
 
-    let j_begin = split * p.keys_per_split;
-    let j_end = min(j_begin + p.keys_per_split, p.lk);
+    // This split's keys, narrowed to those some row of the four may see under the mask (each
+    // invocation runs its own loop: no subgroup operations or barriers here).
+    let split_begin = split * p.keys_per_split;
+    let split_keys = vec2<u32>(split_begin, min(split_begin + p.keys_per_split, p.lk));
+    let sa = allowed_span(split_keys, bh0, i0, 4u);
+    let sb = allowed_span(split_keys, bh1, i1, 4u);
+    let sc = allowed_span(split_keys, bh2, i2, 4u);
+    let sd = allowed_span(split_keys, bh3, i3, 4u);
+    let j_begin = min(min(sa.x, sb.x), min(sc.x, sd.x));
+    let j_end = max(max(sa.y, sb.y), max(sc.y, sd.y));
     let k_row0 = (b * p.hkv + kvh) * p.kv_rows;
     for (var j0 = j_begin; j0 < j_end; j0 = j0 + 4u) {
         let ja = (k_row0 + min(j0, p.lk - 1u));

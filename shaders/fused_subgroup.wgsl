@@ -46,6 +46,9 @@
 // Online softmax: per row a running max m, sum l and unnormalised output acc; each block
 // rescales acc once by exp(m_old - m_new). Masked scores become the sentinel NO_SCORE, which
 // no real score can reach (validation bounds |score| <= 2e30), and contribute exactly 0.
+// Masks with allow bits: a subgroup visits only the blocks from the first key any of its
+// rows may see to the last (each allow row's header, mask.wgsl; subgroupMin/Max), so padded
+// sequences stop at their end and rows with no key run no block.
 // Causal: a subgroup stops at the last key its own last row may see (subgroupMax), and the
 // per-element causal test runs only on blocks that cross its diagonal. Past the last key
 // that the lower half of its row groups may see, it runs the upper half only (key_block's
@@ -326,8 +329,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // KEYS with splits x it >= key1 - key0), so no range runs more blocks than it planned
     // for llvmpipe's loop limit. A range past a row's last key leaves it with no weight.
     let split_keys = ((p.key1 - p.key0 + p.splits - 1u) / p.splits + KEYS - 1u) / KEYS * KEYS;
-    let key_lo = p.key0 + split * split_keys;
-    let key_hi = min(key_lo + split_keys, p.key1);
+    var key_lo = p.key0 + split * split_keys;
+    var key_hi = min(key_lo + split_keys, p.key1);
+    if (HAS_ALLOW != 0u) {
+        // Only the blocks from the first key any row here may see to the last one: every
+        // key outside that span is masked for every row, and would add weight 0 (a padding
+        // mask ends each sequence early; a banded one starts late).
+        var first = p.lk;
+        var end = 0u;
+        for (var r = 0u; r < MAX_R; r = r + 1u) {
+            if (r < R) {
+                let at = allow_span_index(p.mask, bhs[r] / p.hq, bhs[r] % p.hq, rows[r]);
+                first = min(first, allow[at]);
+                end = max(end, allow[at + 1u]);
+            }
+        }
+        first = subgroupMin(first);
+        end = subgroupMax(end);
+        // Still a multiple of KEYS, so each block's allow bits stay in one word.
+        key_lo = max(key_lo, first / KEYS * KEYS);
+        key_hi = min(key_hi, end);
+    }
     let k_row0 = kvh * p.kv_rows;
     var j0 = key_lo;
     if (CAUSAL == 0u) {

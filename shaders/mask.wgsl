@@ -7,8 +7,11 @@
 // strides that are 0 on broadcast dimensions, each row holding all Lk keys:
 //   bias  : f32, key j of a row at element j; rows padded with zeros to a multiple of 4, so
 //           that the fused tiers read keys j0 .. j0+3 (j0 % 4 == 0) as one vec4
-//   allow : u32 words of bits, key j at bit j % 32 of word j / 32 (1 = may attend); rows
-//           padded to whole words, so that one load serves up to 32 keys
+//   allow : u32 words: each row opens with ALLOW_HEADER words, the row's first allowed key
+//           and its last allowed key + 1 (Lk and 0 for a row with none), so that a kernel
+//           can skip key blocks none of its rows may see; then key j at bit j % 32 of word
+//           ALLOW_HEADER + j / 32 (1 = may attend), padded to whole words, so that one load
+//           serves up to 32 keys
 // Until 2026-12-01 both were one element per key (u32 for allow), each key read on its own:
 // on lavapipe a bool key-padding mask made B1 H8 L1024 D64 take twice as long, a float mask
 // of 0 and -inf three times (README "Measured").
@@ -25,8 +28,17 @@ fn bias_index(m: MaskParams, b: u32, h: u32, i: u32, j: u32) -> u32 {
     return b * m.b_sb + h * m.b_sh + i * m.b_si + j - m.b_win;
 }
 
+// Words before a row's allow bits (crate::problem::ALLOW_HEADER).
+const ALLOW_HEADER: u32 = 2u;
+
 // Word of the allow window holding key j of query row i of batch b, query head h (the key
 // is bit j % 32 of it).
 fn allow_word_index(m: MaskParams, b: u32, h: u32, i: u32, j: u32) -> u32 {
-    return b * m.a_sb + h * m.a_sh + i * m.a_si + j / 32u - m.a_win;
+    return b * m.a_sb + h * m.a_sh + i * m.a_si + ALLOW_HEADER + j / 32u - m.a_win;
+}
+
+// Word of the allow window holding the first key that query row i of batch b, query head h
+// may see; the next word holds its last such key + 1.
+fn allow_span_index(m: MaskParams, b: u32, h: u32, i: u32) -> u32 {
+    return b * m.a_sb + h * m.a_sh + i * m.a_si - m.a_win;
 }

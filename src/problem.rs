@@ -99,11 +99,18 @@ pub struct MaskData {
     /// rows padded with zeros to a multiple of 4 keys, so that the fused tiers read 4 keys
     /// as one vec4.
     pub bias: Option<MaskPart<f32>>,
-    /// Bits, 1 = may attend: key j of a row is bit j % 32 of the row's word j / 32 (rows
-    /// padded to whole words with 0 bits), so one load gives 32 keys (PyTorch's bool mask
-    /// holds a byte per key; a u32 per key before 2026-12-01).
+    /// Bits, 1 = may attend: each row opens with [`ALLOW_HEADER`] words, the row's first
+    /// allowed key and its last allowed key + 1 (`Lk` and 0 for a row with none), so that
+    /// kernels can skip key blocks no row of theirs may see; then key j is bit j % 32 of
+    /// the row's word `ALLOW_HEADER + j / 32` (padded to whole words with 0 bits), so one
+    /// load gives 32 keys (PyTorch's bool mask holds a byte per key; a u32 per key before
+    /// 2026-12-01).
     pub allow: Option<MaskPart<u32>>,
 }
+
+/// Words before a row's allow bits: its first allowed key, and its last allowed key + 1
+/// (`shaders/mask.wgsl` reads them).
+pub const ALLOW_HEADER: usize = 2;
 
 /// One part of a [`MaskData`]: its elements (f32 values or u32 words of bits), row after row.
 #[derive(Clone, Debug)]
@@ -112,7 +119,8 @@ pub struct MaskPart<T> {
     pub values: Vec<T>,
     /// Element strides over (b, h, i); 0 on broadcast dimensions.
     pub strides: [usize; 3],
-    /// Elements per row: `Lk` rounded up to 4 (bias), or `Lk / 32` rounded up (allow).
+    /// Elements per row: `Lk` rounded up to 4 (bias), or the header's 2 words and `Lk / 32`
+    /// rounded up (allow).
     pub row_len: usize,
 }
 
@@ -129,8 +137,19 @@ impl MaskData {
     #[allow(clippy::indexing_slicing)]
     pub fn allows(&self, b: usize, h: usize, i: usize, j: usize) -> bool {
         self.allow.as_ref().is_none_or(|a| {
-            let word = a.values[a.row_start(b, h, i) + j / 32];
+            let word = a.values[a.row_start(b, h, i) + ALLOW_HEADER + j / 32];
             (word >> (j % 32)) & 1 != 0
+        })
+    }
+
+    /// The keys `begin .. end` that hold every key the mask lets query row i of (b, h) see
+    /// (from the first allowed to the last allowed, `(Lk, 0)` where none is), as the header
+    /// of its allow row says; `None` without allow bits.
+    #[allow(clippy::indexing_slicing)]
+    pub fn allowed_span(&self, b: usize, h: usize, i: usize) -> Option<(usize, usize)> {
+        self.allow.as_ref().map(|a| {
+            let at = a.row_start(b, h, i);
+            (a.values[at] as usize, a.values[at + 1] as usize)
         })
     }
 
@@ -475,7 +494,8 @@ fn bias_rows(values: &[f32], layout: &MaskLayout, lk: usize) -> Result<MaskPart<
     })
 }
 
-/// Allow rows: key j at bit j % 32 of word j / 32, rows padded to whole words.
+/// Allow rows: the header (first allowed key, last allowed key + 1), then key j at bit
+/// j % 32 of word j / 32, padded to whole words.
 fn allow_rows(values: &[bool], layout: &MaskLayout, lk: usize) -> Result<MaskPart<u32>> {
     let word_of = |keys: &[bool]| {
         keys.iter()
@@ -485,23 +505,41 @@ fn allow_rows(values: &[bool], layout: &MaskLayout, lk: usize) -> Result<MaskPar
     mask_rows(
         values,
         layout,
-        lk.div_ceil(32).max(1),
-        |row, src| match src {
-            // Broadcast over the keys: every key's bit, up to lk.
-            [x] => {
-                for (w, word) in row.iter_mut().enumerate() {
-                    let keys = lk.saturating_sub(32 * w).min(32);
-                    *word = if *x && keys > 0 {
-                        u32::MAX >> (32 - keys)
-                    } else {
-                        0
-                    };
+        ALLOW_HEADER + lk.div_ceil(32),
+        |row, src| {
+            let (header, words) = row.split_at_mut(ALLOW_HEADER);
+            match src {
+                // Broadcast over the keys: every key's bit, up to lk.
+                [x] => {
+                    for (w, word) in words.iter_mut().enumerate() {
+                        let keys = lk.saturating_sub(32 * w).min(32);
+                        *word = if *x && keys > 0 {
+                            u32::MAX >> (32 - keys)
+                        } else {
+                            0
+                        };
+                    }
                 }
+                _ => words
+                    .iter_mut()
+                    .zip(src.chunks(32))
+                    .for_each(|(word, keys)| *word = word_of(keys)),
             }
-            _ => row
-                .iter_mut()
-                .zip(src.chunks(32))
-                .for_each(|(word, keys)| *word = word_of(keys)),
+            // The first and last set bits (keys fit u32: validation bounds them).
+            let mut set = words.iter().enumerate().filter(|(_, &w)| w != 0);
+            let first = set
+                .next()
+                .map(|(i, w)| 32 * i + w.trailing_zeros() as usize);
+            let last = words
+                .iter()
+                .enumerate()
+                .rfind(|(_, &w)| w != 0)
+                .map(|(i, w)| 32 * i + 31 - w.leading_zeros() as usize);
+            let (begin, end) = match (first, last) {
+                (Some(f), Some(l)) => (f, l + 1),
+                _ => (lk, 0),
+            };
+            header.copy_from_slice(&[begin as u32, end as u32]);
         },
     )
 }

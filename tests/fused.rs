@@ -869,3 +869,75 @@ fn small_workgroup_memory() {
     assert_ne!(r.plan.path, "fused-portable");
     assert_ne!(r.plan.path, "fused-tiled");
 }
+
+/// Where a mask hides whole runs of keys from every row of a workgroup (sequences padded to
+/// a common length, a band of keys per row, rows with no key at all), the subgroup tier and
+/// decode skip the key blocks outside the rows' allowed span (the allow rows' header). Each
+/// such mask through every fused tier and decode, both causal alignments, and with few rows
+/// over many keys, where the subgroup tier splits the keys into ranges side by side and
+/// ranges past a sequence's end are left with no key.
+#[test]
+fn masks_that_hide_whole_key_blocks() {
+    use ndarray::{ArrayD, IxDyn};
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(47);
+    let mut paths = tiers(&ctx);
+    paths.extend([PathChoice::Decode, PathChoice::DecodeWorkgroup]);
+    // Batch 0 is 77 keys long, batch 1 290, padded to 300.
+    let padding = |lk: usize| {
+        ArrayD::from_shape_fn(IxDyn(&[2, 1, 1, lk]), move |ix| {
+            ix[3] < [77, lk - 10][ix[0]]
+        })
+    };
+    // Row i sees keys 7i .. 7i + 20 (a band that starts late and ends early); row 3 none.
+    let band = |lq: usize, lk: usize| {
+        ArrayD::from_shape_fn(IxDyn(&[lq, lk]), |ix| {
+            ix[0] != 3 && (7 * ix[0]..7 * ix[0] + 20).contains(&ix[1])
+        })
+    };
+    let (q, k, v) = inputs(&mut rng, [2, 4, 2, 40, 300, 16, 8], 1.0);
+    let float_padding = padding(300).mapv(|x| if x { 0.0f32 } else { f32::NEG_INFINITY });
+    let (pad, banded) = (padding(300), band(40, 300));
+    for path in &paths {
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            for (name, mask) in [
+                ("padding", Mask::Bool(pad.view())),
+                ("band", Mask::Bool(banded.view())),
+                ("float padding", Mask::Additive(float_padding.view())),
+            ] {
+                let opts = AttentionOptions::default()
+                    .causal(causal)
+                    .mask(mask)
+                    .path(*path)
+                    .with_lse();
+                assert_parity(
+                    &ctx,
+                    &format!("{path:?} {name} {causal:?}"),
+                    &q,
+                    &k,
+                    &v,
+                    &opts,
+                    Tolerance::F32,
+                );
+            }
+        }
+    }
+    // Few rows, many keys: key ranges side by side on the subgroup tier, split-K decode.
+    let (q, k, v) = inputs(&mut rng, [2, 8, 1, 2, 4100, 16, 16], 1.0);
+    let pad = padding(4100);
+    for path in &paths {
+        let opts = AttentionOptions::default()
+            .mask(Mask::Bool(pad.view()))
+            .path(*path)
+            .with_lse();
+        assert_parity(
+            &ctx,
+            &format!("{path:?} padding over 4100 keys"),
+            &q,
+            &k,
+            &v,
+            &opts,
+            Tolerance::F32,
+        );
+    }
+}

@@ -272,6 +272,16 @@ fn prepared_masks_agree_with_the_mask_in_every_broadcast_form() {
                     let (b, h, i, j) = (idx[0] * 3 + idx[1], idx[2], idx[3], idx[4]);
                     assert_eq!(m.allows(b, h, i, j), want, "{mask:?} at {idx:?}, Lk {lk}");
                     assert_eq!(m.bias(b, h, i, j), want_bias[&idx], "{shape:?} at {idx:?}");
+                    if j == 0 {
+                        // The row's span: first allowed key .. last allowed key + 1.
+                        let row = want_allow.slice(s![idx[0], idx[1], h, i, ..]);
+                        let first = row.iter().position(|&x| x);
+                        let last = row.iter().rposition(|&x| x);
+                        let want_span = first.zip(last).map_or((lk, 0), |(f, l)| (f, l + 1));
+                        if m.allow.is_some() {
+                            assert_eq!(m.allowed_span(b, h, i), Some(want_span), "{shape:?}");
+                        }
+                    }
                 }
             }
         }
