@@ -14,11 +14,12 @@ the f16-rounded inputs.
 
 With --mask padding|bool|bias both get a mask of that kind (`bench --mask`; torch's of the
 same form and density, its own random values): a bool (B, 1, 1, Lk) mask hiding the last
-eighth of the keys, a bool (Lq, Lk) mask hiding 10 % at random, or a float (Lq, Lk) bias.
+eighth of the keys, a bool (Lq, Lk) mask hiding 10 % at random, a float (Lq, Lk) bias, or
+a bool (Lq, Lk) sliding window of 256 keys.
 
 Usage: python3 scripts/torch_cpu_sdpa.py [--shape B,H,Lq,Lk,D] [--kv-heads N]
            [--causal top-left] [--path auto,cpu-ndarray] [--reps 10] [--tool PATH]
-           [--dtype f32|f16] [--mask padding|bool|bias]
+           [--dtype f32|f16] [--mask padding|bool|bias|window]
 """
 import argparse
 import json
@@ -36,7 +37,7 @@ ap.add_argument("--path", default="auto,cpu-ndarray")
 ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--tool", default="target/release/wgpu-attention")
 ap.add_argument("--dtype", choices=["f32", "f16"], default="f32")
-ap.add_argument("--mask", choices=["padding", "bool", "bias"])
+ap.add_argument("--mask", choices=["padding", "bool", "bias", "window"])
 a = ap.parse_args()
 b, hq, lq, lk, d = (int(x) for x in a.shape.split(","))
 hkv = a.kv_heads or hq
@@ -65,6 +66,10 @@ kw = dict(is_causal=bool(a.causal), enable_gqa=hkv != hq)
 if a.mask:
     if a.mask == "padding":
         mask = (torch.arange(lk) < lk - lk // 8).reshape(1, 1, 1, lk).expand(b, 1, 1, lk)
+    elif a.mask == "window":
+        i = torch.arange(lq)[:, None] + (lk - lq)
+        j = torch.arange(lk)[None, :]
+        mask = (j <= i) & (j > i - 256)
     elif a.mask == "bool":
         mask = torch.rand(lq, lk, generator=g) < 0.9
     else:

@@ -131,6 +131,9 @@ enum MaskKind {
     Bool,
     /// Float `(Lq, Lk)`, normal values (a bias such as ALiBi's or T5's).
     Bias,
+    /// Bool `(Lq, Lk)`: row i sees keys i - 255 ..= i (a causal sliding window of 256 keys,
+    /// as in Mistral), aligned to the last key (bottom-right) when Lq != Lk.
+    Window,
 }
 
 impl MaskKind {
@@ -139,6 +142,7 @@ impl MaskKind {
             MaskKind::Padding => "padding",
             MaskKind::Bool => "bool",
             MaskKind::Bias => "bias",
+            MaskKind::Window => "window",
         }
     }
 }
@@ -149,9 +153,10 @@ fn parse_mask(text: Option<&str>) -> Result<Option<MaskKind>, Failure> {
         Some("padding") => Some(MaskKind::Padding),
         Some("bool") => Some(MaskKind::Bool),
         Some("bias") => Some(MaskKind::Bias),
+        Some("window") => Some(MaskKind::Window),
         Some(other) => {
             return Err(Failure::input(format!(
-                "--mask must be none, padding, bool or bias; got '{other}'"
+                "--mask must be none, padding, bool, bias or window; got '{other}'"
             )))
         }
     })
@@ -174,6 +179,13 @@ impl BenchMask {
             }
             MaskKind::Bool => BenchMask::Bool(rng.bool_array(&[sh.lq, sh.lk], 0.9)),
             MaskKind::Bias => BenchMask::Additive(rng.array(&[sh.lq, sh.lk], 1.0)),
+            MaskKind::Window => {
+                let shift = sh.lk as i64 - sh.lq as i64;
+                BenchMask::Bool(ArrayD::from_shape_fn(IxDyn(&[sh.lq, sh.lk]), |ix| {
+                    let (i, j) = (ix[0] as i64 + shift, ix[1] as i64);
+                    j <= i && j > i - 256
+                }))
+            }
         }
     }
 
@@ -668,6 +680,7 @@ fn print_table(
         Some(MaskKind::Padding) => format!(" mask padding (bool {},1,1,{})", sh.b, sh.lk),
         Some(MaskKind::Bool) => format!(" mask bool ({},{})", sh.lq, sh.lk),
         Some(MaskKind::Bias) => format!(" mask bias (float {},{})", sh.lq, sh.lk),
+        Some(MaskKind::Window) => format!(" mask window of 256 (bool {},{})", sh.lq, sh.lk),
     };
     let shape = format!(
         "B{} Hq{} Hkv{} Lq{} Lk{} D{}{mask}",
