@@ -45,6 +45,8 @@
 // change (3.5 at 256 bits, earlier): workgroup-memory loads are per-lane loops there, so
 // the planner uses this tier on GPUs.
 //
+// Masks with allow bits: the workgroup visits only the key blocks from the first key any of
+// its rows may see to the last (each allow row's header, mask.wgsl), reduced through pt.
 // Causal: the workgroup stops at the last key its last row may see, and the per-element
 // causal test runs only on blocks that cross its first row's diagonal. Within a head, causal
 // workgroups are numbered last row block first, so the longest start first. Loop bounds
@@ -155,7 +157,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         diag = u32(clamp(i32(block_row0) + p.causal_offset + 1, 0, i32(p.lk)));
     }
 
-    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + BLOCK_KEYS) {
+    var key_begin = p.key0;
+    if (HAS_ALLOW != 0u) {
+        // Only the blocks from the first key any row here may see to the last one (each
+        // allow row's header, mask.wgsl): keys outside that span are masked for every row
+        // and would add weight 0. The block's span is reduced through pt, which the key
+        // loop below first writes after a barrier, and read with workgroupUniformLoad so
+        // that the loop bounds stay uniform for its barriers.
+        var first = p.lk;
+        var end = 0u;
+        for (var r = 0u; r < 4u; r = r + 1u) {
+            let at = allow_span_index(p.mask, row_bh[r] / p.hq, row_bh[r] % p.hq, rows[r]);
+            first = min(first, allow[at]);
+            end = max(end, allow[at + 1u]);
+        }
+        pt[lindex] = vec4<f32>(bitcast<f32>(first), bitcast<f32>(end), 0.0, 0.0);
+        workgroupBarrier();
+        if (lindex == 0u) {
+            for (var t = 1u; t < 128u; t = t + 1u) {
+                first = min(first, bitcast<u32>(pt[t].x));
+                end = max(end, bitcast<u32>(pt[t].y));
+            }
+            pt[0] = vec4<f32>(bitcast<f32>(first), bitcast<f32>(end), 0.0, 0.0);
+        }
+        let span = bitcast<vec4<u32>>(workgroupUniformLoad(&pt[0]));
+        // Still a multiple of BLOCK_KEYS from key0 (itself one).
+        key_begin = max(key_begin, span.x / BLOCK_KEYS * BLOCK_KEYS);
+        key_end = min(key_end, span.y);
+    }
+
+    for (var j0 = key_begin; j0 < min(key_end, p.key1); j0 = j0 + BLOCK_KEYS) {
         // 1. Scores of rows 4ty+r against keys 4tx+t (sa) and 32+4tx+t (sb).
         var sa: array<vec4<f32>, 4>;
         var sb: array<vec4<f32>, 4>;

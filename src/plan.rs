@@ -307,6 +307,23 @@ pub fn unfused_groups(p: &Problem, n_heads: usize, rows: usize) -> [u64; 3] {
     ]
 }
 
+/// The window over a mask part's rows of batch-heads `bh0 ..= bh_last`, query rows `row0 ..
+/// row0 + rows` (in the part's own layout); `Err(bytes)` when it exceeds one binding.
+fn mask_rows_window<T>(
+    part: &MaskPart<T>,
+    d: &crate::problem::Dims,
+    (bh0, bh_last, row0, rows): (usize, usize, usize, usize),
+    budget: &DeviceBudget,
+) -> std::result::Result<Window, u64> {
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    for bh in bh0..=bh_last {
+        let (b, h) = (bh / d.hq, bh % d.hq);
+        lo = lo.min(part.row_start(b, h, row0));
+        hi = hi.max(part.row_start(b, h, row0 + rows - 1) + part.row_len);
+    }
+    Window::new(lo, hi, budget)
+}
+
 fn try_chunk(
     p: &Problem,
     budget: &DeviceBudget,
@@ -338,32 +355,21 @@ fn try_chunk(
         Window::new(kv0 * p.kv_rows * d.d, kv_end * d.d, budget).map_err(|s| name_err("k", s))?;
     let v =
         Window::new(kv0 * p.kv_rows * d.dv, kv_end * d.dv, budget).map_err(|s| name_err("v", s))?;
-    // The mask rows of this chunk's (batch-head, query row) pairs, in a part's own layout.
-    fn rows_window<T>(
-        part: &MaskPart<T>,
-        d: &crate::problem::Dims,
-        (bh0, bh_last, row0, rows): (usize, usize, usize, usize),
-        budget: &DeviceBudget,
-    ) -> std::result::Result<Window, u64> {
-        let (mut lo, mut hi) = (usize::MAX, 0usize);
-        for bh in bh0..=bh_last {
-            let (b, h) = (bh / d.hq, bh % d.hq);
-            lo = lo.min(part.row_start(b, h, row0));
-            hi = hi.max(part.row_start(b, h, row0 + rows - 1) + part.row_len);
-        }
-        Window::new(lo, hi, budget)
-    }
-    let span = (bh0, bh_last, row0, rows);
+    let chunk_rows = (bh0, bh_last, row0, rows);
     let (bias, allow) = p
         .mask
         .as_ref()
         .map_or((None, None), |m| (m.bias.as_ref(), m.allow.as_ref()));
     let mask_bias = match bias {
-        Some(m) => Some(rows_window(m, d, span, budget).map_err(|s| name_err("mask bias", s))?),
+        Some(m) => {
+            Some(mask_rows_window(m, d, chunk_rows, budget).map_err(|s| name_err("mask bias", s))?)
+        }
         None => None,
     };
     let mask_allow = match allow {
-        Some(m) => Some(rows_window(m, d, span, budget).map_err(|s| name_err("mask allow", s))?),
+        Some(m) => Some(
+            mask_rows_window(m, d, chunk_rows, budget).map_err(|s| name_err("mask allow", s))?,
+        ),
         None => None,
     };
     let need = cost(n_heads, rows);
