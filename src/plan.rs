@@ -360,18 +360,12 @@ fn try_chunk(
         .mask
         .as_ref()
         .map_or((None, None), |m| (m.bias.as_ref(), m.allow.as_ref()));
-    let mask_bias = match bias {
-        Some(m) => {
-            Some(mask_rows_window(m, d, chunk_rows, budget).map_err(|s| name_err("mask bias", s))?)
-        }
-        None => None,
-    };
-    let mask_allow = match allow {
-        Some(m) => Some(
-            mask_rows_window(m, d, chunk_rows, budget).map_err(|s| name_err("mask allow", s))?,
-        ),
-        None => None,
-    };
+    let mask_bias = bias
+        .map(|m| mask_rows_window(m, d, chunk_rows, budget).map_err(|s| name_err("mask bias", s)))
+        .transpose()?;
+    let mask_allow = allow
+        .map(|m| mask_rows_window(m, d, chunk_rows, budget).map_err(|s| name_err("mask allow", s)))
+        .transpose()?;
     let need = cost(n_heads, rows);
     if need.scratch_bytes > budget.max_binding {
         return Err(name_err("scratch", need.scratch_bytes));

@@ -342,6 +342,16 @@ fn prepare(ctx: &Context, sh: Shape, settings: &Settings) -> Result<Inputs, Fail
     })
 }
 
+/// Reports a path that cannot run this shape. Quiet output (JSON, plots) keeps stdout
+/// machine-readable: the reason goes to stderr then, never nowhere.
+fn report_skip(name: &str, why: impl std::fmt::Display, quiet: bool) {
+    if quiet {
+        eprintln!("{name}: skipped: {why}");
+    } else {
+        println!("{name:<16} skipped: {why}");
+    }
+}
+
 /// Checks one path against the reference, then times it. `None` when the path cannot run
 /// this shape (the reason goes to stdout, or to stderr when `quiet`).
 fn measure(
@@ -360,12 +370,7 @@ fn measure(
     let kv_bytes = 8.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
     let Some(path) = choice else {
         if x.mask.is_some() {
-            let why = "the CPU baseline takes no mask";
-            if quiet {
-                eprintln!("{name}: skipped: {why}");
-            } else {
-                println!("{name:<16} skipped: {why}");
-            }
+            report_skip(name, "the CPU baseline takes no mask", quiet);
             return Ok(None);
         }
         let mut timing_runs = Vec::new();
@@ -411,13 +416,7 @@ fn measure(
         let r = match attention_f16(ctx, q16, k16, v16, &opts) {
             Ok(r) => r,
             Err(e) => {
-                // Quiet output (JSON, plots) keeps stdout machine-readable: the reason goes
-                // to stderr, never nowhere.
-                if quiet {
-                    eprintln!("{name}: skipped: {e}");
-                } else {
-                    println!("{name:<16} skipped: {e}");
-                }
+                report_skip(name, e, quiet);
                 return Ok(None);
             }
         };
@@ -481,11 +480,7 @@ fn measure(
     let r = match wgpu_attention::attention_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts) {
         Ok(r) => r,
         Err(e) => {
-            if quiet {
-                eprintln!("{name}: skipped: {e}");
-            } else {
-                println!("{name:<16} skipped: {e}");
-            }
+            report_skip(name, e, quiet);
             return Ok(None);
         }
     };
@@ -788,11 +783,7 @@ fn measure_bf16(
 ) -> Result<Option<Row>, Failure> {
     let sh = x.sh;
     let skip = |why: String| {
-        if quiet {
-            eprintln!("{name}: skipped: {why}");
-        } else {
-            println!("{name:<16} skipped: {why}");
-        }
+        report_skip(name, why, quiet);
         Ok(None)
     };
     let mut cache = match KvCache::new_bf16(ctx, sh.b, sh.hkv, sh.lk, sh.d, sh.d) {
