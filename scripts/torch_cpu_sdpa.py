@@ -12,14 +12,15 @@ With --dtype f16 the tool's rows are its f16 rows (`bench --dtype f16`: K and V 
 KvCache on the device) and torch runs on float16 tensors; the error is then against f64 on
 the f16-rounded inputs.
 
-With --mask padding|bool|bias both get a mask of that kind (`bench --mask`; torch's of the
-same form and density, its own random values): a bool (B, 1, 1, Lk) mask hiding the last
-eighth of the keys, a bool (Lq, Lk) mask hiding 10 % at random, a float (Lq, Lk) bias, or
+With --mask padding|finfo-padding|bool|bias|window both get a mask of that kind (`bench
+--mask`; torch's of the same form and density, its own random values): a bool (B, 1, 1, Lk)
+mask hiding the last eighth of the keys (finfo-padding: the same as a float mask of 0 and
+torch.finfo(float32).min, Hugging Face's form), a bool (Lq, Lk) mask hiding 10 % at random, a float (Lq, Lk) bias, or
 a bool (Lq, Lk) sliding window of 256 keys.
 
 Usage: python3 scripts/torch_cpu_sdpa.py [--shape B,H,Lq,Lk,D] [--kv-heads N]
            [--causal top-left] [--path auto,cpu-ndarray] [--reps 10] [--tool PATH]
-           [--dtype f32|f16] [--mask padding|bool|bias|window]
+           [--dtype f32|f16] [--mask padding|finfo-padding|bool|bias|window]
 """
 import argparse
 import json
@@ -37,7 +38,7 @@ ap.add_argument("--path", default="auto,cpu-ndarray")
 ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--tool", default="target/release/wgpu-attention")
 ap.add_argument("--dtype", choices=["f32", "f16"], default="f32")
-ap.add_argument("--mask", choices=["padding", "bool", "bias", "window"])
+ap.add_argument("--mask", choices=["padding", "finfo-padding", "bool", "bias", "window"])
 a = ap.parse_args()
 b, hq, lq, lk, d = (int(x) for x in a.shape.split(","))
 hkv = a.kv_heads or hq
@@ -64,8 +65,10 @@ if a.dtype == "f16":
     q, k, v = q.half(), k.half(), v.half()
 kw = dict(is_causal=bool(a.causal), enable_gqa=hkv != hq)
 if a.mask:
-    if a.mask == "padding":
+    if a.mask in ("padding", "finfo-padding"):
         mask = (torch.arange(lk) < lk - lk // 8).reshape(1, 1, 1, lk).expand(b, 1, 1, lk)
+        if a.mask == "finfo-padding":
+            mask = torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask, torch.finfo(q.dtype).min)
     elif a.mask == "window":
         i = torch.arange(lq)[:, None] + (lk - lq)
         j = torch.arange(lk)[None, :]
@@ -90,7 +93,7 @@ ms = sorted(times)[len(times) // 2]
 # torch's own error, measured like the tool's rows: against the same computation in f64.
 out = F.scaled_dot_product_attention(q, k, v, **kw)
 exact_kw = dict(kw)
-if a.mask == "bias":
+if a.mask in ("bias", "finfo-padding"):
     exact_kw["attn_mask"] = kw["attn_mask"].double()  # a float mask of the query's dtype
 exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **exact_kw)
 err = (out.double() - exact).abs().max().item()

@@ -44,7 +44,8 @@
 // Dispatch: one workgroup per (group, tile, split), numbered linearly (split fastest), spread
 // over x and y; surplus workgroups return at once (whole workgroups, so the barriers stay in
 // uniform control flow). Each workgroup runs the keys of its split in blocks of 64 (crate::
-// decode chooses how many blocks a split takes).
+// decode chooses how many blocks a split takes); under an allow mask only the blocks
+// within the tile's rows' allowed span (below).
 
 override ROWS: u32 = 16u;
 override COLS: u32 = 1u;
@@ -100,10 +101,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 
     // This split's keys; under the causal rule none past the last key any row here may see.
-    let j_begin = split * p.keys_per_split;
+    var j_begin = split * p.keys_per_split;
     var j_end = min(j_begin + p.keys_per_split, p.lk);
     if (CAUSAL != 0u) {
         j_end = min(j_end, u32(clamp(i32(last_pos) + p.causal_offset + 1, 0, i32(p.lk))));
+    }
+    // Under an allow mask, only the keys from the first any row of the tile may see to the
+    // last (each allow row's header, mask.wgsl): every other key is masked for every row
+    // and would add weight 0, so a padded sequence's split past its end runs no block. The
+    // bounds come from read-only storage at workgroup-uniform indices, so they are uniform
+    // and the barriers in the loop stay in uniform control flow. Blocks may start anywhere:
+    // masked() reads each key's bit on its own.
+    if (HAS_ALLOW != 0u) {
+        var first = p.lk;
+        var end = 0u;
+        for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
+            if (r < ROWS) {
+                let at = allow_span_index(p.mask, bhs[r] / p.hq, bhs[r] % p.hq, pos[r]);
+                first = min(first, allow[at]);
+                end = max(end, allow[at + 1u]);
+            }
+        }
+        j_begin = max(j_begin, first);
+        j_end = min(j_end, end);
     }
     let k_row0 = (b * p.hkv + kvh) * p.kv_rows;
 

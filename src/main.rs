@@ -36,7 +36,7 @@ BENCH:
     wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]
         [--path auto|all|unfused|fused|fused-subgroup|fused-portable|fused-tiled|decode|decode-workgroup|cpu-ndarray]
         [--reps N] [--seed S] [--json] [--plot FILE.png] [--dtype f32|f16|bf16]
-        [--mask none|padding|bool|bias|window]
+        [--mask none|padding|finfo-padding|bool|bias|window]
 
     Per path: median ms (GPU timestamps where the adapter has them, wall clock beside),
     GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error
@@ -46,7 +46,8 @@ BENCH:
     times it with K and V in an f16 KvCache on the device (decode reads them as f16);
     --dtype bf16 rounds them to bfloat16 and checks and times each path on a bf16 KvCache.
     --mask gives every path a mask (checked with it): padding, bool (B,1,1,Lk) with the last
-    eighth of the keys masked out; bool, (Lq,Lk) with 10% masked out at random; bias, float
+    eighth of the keys masked out; finfo-padding, the same as a float mask of 0 and f32::MIN
+    (Hugging Face's form); bool, (Lq,Lk) with 10% masked out at random; bias, float
     (Lq,Lk) of normal values; window, bool (Lq,Lk), each row the 256 keys up to its own
     (a sliding window). GFLOP/s still counts every pair the causal rule allows.
 

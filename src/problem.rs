@@ -344,8 +344,11 @@ pub fn validate_problem(
             })
         }
     };
-    if let Some((mq, mk)) = max_abs {
-        let bound = f64::from(scale.abs()) * dims.d as f64 * f64::from(mq) * f64::from(mk);
+    // The largest |score| the inputs allow, where they were scanned; it also tells a large
+    // negative mask value that hides its key from one that only weighs it down.
+    let score_bound = max_abs
+        .map(|(mq, mk)| f64::from(scale.abs()) * dims.d as f64 * f64::from(mq) * f64::from(mk));
+    if let (Some((mq, mk)), Some(bound)) = (max_abs, score_bound) {
         if bound > f64::from(BIAS_CLAMP) {
             return Err(Error::too_large(format_args!(
                 "scores could reach {bound:.3e} (scale {scale} x D {} x max|q| {mq} x max|k| {mk}); \
@@ -356,7 +359,7 @@ pub fn validate_problem(
     }
     let mask = match &opts.mask {
         None => None,
-        Some(m) => prepare_mask(m, &dims)?,
+        Some(m) => prepare_mask(m, &dims, score_bound)?,
     };
     Ok(Problem {
         dims,
@@ -544,8 +547,46 @@ fn allow_rows(values: &[bool], layout: &MaskLayout, lk: usize) -> Result<MaskPar
     )
 }
 
+/// How far below the largest value of its row an additive mask value must lie, beyond twice
+/// the largest |score| the inputs allow, for its key to count as masked out. Its weight is
+/// then at most exp(-1000) of that row's best key: 0 in f32 and in f64 alike, so the allow
+/// bit gives exactly what the value would.
+const HIDDEN_MARGIN: f64 = 1000.0;
+
+/// Which values of an additive mask (rows of `row_len` keys, clamped to ±[`BIAS_CLAMP`])
+/// hide their key: `-inf`, and where the inputs' largest |score| is known
+/// (`score_bound`), any value more than 2 x score_bound + [`HIDDEN_MARGIN`] below the
+/// largest value of its row. Such a key's score can never come near the row's best, so its
+/// weight is exactly 0; as an allow bit it costs a bit instead of a float and lets kernels
+/// skip it. This is how masks built with a large negative number instead of `-inf` (Hugging
+/// Face's `torch.finfo(dtype).min`, BERT's -10000) take the bits. A row whose values are all
+/// the same keeps them all (it hides no key), so a row of finfo.min alone still gives every
+/// key the same weight, as in PyTorch.
+fn hidden_keys(values: &[f32], row_len: usize, score_bound: Option<f64>) -> Vec<bool> {
+    let gap = score_bound.map(|b| 2.0 * b + HIDDEN_MARGIN);
+    let clamped = |x: f32| f64::from(x.clamp(-BIAS_CLAMP, BIAS_CLAMP));
+    let mut hidden = Vec::with_capacity(values.len());
+    for row in values.chunks(row_len.max(1)) {
+        let top = row
+            .iter()
+            .filter(|x| x.is_finite())
+            .map(|&x| clamped(x))
+            .fold(f64::NEG_INFINITY, f64::max);
+        hidden.extend(
+            row.iter()
+                .map(|&x| x == f32::NEG_INFINITY || gap.is_some_and(|gap| clamped(x) < top - gap)),
+        );
+    }
+    hidden
+}
+
 /// The prepared mask, or `None` for an additive mask of zeros only (which changes nothing).
-fn prepare_mask(mask: &Mask<'_>, dims: &Dims) -> Result<Option<MaskData>> {
+/// `score_bound`: the largest |score| the inputs allow, if known (see [`hidden_keys`]).
+fn prepare_mask(
+    mask: &Mask<'_>,
+    dims: &Dims,
+    score_bound: Option<f64>,
+) -> Result<Option<MaskData>> {
     match mask {
         Mask::Bool(m) => {
             let layout = mask_layout(m.shape(), dims)?;
@@ -573,14 +614,16 @@ fn prepare_mask(mask: &Mask<'_>, dims: &Dims) -> Result<Option<MaskData>> {
                     index: idx.slice().to_vec(),
                 });
             }
-            // -inf masks a key out (allow bits); finite values are clamped and added. A mask
-            // of 0 and -inf only (PyTorch's usual float padding mask) needs no bias at all.
-            let any_masked = values.contains(&f32::NEG_INFINITY);
-            let any_bias = values.iter().any(|&x| x.is_finite() && x != 0.0);
+            // -inf, and values far enough below their row's best (hidden_keys), mask a key
+            // out (allow bits); other values are clamped and added. A mask of 0 and -inf
+            // only (PyTorch's usual float padding mask), or of 0 and finfo.min where every
+            // row keeps a 0, needs no bias at all.
+            let hidden = hidden_keys(&values, layout.shape[3], score_bound);
+            let any_masked = hidden.contains(&true);
+            let any_bias = values.iter().zip(&hidden).any(|(&x, &h)| !h && x != 0.0);
             let allow = any_masked
                 .then(|| {
-                    let allowed: Vec<bool> =
-                        values.iter().map(|&x| x != f32::NEG_INFINITY).collect();
+                    let allowed: Vec<bool> = hidden.iter().map(|&h| !h).collect();
                     allow_rows(&allowed, &layout, dims.lk)
                 })
                 .transpose()?;
@@ -588,8 +631,9 @@ fn prepare_mask(mask: &Mask<'_>, dims: &Dims) -> Result<Option<MaskData>> {
                 .then(|| {
                     let clamped: Vec<f32> = values
                         .iter()
-                        .map(|&x| {
-                            if x == f32::NEG_INFINITY {
+                        .zip(&hidden)
+                        .map(|(&x, &h)| {
+                            if h {
                                 0.0
                             } else {
                                 x.clamp(-BIAS_CLAMP, BIAS_CLAMP)

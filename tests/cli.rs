@@ -366,7 +366,7 @@ fn bench_with_masks() {
     if common::ctx().is_none() {
         return;
     }
-    for kind in ["padding", "bool", "bias", "window"] {
+    for kind in ["padding", "finfo-padding", "bool", "bias", "window"] {
         let o = tool()
             .args(["bench", "--shape", "2,4,40,70,16", "--kv-heads", "2"])
             .args(["--path", "auto,unfused,decode", "--reps", "1", "--json"])

@@ -871,11 +871,10 @@ fn small_workgroup_memory() {
 }
 
 /// Where a mask hides whole runs of keys from every row of a workgroup (sequences padded to
-/// a common length, a band of keys per row, rows with no key at all), the subgroup and tiled
-/// tiers and decode skip the key blocks outside the rows' allowed span (the allow rows'
-/// header). Each
-/// such mask through every fused tier and decode, both causal alignments, and with few rows
-/// over many keys, where the subgroup tier splits the keys into ranges side by side and
+/// a common length, with false, -inf or finfo.min, a band of keys per row, rows with no key
+/// at all), the subgroup and tiled tiers and both forms of decode skip the key blocks
+/// outside the rows' allowed span (the allow rows' header). Each such mask through every
+/// fused tier and decode, both causal alignments, and with few rows over many keys, where the subgroup tier splits the keys into ranges side by side and
 /// ranges past a sequence's end are left with no key.
 #[test]
 fn masks_that_hide_whole_key_blocks() {
@@ -899,6 +898,8 @@ fn masks_that_hide_whole_key_blocks() {
     };
     let (q, k, v) = inputs(&mut rng, [2, 4, 2, 40, 300, 16, 8], 1.0);
     let float_padding = padding(300).mapv(|x| if x { 0.0f32 } else { f32::NEG_INFINITY });
+    // Hugging Face's form: finfo.min instead of -inf, which becomes allow bits too.
+    let hf_padding = padding(300).mapv(|x| if x { 0.0f32 } else { f32::MIN });
     let (pad, banded) = (padding(300), band(40, 300));
     for path in &paths {
         for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
@@ -906,6 +907,7 @@ fn masks_that_hide_whole_key_blocks() {
                 ("padding", Mask::Bool(pad.view())),
                 ("band", Mask::Bool(banded.view())),
                 ("float padding", Mask::Additive(float_padding.view())),
+                ("finfo.min padding", Mask::Additive(hf_padding.view())),
             ] {
                 let opts = AttentionOptions::default()
                     .causal(causal)

@@ -308,3 +308,119 @@ fn additive_masks_drop_the_parts_they_do_not_need() {
     assert!(m.bias.is_none() && m.allow.is_some());
     assert!(!m.allows(0, 0, 1, 4) && m.allows(0, 0, 1, 3) && m.allows(1, 1, 0, 4));
 }
+
+/// Attention in f64 over 3-D inputs (H, L, D) with an additive (Lq, Lk) mask taken as it is:
+/// no clamp, no allow bits. What the mask's values mean, to hold the prepared mask to.
+fn attention_with_raw_mask(
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    mask: &ArrayD<f32>,
+) -> ArrayD<f64> {
+    let (h, lq, d) = (q.shape()[0], q.shape()[1], q.shape()[2]);
+    let (lk, dv) = (k.shape()[1], v.shape()[2]);
+    let scale = 1.0 / (d as f64).sqrt();
+    let mut out = ArrayD::zeros(IxDyn(&[h, lq, dv]));
+    for hh in 0..h {
+        for i in 0..lq {
+            let scores: Vec<f64> = (0..lk)
+                .map(|j| {
+                    let dot: f64 = (0..d)
+                        .map(|c| f64::from(q[[hh, i, c]]) * f64::from(k[[hh, j, c]]))
+                        .sum();
+                    scale * dot + f64::from(mask[[i, j]])
+                })
+                .collect();
+            let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+            let sum: f64 = w.iter().sum();
+            for c in 0..dv {
+                out[[hh, i, c]] = (0..lk)
+                    .map(|j| w[j] * f64::from(v[[hh, j, c]]))
+                    .sum::<f64>()
+                    / sum;
+            }
+        }
+    }
+    out
+}
+
+/// Masks built with a large negative number instead of -inf (Hugging Face's
+/// `torch.finfo(float32).min`, BERT's -10000) hide their keys as allow bits where the value
+/// lies far enough below its row's best that the key's weight is exactly 0 whatever the
+/// scores (the inputs bound them); then a mask of 0 and such values keeps no bias at all.
+/// A value that only weighs its key down stays a bias, as does a row of finfo.min alone
+/// (every key the same weight, as in PyTorch). The output always matches the raw mask's.
+#[test]
+fn large_negative_mask_values_hide_their_keys() {
+    let mut rng = Rng::new(53);
+    let (lq, lk) = (6, 11);
+    let q = rng.array(&[3, lq, 8], 1.0);
+    let k = rng.array(&[3, lk, 8], 1.0);
+    let v = rng.array(&[3, lk, 5], 1.0);
+    // Row i sees keys 0 ..= i + 4 (causal from the end) of the first 9 (key padding).
+    let seen = |i: usize, j: usize| j <= i + 4 && j < 9;
+    let filled = |hole: f32| {
+        ArrayD::from_shape_fn(IxDyn(&[lq, lk]), |ix| {
+            if seen(ix[0], ix[1]) {
+                0.0
+            } else {
+                hole
+            }
+        })
+    };
+    let alibi_with_holes = ArrayD::from_shape_fn(IxDyn(&[lq, lk]), |ix| {
+        if seen(ix[0], ix[1]) {
+            -0.5 * (ix[0] as f32 - ix[1] as f32).abs()
+        } else {
+            -10000.0
+        }
+    });
+    let mut empty_row = filled(f32::MIN);
+    empty_row.slice_mut(s![2, ..]).fill(f32::MIN);
+    // (name, mask, large scores, keys hidden as bits, bias kept)
+    let cases = [
+        ("finfo.min", filled(f32::MIN), false, true, false),
+        ("-10000", filled(-10000.0), false, true, false),
+        (
+            "bias with -10000 holes",
+            alibi_with_holes,
+            false,
+            true,
+            true,
+        ),
+        // Within reach of the scores: -30 weighs its key down but does not hide it.
+        ("-30", filled(-30.0), false, false, true),
+        // Scores up to about 1e6 here: -10000 no longer hides for certain.
+        ("-10000, large scores", filled(-10000.0), true, false, true),
+        ("a row of finfo.min alone", empty_row, false, true, true),
+    ];
+    for (name, mask, large, hides, keeps_bias) in cases {
+        let q = if large {
+            q.mapv(|x| x * 1000.0)
+        } else {
+            q.clone()
+        };
+        let opts = AttentionOptions::default().mask(Mask::Additive(mask.view()));
+        let p = reference::validate(&q, &k, &v, &opts).unwrap();
+        let m = p.mask.as_ref().unwrap();
+        assert_eq!(m.allow.is_some(), hides, "{name}: allow bits");
+        assert_eq!(m.bias.is_some(), keeps_bias, "{name}: bias");
+        for i in 0..lq {
+            let row_alone = mask.slice(s![i, ..]).iter().all(|&x| x == f32::MIN);
+            for j in 0..lk {
+                let want = !hides || seen(i, j) || row_alone;
+                assert_eq!(m.allows(0, 0, i, j), want, "{name}: key {j} of row {i}");
+            }
+        }
+        let got = reference::attention(&q, &k, &v, &opts).unwrap().out;
+        let want = attention_with_raw_mask(&q, &k, &v, &mask);
+        for (idx, &w) in want.indexed_iter() {
+            let g = f64::from(got[&idx]);
+            assert!(
+                (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "{name} at {idx:?}: {g} against {w}"
+            );
+        }
+    }
+}

@@ -127,6 +127,9 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
 enum MaskKind {
     /// Bool `(B, 1, 1, Lk)`: the last eighth of the keys masked out (key padding).
     Padding,
+    /// The same padding as a float mask in Hugging Face's form: 0, and `f32::MIN`
+    /// (`torch.finfo(torch.float32).min`) for the keys masked out.
+    FinfoPadding,
     /// Bool `(Lq, Lk)`, each key allowed with probability 0.9.
     Bool,
     /// Float `(Lq, Lk)`, normal values (a bias such as ALiBi's or T5's).
@@ -140,6 +143,7 @@ impl MaskKind {
     fn name(self) -> &'static str {
         match self {
             MaskKind::Padding => "padding",
+            MaskKind::FinfoPadding => "finfo-padding",
             MaskKind::Bool => "bool",
             MaskKind::Bias => "bias",
             MaskKind::Window => "window",
@@ -151,12 +155,13 @@ fn parse_mask(text: Option<&str>) -> Result<Option<MaskKind>, Failure> {
     Ok(match text {
         None | Some("none") => None,
         Some("padding") => Some(MaskKind::Padding),
+        Some("finfo-padding") => Some(MaskKind::FinfoPadding),
         Some("bool") => Some(MaskKind::Bool),
         Some("bias") => Some(MaskKind::Bias),
         Some("window") => Some(MaskKind::Window),
         Some(other) => {
             return Err(Failure::input(format!(
-                "--mask must be none, padding, bool, bias or window; got '{other}'"
+                "--mask must be none, padding, finfo-padding, bool, bias or window; got '{other}'"
             )))
         }
     })
@@ -175,6 +180,16 @@ impl BenchMask {
                 let keep = sh.lk - sh.lk / 8;
                 BenchMask::Bool(ArrayD::from_shape_fn(IxDyn(&[sh.b, 1, 1, sh.lk]), |ix| {
                     ix[3] < keep
+                }))
+            }
+            MaskKind::FinfoPadding => {
+                let keep = sh.lk - sh.lk / 8;
+                BenchMask::Additive(ArrayD::from_shape_fn(IxDyn(&[sh.b, 1, 1, sh.lk]), |ix| {
+                    if ix[3] < keep {
+                        0.0
+                    } else {
+                        f32::MIN
+                    }
                 }))
             }
             MaskKind::Bool => BenchMask::Bool(rng.bool_array(&[sh.lq, sh.lk], 0.9)),
@@ -202,6 +217,9 @@ impl BenchMask {
         match self {
             BenchMask::Bool(m) if m.ndim() == 4 => (get(m, &[b, 0, 0, j]), 0.0),
             BenchMask::Bool(m) => (get(m, &[i, j]), 0.0),
+            BenchMask::Additive(m) if m.ndim() == 4 => {
+                (true, m.get([b, 0, 0, j].as_slice()).copied().unwrap_or(0.0))
+            }
             BenchMask::Additive(m) => (true, m.get([i, j].as_slice()).copied().unwrap_or(0.0)),
         }
     }
@@ -673,6 +691,12 @@ fn print_table(
     let mask = match settings.mask {
         None => String::new(),
         Some(MaskKind::Padding) => format!(" mask padding (bool {},1,1,{})", sh.b, sh.lk),
+        Some(MaskKind::FinfoPadding) => {
+            format!(
+                " mask finfo-padding (float 0/f32::MIN {},1,1,{})",
+                sh.b, sh.lk
+            )
+        }
         Some(MaskKind::Bool) => format!(" mask bool ({},{})", sh.lq, sh.lk),
         Some(MaskKind::Bias) => format!(" mask bias (float {},{})", sh.lq, sh.lk),
         Some(MaskKind::Window) => format!(" mask window of 256 (bool {},{})", sh.lq, sh.lk),
