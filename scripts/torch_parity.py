@@ -81,13 +81,6 @@ CASES = [
     ("bool mask", dict(q=rand(2, 4, 19, 16), k=rand(2, 4, 37, 16), v=rand(2, 4, 37, 16), mask=torch.rand(2, 1, 19, 37, generator=g) < 0.7)),
     ("float mask -inf", dict(q=rand(1, 3, 29, 12), k=rand(1, 3, 41, 12), v=rand(1, 3, 41, 12),
                              mask=rand(29, 41).masked_fill(torch.rand(29, 41, generator=g) < 0.2, float("-inf")))),
-    # Hugging Face's form: 0 and finfo.min, causal and left padding in one mask; batch 1's
-    # first 3 query rows see no key (finfo.min throughout: torch gives them uniform weights).
-    ("finfo.min mask, left padding", dict(q=rand(2, 4, 12, 16), k=rand(2, 4, 12, 16), v=rand(2, 4, 12, 16),
-                                          mask=torch.zeros(2, 1, 12, 12).masked_fill(
-                                              ~(torch.ones(12, 12, dtype=torch.bool).tril()
-                                                & (torch.arange(12) >= torch.tensor([0, 3])[:, None])[:, None, None, :]),
-                                              torch.finfo(torch.float32).min))),
     ("mask + causal", dict(q=rand(1, 2, 40, 16), k=rand(1, 2, 40, 16), v=rand(1, 2, 40, 16),
                            mask=torch.rand(40, 40, generator=g) < 0.8, causal="top-left")),
     ("large logits x50", dict(q=rand(1, 2, 64, 64, scale=50), k=rand(1, 2, 64, 64, scale=50), v=rand(1, 2, 64, 64))),
@@ -130,6 +123,14 @@ CASES = [
     ("D 0 bool mask", dict(q=rand(1, 2, 5, 0), k=rand(1, 2, 7, 0), v=rand(1, 2, 7, 6),
                            mask=torch.rand(5, 7, generator=g) < 0.7)),
     ("Dv 0", dict(q=rand(1, 2, 5, 8), k=rand(1, 2, 7, 8), v=rand(1, 2, 7, 0), causal="bottom-right")),
+    # Last, so that the cases above keep their random data (they share one generator).
+    # Hugging Face's form: 0 and finfo.min, causal and left padding in one mask; batch 1's
+    # first 3 query rows see no key (finfo.min throughout: torch gives them uniform weights).
+    ("finfo.min mask, left padding", dict(q=rand(2, 4, 12, 16), k=rand(2, 4, 12, 16), v=rand(2, 4, 12, 16),
+                                          mask=torch.zeros(2, 1, 12, 12).masked_fill(
+                                              ~(torch.ones(12, 12, dtype=torch.bool).tril()
+                                                & (torch.arange(12) >= torch.tensor([0, 3])[:, None])[:, None, None, :]),
+                                              torch.finfo(torch.float32).min))),
 ]
 
 

@@ -83,6 +83,52 @@ fn option_and_value_errors() {
     assert!(matches!(e, Error::TooLarge { .. }), "{e}");
 }
 
+/// The scan for non-finite values and the largest |x| runs in lanes of 8 with a remainder:
+/// a bad value or the largest one is found at every position of a 21-element tensor (two
+/// full lanes and 5 left over), in q, k, v and an additive mask.
+#[test]
+fn values_are_scanned_at_every_position() {
+    let o = AttentionOptions::default();
+    for at in 0..21 {
+        let index = vec![at / 3, at % 3];
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for name in ["q", "k", "v"] {
+                let [mut q, mut k, mut v] = [arr(&[7, 3]), arr(&[7, 3]), arr(&[7, 3])];
+                let x = match name {
+                    "q" => &mut q,
+                    "k" => &mut k,
+                    _ => &mut v,
+                };
+                x[[at / 3, at % 3]] = bad;
+                let e = reference::attention(&q, &k, &v, &o).expect_err("non-finite");
+                assert!(
+                    matches!(&e, Error::NonFinite { name: n, index: i, .. } if *n == name && i == &index),
+                    "{name} {bad} at {at}: {e}"
+                );
+            }
+            if bad != f32::NEG_INFINITY {
+                let mut m = ArrayD::zeros(IxDyn(&[7, 3]));
+                m[[at / 3, at % 3]] = bad;
+                let e = err(
+                    &[7, 3],
+                    &[3, 3],
+                    &[3, 3],
+                    &AttentionOptions::default().mask(Mask::Additive(m.view())),
+                );
+                assert!(
+                    matches!(&e, Error::NonFinite { name: "mask", index: i, .. } if i == &index),
+                    "mask {bad} at {at}: {e}"
+                );
+            }
+        }
+        // The largest |q| alone makes the scores overflow f32.
+        let mut q = arr(&[7, 3]);
+        q[[at / 3, at % 3]] = -1e31;
+        let e = reference::attention(&q, &arr(&[7, 3]), &arr(&[7, 3]), &o).expect_err("large");
+        assert!(matches!(e, Error::TooLarge { .. }), "at {at}: {e}");
+    }
+}
+
 #[test]
 fn mask_errors() {
     let m = ndarray::ArrayD::from_elem(IxDyn(&[5, 7]), true);
