@@ -33,7 +33,10 @@ fn main() -> Result<(), Error> {
         for (name, mask) in [
             ("no mask", None),
             ("float bias", Some(Mask::Additive(bias.view()))),
-            ("0 / f32::MIN causal", Some(Mask::Additive(finfo_causal.view()))),
+            (
+                "0 / f32::MIN causal",
+                Some(Mask::Additive(finfo_causal.view())),
+            ),
             ("bool", Some(Mask::Bool(allow.view()))),
         ] {
             let opts = match mask {

@@ -16,7 +16,8 @@
 // head per workgroup), numbered linearly and spread over x and y. For each block of 8 keys
 // the workgroup copies the 8 key rows and 8 value rows into workgroup memory (between two
 // barriers), then every invocation reads them from there. Key bounds are uniform over the
-// workgroup, as barriers require.
+// workgroup, as barriers require. Under an allow mask the workgroup visits only the key
+// blocks from the first key any of its rows may see to the last (reduced through k_tile).
 
 // Widths: MAX_D4 (vec4s in the widest row), LOCAL_LEN (length of the per-invocation
 // arrays) and the tiles k_tile and v_tile (8 rows of MAX_D4 vec4s: one block of 8 key rows
@@ -83,8 +84,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // Blocks starting at or after `diag` may hold keys some row here must not see.
         diag = u32(clamp(i32(wg_first) + p.causal_offset + 1, 0, i32(p.lk)));
     }
+    var key_begin = p.key0;
+    var key_stop = min(key_end, p.key1);
+    if (HAS_ALLOW != 0u) {
+        // Only the blocks from the first key any row here may see to the last one (each
+        // allow row's header, mask.wgsl): keys outside that span are masked for every row
+        // and would add weight 0, so a padded sequence stops at its end. The workgroup's
+        // span is reduced through k_tile, which the key loop first writes after a barrier,
+        // and read with workgroupUniformLoad so that the loop bounds stay uniform for its
+        // barriers. The start stays a multiple of 8 (key0 is one), as mask4() needs.
+        var span_first = p.lk;
+        var span_end = 0u;
+        for (var t = 0u; t < 4u; t = t + 1u) {
+            let at = allow_span_index(p.mask, bh / p.hq, bh % p.hq, min(i0 + t, last));
+            span_first = min(span_first, allow[at]);
+            span_end = max(span_end, allow[at + 1u]);
+        }
+        k_tile[lindex] = vec4<f32>(bitcast<f32>(span_first), bitcast<f32>(span_end), 0.0, 0.0);
+        workgroupBarrier();
+        if (lindex == 0u) {
+            for (var t = 1u; t < 64u; t = t + 1u) {
+                span_first = min(span_first, bitcast<u32>(k_tile[t].x));
+                span_end = max(span_end, bitcast<u32>(k_tile[t].y));
+            }
+            k_tile[0] = vec4<f32>(bitcast<f32>(span_first), bitcast<f32>(span_end), 0.0, 0.0);
+        }
+        let span = bitcast<vec4<u32>>(workgroupUniformLoad(&k_tile[0]));
+        key_begin = max(key_begin, span.x / 8u * 8u);
+        key_stop = min(key_stop, span.y);
+    }
     let k_row0 = kvh * p.kv_rows;
-    for (var j0 = p.key0; j0 < min(key_end, p.key1); j0 = j0 + 8u) {
+    for (var j0 = key_begin; j0 < key_stop; j0 = j0 + 8u) {
         workgroupBarrier();
         for (var idx = lindex; idx < 8u * d4; idx = idx + 64u) {
             let t = idx / d4;

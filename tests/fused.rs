@@ -872,7 +872,7 @@ fn small_workgroup_memory() {
 
 /// Where a mask hides whole runs of keys from every row of a workgroup (sequences padded to
 /// a common length, with false, -inf or finfo.min, a band of keys per row, rows with no key
-/// at all), the subgroup and tiled tiers and both forms of decode skip the key blocks
+/// at all), every fused tier and both forms of decode skip the key blocks
 /// outside the rows' allowed span (the allow rows' header). Each such mask through every
 /// fused tier and decode, both causal alignments, and with few rows over many keys, where the subgroup tier splits the keys into ranges side by side and
 /// ranges past a sequence's end are left with no key.
