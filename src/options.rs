@@ -38,8 +38,8 @@ pub enum Mask<'a> {
     /// Finite values are clamped to ±1e30 (see the README on why). A large negative value
     /// used in place of `-inf` (Hugging Face's `torch.finfo(dtype).min`, BERT's -10000)
     /// masks its key out the same way, as a bit rather than a float, wherever no score can
-    /// lift it to a nonzero weight: more than 2 × the inputs' largest possible |score| +
-    /// 1000 below the largest value of its row. A row of such values alone keeps them (each
+    /// lift it to a nonzero weight: more than 2 × the inputs' largest possible |score| (f32
+    /// rounding included) + 1000 below the largest value of its row. A row of such values alone keeps them (each
     /// of its keys then weighs the same, as in PyTorch).
     Additive(ArrayViewD<'a, f32>),
 }

@@ -374,9 +374,14 @@ pub fn validate_problem(
             )));
         }
     }
+    // What a kernel can compute for such a score in f32: the dot product's rounding (at most
+    // D units of f32's epsilon of the bound, relative) and that of the few operations on the
+    // score after it (the scale, a bias, the row max), with room to spare.
+    let f32_score_bound =
+        score_bound.map(|b| b * (1.0 + (dims.d as f64 + 8.0) * f64::from(f32::EPSILON)));
     let mask = match &opts.mask {
         None => None,
-        Some(m) => prepare_mask(m, &dims, score_bound)?,
+        Some(m) => prepare_mask(m, &dims, f32_score_bound)?,
     };
     Ok(Problem {
         dims,
@@ -586,9 +591,9 @@ fn allow_rows<T: Copy>(
 }
 
 /// How far below the largest value of its row an additive mask value must lie, beyond twice
-/// the largest |score| the inputs allow, for its key to count as masked out. Its weight is
-/// then at most exp(-1000) of that row's best key: 0 in f32 and in f64 alike, so the allow
-/// bit gives exactly what the value would.
+/// the largest |score| the inputs allow (as an f32 computation can give it), for its key to
+/// count as masked out. Its weight is then at most exp(-1000) of that row's best key: 0 in
+/// f32 and in f64 alike, so the allow bit gives exactly what the value would.
 const HIDDEN_MARGIN: f64 = 1000.0;
 
 /// Per row of an additive mask (rows of `row_len` keys, values finite or `-inf`), the value
