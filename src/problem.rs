@@ -600,17 +600,17 @@ const HIDDEN_MARGIN: f64 = 1000.0;
 /// below which a key counts as masked out: where the inputs' largest |score| is known
 /// (`score_bound`), [`HIDDEN_MARGIN`] + 2 x score_bound below the largest value of the row
 /// (both clamped to ±[`BIAS_CLAMP`], as the kernels add them), rounded down to an f32;
-/// else `f32::MIN`, below which only `-inf` lies. A key below it can never come near the row's best, so its weight is
-/// exactly 0; as an allow bit it costs a bit instead of a float and lets kernels skip it.
+/// else `f32::MIN`, below which only `-inf` lies. A key below it can never come near the
+/// row's best, so its weight is exactly 0; as an allow bit it costs a bit instead of a
+/// float and lets kernels skip it.
 /// This is how masks built with a large negative number instead of `-inf` (Hugging Face's
 /// `torch.finfo(dtype).min`, BERT's -10000) take the bits. A row whose values are all the
 /// same hides no key, so a row of finfo.min alone still gives every key the same weight,
 /// as in PyTorch.
 fn hide_below(values: &[f32], row_len: usize, score_bound: Option<f64>) -> Vec<f32> {
-    // Below f32::MIN: only -inf.
-    let only_neg_inf = vec![f32::MIN; values.len() / row_len.max(1)];
     let Some(bound) = score_bound else {
-        return only_neg_inf;
+        // Below f32::MIN: only -inf.
+        return vec![f32::MIN; values.len() / row_len.max(1)];
     };
     let gap = 2.0 * bound + HIDDEN_MARGIN;
     values
