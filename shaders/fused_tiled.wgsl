@@ -28,7 +28,13 @@
 // Per key block of 64:
 //   1. Scores: D in chunks of 16. Each chunk of Q (64 rows, pre-scaled) and K (64 keys) is
 //      stored transposed ([d][row], [d][key]) so that one vec4 load gives 4 rows or 4 keys:
-//      per d an invocation loads 3 vec4 and does 32 multiply-adds.
+//      per d an invocation loads 3 vec4 and does 32 multiply-adds. Each chunk's 16 products
+//      are summed apart (ca, cb) and then added to the score, so a score's rounding error
+//      grows like 16 + D/16 additions rather than D (one sequence over D = 64 missed
+//      PyTorch's output by 3.2e-4 on large logits, README "Testing"; the other paths sum
+//      vec4 dot products). The price: 8 more vec4 registers during the score phase and one
+//      add per 16 multiply-adds, not yet measured on a GPU (the 19.1 TFLOP/s below are
+//      from the kernel before it).
 //   2. Masks (only on blocks that need them), the row maxima across the 8 invocations of a
 //      row group (exchanged through the first slots of `pt`), the running max, and the
 //      weights P, written to `pt` as [key][row].
@@ -236,14 +242,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 stage[base + 48u] = vec4<f32>(x0.w, x1.w, x2.w, x3.w);
             }
             workgroupBarrier();
+            // The chunk's 16 products of each score are summed apart and then added to the
+            // score (see the header: rounding grows like 16 + D/16 additions, not D).
+            var ca: array<vec4<f32>, 4>;
+            var cb: array<vec4<f32>, 4>;
+            for (var r = 0u; r < 4u; r = r + 1u) {
+                ca[r] = vec4<f32>(0.0);
+                cb[r] = vec4<f32>(0.0);
+            }
             for (var d = 0u; d < D_CHUNK; d = d + 1u) {
                 let qr = stage[d * 16u + ty];
                 let ka = stage[QK_STAGE + d * 16u + tx];
                 let kb = stage[QK_STAGE + d * 16u + 8u + tx];
                 for (var r = 0u; r < 4u; r = r + 1u) {
-                    sa[r] = sa[r] + qr[r] * ka;
-                    sb[r] = sb[r] + qr[r] * kb;
+                    ca[r] = ca[r] + qr[r] * ka;
+                    cb[r] = cb[r] + qr[r] * kb;
                 }
+            }
+            for (var r = 0u; r < 4u; r = r + 1u) {
+                sa[r] = sa[r] + ca[r];
+                sb[r] = sb[r] + cb[r];
             }
         }
 

@@ -438,3 +438,87 @@ fn fully_masked_rows_give_zeros_and_neg_inf_lse() {
     let r = assert_parity(&ctx, "additive -inf row", &q, &k, &v, &opts, Tolerance::F32);
     assert_eq!(r.lse.expect("lse")[[0, 0, 5]], f32::NEG_INFINITY);
 }
+
+/// Every path sums a score's D products in blocks (of 4 or 16 values of d) before adding
+/// them to the running sum, as PyTorch's f32 kernels do, rather than in one sequence over
+/// all of D. One sequence drifts further from the exact score where logits are large (on
+/// PyTorch's large-logit data the tiled tier missed its output by 3e-4, where blocked sums
+/// miss by 5e-5; Testing, "Against PyTorch"). Here key 5 of every head scores exactly 16
+/// through the products 2^24 (d 0), sixteen 1s (d 16..31) and -2^24 (d 32): in one
+/// sequence each 1 is lost against 2^24 (the sum rounds back to even) and the score comes
+/// out 0, so key 5's weight drops from nearly 1 to 1/70. Blocks of 4 or 16 add the 1s
+/// among themselves first and get 16 exactly, as does the f64 reference. The other keys
+/// have 0 at d 0 and d 32, so their scores are small and rounded as usual.
+#[test]
+fn scores_sum_their_products_in_blocks() {
+    use wgpu_attention::fused::{tier_obstacle, Tier};
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(18);
+    let (b, hq, hkv, lq, lk, d, dv) = (1, 4, 2, 3, 70, 48, 8);
+    let big = 4096.0f32; // 2^12: products of 2^24, where f32's step is 2
+    let mut q = rng.array(&[b, hq, lq, d], 0.5);
+    let mut k = rng.array(&[b, hkv, lk, d], 0.5);
+    let v = rng.array(&[b, hkv, lk, dv], 1.0);
+    for h in 0..hq {
+        for i in 0..lq {
+            q.slice_mut(ndarray::s![0, h, i, 16..32]).fill(1.0);
+            q[[0, h, i, 0]] = big;
+            q[[0, h, i, 32]] = big;
+        }
+    }
+    for h in 0..hkv {
+        for j in 0..lk {
+            if j == 5 {
+                k.slice_mut(ndarray::s![0, h, j, ..]).fill(0.0);
+                k.slice_mut(ndarray::s![0, h, j, 16..32]).fill(1.0);
+                k[[0, h, j, 0]] = big;
+                k[[0, h, j, 32]] = -big;
+            } else {
+                k[[0, h, j, 0]] = 0.0;
+                k[[0, h, j, 32]] = 0.0;
+            }
+        }
+    }
+    let mut paths = vec![
+        PathChoice::Unfused,
+        PathChoice::FusedPortable,
+        PathChoice::Decode,
+        PathChoice::DecodeWorkgroup,
+    ];
+    for (tier, path) in [
+        (Tier::Subgroup, PathChoice::FusedSubgroup),
+        (Tier::Tiled, PathChoice::FusedTiled),
+    ] {
+        if tier_obstacle(&ctx, tier).is_none() {
+            paths.push(path);
+        }
+    }
+    for path in paths {
+        for causal in [Causal::None, Causal::BottomRight] {
+            let opts = AttentionOptions::default()
+                .scale(1.0)
+                .causal(causal)
+                .path(path);
+            let r = common::assert_parity(
+                &ctx,
+                &format!("{path:?} {causal:?} blocked sums"),
+                &q,
+                &k,
+                &v,
+                &opts,
+                Tolerance::F32,
+            );
+            // Key 5 carries nearly all the weight (e^16 against 69 keys near e^0).
+            for h in 0..hq {
+                for c in 0..dv {
+                    let want = v[[0, h / 2, 5, c]];
+                    let got = r.out[[0, h, 0, c]];
+                    assert!(
+                        (got - want).abs() < 1e-3,
+                        "{path:?} head {h}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
