@@ -9,7 +9,7 @@
 //! Why: llvmpipe (Mesa 22.3) turns a storage-buffer load at lane-dependent addresses into a
 //! loop over the lanes, one component at a time, a uniform-buffer load into a hardware
 //! gather, and a texel fetch into one 16-byte load per lane and a transpose. Which is
-//! cheapest decides how the kernels should read K and V (README "Measured": what this probe
+//! cheapest decides how the kernels should read K and V (docs/measurements.md: what this probe
 //! found on three CPUs).
 //!
 //! Run: `cargo run --release --example load_costs` (prints the best of 30 submissions per

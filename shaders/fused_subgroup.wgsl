@@ -60,7 +60,7 @@
 // numbered from both ends in turn, so that any contiguous range of workgroups (what each
 // lavapipe thread runs) holds long and short ones alike.
 //
-// Performance notes (lavapipe on a 2-vCPU Xeon, B1 H8 L1024 D64; see README "Measured").
+// Performance notes (lavapipe on a 2-vCPU Xeon, B1 H8 L1024 D64; see docs/measurements.md).
 // The largest gain came from the driver's vector width, not from this code: with
 // LP_NATIVE_VECTOR_WIDTH=512 (AVX-512, 16-lane subgroups; src/cpu_vectors.rs) and 16-key
 // blocks, every lane loads a key row of its own and each vector instruction covers 16 rows:
@@ -86,7 +86,7 @@
 //   stayed rolled (its JIT code held one copy of each loop body, its arrays indexed at run
 //   time; llvmpipe's loop limit counted 131 iterations a block): D 256 ran at 31 GFLOP/s
 //   where D 128 ran at 96, and the 2 x 32 form took it to 55 at R = 2 (paired rounds, 256
-//   bits; README "Measured").
+//   bits; docs/measurements.md).
 // Tried and no faster: K and V as 64 KiB uniform-buffer windows (uniform loads become
 // inlined gathers instead of lane loops: same speed); tree-shaped sums in the V update;
 // broadcasting the block's 8 keys into an array first and scoring one key at a time so only
@@ -119,8 +119,8 @@
 // faster (83.4 against 91.8 GFLOP/s median), so at 16 lanes this kernel is not bound by its
 // loads; exp() replaced by a clamp gained 8-30 % on a noisy host (llvmpipe's exp is about
 // 20 instructions, R x 16 of them a block).
-// Measured 2026-12-01 at 512 bits on an Intel Xeon (perf on the JIT code; README
-// "Measured"): the 32 per-lane load loops of a 16-key block held about 30 % of the samples
+// Measured 2026-12-01 at 512 bits on an Intel Xeon (perf on the JIT code;
+// docs/measurements.md): the 32 per-lane load loops of a 16-key block held about 30 % of the samples
 // (their windows of code took twice the samples of the arithmetic around them), though a
 // probe had put a texel fetch only 10-15 % below a storage load in a tight loop. Reading K
 // and V from textures (kv_loads_texture.wgsl, the 16-lane kernels since 57b673e) took B1

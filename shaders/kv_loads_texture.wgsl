@@ -13,13 +13,13 @@
 // (see fused_subgroup.wgsl), while a texel fetch is one 16-byte load per lane and a
 // transpose, without branches. Measured on lavapipe at 512 bits (Intel Xeon, AVX-512,
 // B1 H8 L1024 D64, 6 paired rounds, the copies inside the timed submission, 2026-12-01;
-// README "Measured"): 108.2 against 93.9 GFLOP/s (causal 89.0 against 79.0); D 256 (the
+// docs/measurements.md): 108.2 against 93.9 GFLOP/s (causal 89.0 against 79.0); D 256 (the
 // wide variant) 99.9 against 71.9. The copies cost a pass over K and V each call, so the
 // host skips textures where a causal rule hides most keys (crate::fused::kv_textures_pay_off).
 // What a fetch costs there: Mesa 22.3's gallivm inlines texture code only for rgba8
 // formats, so each textureLoad here is a call to a function of about 300 instructions for
 // 16 lanes, half of them per-lane mip-level arithmetic (the level is always 0); it took
-// 15.8 % of the samples at B1 H8 L1024 D64 (README "Measured", Intel Xeon). Read-only
+// 15.8 % of the samples at B1 H8 L1024 D64 (docs/measurements.md, Intel Xeon). Read-only
 // storage textures (texture_storage_2d<rgba32float, read>, loaded inline) ran slower:
 // 88.2 against 108.4 GFLOP/s, 3 paired rounds.
 //

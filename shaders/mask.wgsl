@@ -14,7 +14,7 @@
 //           serves up to 32 keys
 // Until 2026-12-01 both were one element per key (u32 for allow), each key read on its own:
 // on lavapipe a bool key-padding mask made B1 H8 L1024 D64 take twice as long, a float mask
-// of 0 and -inf three times (README "Measured").
+// of 0 and -inf three times (docs/measurements.md).
 //
 // Windows: a chunk binds the rows it needs; *_win is the element where its window starts.
 

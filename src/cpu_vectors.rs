@@ -6,7 +6,7 @@
 //! the first [`crate::Context`] of the process.
 //!
 //! What each width suits, measured on lavapipe (Mesa 22.3, 2-vCPU Xeon with AVX-512; see
-//! README "Measured"):
+//! docs/measurements.md):
 //! - 16 lanes suit everything but decode. The subgroup tier then runs its 16-key variant
 //!   ([`crate::kernel::Kernel::FusedSubgroupTexture16`]): every lane loads a key row of its own and
 //!   the subgroup shares it, so each load feeds twice the rows and each vector instruction
@@ -58,7 +58,7 @@ pub fn cpu_has_512() -> bool {
 /// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
 /// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:
 /// `scripts/paired_rounds.py 3 1,8,1024,1024,256` (GFLOP/s, medians, non-causal/causal):
-/// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both; README "Measured").
+/// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both; docs/measurements.md).
 pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
     let decode_rows = crate::decode::auto_rows(Some(16));
     !crate::decode::is_decode_shape(rows_per_kv_head, lk, decode_rows)
@@ -71,8 +71,8 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
 /// component at a time, so two 64-bit components instead of four floats save work: at 256
 /// bits decode took 6.4 ms against 7.8 (B1 Hq32 Hkv8 Lk4096 D128), and the subgroup tier
 /// ran 66.0 against 63.2 GFLOP/s at B1 H8 L1024 D64 (causal 59.0 against 56.1) and 30.1
-/// against 29.3 at D 256 (causal 28.9 against 24.9), medians of paired rounds (README
-/// "Measured"). At 16 lanes both ran slower that way (decode 19-22 ms against 8-11 on the
+/// against 29.3 at D 256 (causal 28.9 against 24.9), medians of paired rounds
+/// (docs/measurements.md). At 16 lanes both ran slower that way (decode 19-22 ms against 8-11 on the
 /// EPYC; the subgroup tier at B1 H8 L1024 D64 72.3 against 92.0 GFLOP/s on an Intel Xeon,
 /// medians of 5 paired rounds), and GPUs keep vec4 loads (not measured there). The subgroup
 /// tier uses these words only where it cannot read K and V from textures

@@ -47,7 +47,7 @@ pub enum Form {
 
 impl Form {
     /// The form that suits the adapter: one invocation per split on CPU adapters (measured
-    /// on lavapipe, README "Measured"), one workgroup per split on GPUs.
+    /// on lavapipe, docs/measurements.md), one workgroup per split on GPUs.
     pub fn for_adapter(info: &wgpu::AdapterInfo) -> Form {
         if info.device_type == wgpu::DeviceType::Cpu {
             Form::Invocation
@@ -94,8 +94,8 @@ pub const MIN_AUTO_KEYS: usize = 256;
 /// adapter where the subgroup tier runs the problem (`cpu_subgroup_lanes`: its subgroup
 /// width), 8 at 8 lanes and 4 at 16. There the subgroup tier serves a GQA group's query
 /// heads from one K/V load, and it beat decode from 9 rows at 8 lanes (256-bit vectors) and
-/// from 5 at 16 lanes, measured on lavapipe over Lk 256-4096 and D 64-256 (README
-/// "Measured": "Decode or the subgroup tier").
+/// from 5 at 16 lanes, measured on lavapipe over Lk 256-4096 and D 64-256
+/// (docs/measurements.md: "Decode or the subgroup tier").
 pub fn auto_rows(cpu_subgroup_lanes: Option<usize>) -> usize {
     match cpu_subgroup_lanes {
         None => MAX_AUTO_ROWS,
@@ -164,7 +164,7 @@ pub const CPU_WORKGROUPS_PER_THREAD: usize = 2;
 /// rows' loads, a partial output and its share of the merge, all per-lane work on llvmpipe:
 /// on lavapipe (AMD EPYC, 2 threads), B1 Hq32 Hkv8 Lq1 Lk4096 D128 took about 7.4 ms with
 /// the GPU rule's 128 splits of 32 keys and 4.5-4.8 with 16-32 splits; B4 Hq32 Hkv8 Lk2048
-/// 19-26 ms against 9-11 (README "Measured"). At least 16 keys a split, and at most
+/// 19-26 ms against 9-11 (docs/measurements.md). At least 16 keys a split, and at most
 /// `max_keys_per_split` (a multiple of 4).
 pub fn split_for_threads(
     lk: usize,

@@ -40,7 +40,7 @@ pub const ROWS_PER_GROUP: usize = 256;
 /// (2026-12-01); at D 256 and 256 bits, R = 4 then ran 55 GFLOP/s against 37 for R = 2
 /// (`scripts/paired_rounds.py`, medians), and at 512 bits R = 8 was no faster than R = 4
 /// (78.4 against 78.9, causal 73.4 against 69.3, four paired rounds) and took 62-87 s to
-/// compile against 28 s (README "Measured").
+/// compile against 28 s (docs/measurements.md).
 pub fn subgroup_rows(d: usize, dv: usize) -> usize {
     let width = d.max(dv).max(1);
     let rows = 512 / width;
@@ -81,7 +81,7 @@ pub struct SubgroupLayout {
 /// standing for the loads and broadcasts its R rows share (fitted to lavapipe at 16 lanes,
 /// D = 64: R = 4 gave 35.5 GFLOP/s and R = 8 gave 45), and the threads run
 /// ceil(workgroups / threads) workgroups each. The shrunken R, measured on lavapipe at 16
-/// lanes in paired rounds (README "Measured"): B1 H8 L77 D64 34.6 against 28.5 GFLOP/s
+/// lanes in paired rounds (docs/measurements.md): B1 H8 L77 D64 34.6 against 28.5 GFLOP/s
 /// (causal 18.1 against 13.6), B1 H12 L197 66.2 against 58.4 (causal 39.5 against 35.0).
 pub fn subgroup_layout(
     d: usize,
@@ -355,7 +355,7 @@ pub const KV_TEXTURE_WIDTH: u32 = 4096;
 /// where [`kv_textures_available`] and [`kv_textures_pay_off`]. llvmpipe loads a storage
 /// buffer at lane-dependent addresses one lane and one component at a time; a texel fetch
 /// is one 16-byte load per lane. On an Intel Xeon at 512 bits that made B1 H8 L1024 D64 run
-/// 108.2 against 93.9 GFLOP/s, copies included (README "Measured"). The price: the K/V
+/// 108.2 against 93.9 GFLOP/s, copies included (docs/measurements.md). The price: the K/V
 /// windows are copied into the textures every call (their device memory is counted in the
 /// call's estimate, see [`crate::memory`]).
 pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
@@ -366,7 +366,7 @@ pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
 /// runs on CPU adapters only, see [`tier_obstacle`]), where a texture row of
 /// [`KV_TEXTURE_WIDTH`] texels fits the limits and every window a binding can hold fits the
 /// texture's rows. At 8 lanes the textures replace the 64-bit loads too (+9 % at B1 H8
-/// L1024 D64, +16 % at D 256 on the Xeon; README "Measured"). Asking for a context with
+/// L1024 D64, +16 % at D 256 on the Xeon; docs/measurements.md). Asking for a context with
 /// `max_texture_dimension_2d` below [`KV_TEXTURE_WIDTH`] turns textures off, which is how
 /// the tests run the storage-buffer forms as well.
 pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
@@ -381,7 +381,7 @@ pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
 /// more than half of the keys from every row (top-left with Lq < Lk / 2), which the kernel
 /// then never reads. There the copy cost up to four times the kernel's own time (B1 H8
 /// Lq8 Lk4096 D64 top-left: 0.1 against 0.4 GFLOP/s); without a causal rule the copy paid
-/// or broke even from 8 query rows per kv head (README "Measured").
+/// or broke even from 8 query rows per kv head (docs/measurements.md).
 pub fn kv_textures_pay_off(p: &Problem) -> bool {
     let lk = p.dims.lk as i64;
     let seen = match p.causal_offset {
