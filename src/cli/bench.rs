@@ -708,14 +708,14 @@ fn print_table(
     if json {
         for r in table {
             println!(
-                "{{\"path\": \"{}\", \"ms\": {:.4}, \"wall_ms\": {:.4}, \"gpu_ms\": {}, \"gflops\": {:.3}, \"gbps\": {:.3}, \"max_abs_err\": {:e}, \"shape\": \"{}\", \"causal\": \"{:?}\", \"mask\": \"{}\", \"adapter\": \"{}\"}}",
+                "{{\"path\": \"{}\", \"ms\": {}, \"wall_ms\": {}, \"gpu_ms\": {}, \"gflops\": {}, \"gbps\": {}, \"max_abs_err\": {}, \"shape\": \"{}\", \"causal\": \"{:?}\", \"mask\": \"{}\", \"adapter\": \"{}\"}}",
                 r.path,
-                r.timing.median_gpu_ms().unwrap_or(r.timing.median_ms()),
-                r.timing.median_ms(),
-                r.timing.median_gpu_ms().map_or("null".to_string(), |g| format!("{g:.4}")),
-                r.gflops,
-                r.gbps,
-                r.max_abs_err,
+                json_number(r.timing.median_gpu_ms().unwrap_or(r.timing.median_ms()), 4),
+                json_number(r.timing.median_ms(), 4),
+                r.timing.median_gpu_ms().map_or("null".to_string(), |g| json_number(g, 4)),
+                json_number(r.gflops, 3),
+                json_number(r.gbps, 3),
+                json_error(r.max_abs_err),
                 shape,
                 causal,
                 settings.mask.map_or("none", MaskKind::name),
@@ -788,6 +788,25 @@ impl Progress {
 }
 
 /// Whether stderr is not a terminal (then the sweep stays quiet).
+/// A number for the JSON lines: `digits` decimals, or `null` where it is not finite (JSON
+/// has no NaN or infinity; a NaN error means the output held NaN where it was checked).
+fn json_number(x: f64, digits: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.digits$}")
+    } else {
+        "null".to_string()
+    }
+}
+
+/// The max error for the JSON lines, in exponent form, or `null` where it is not finite.
+fn json_error(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:e}")
+    } else {
+        "null".to_string()
+    }
+}
+
 fn json_quiet() -> bool {
     use std::io::IsTerminal;
     !std::io::stderr().is_terminal()
@@ -845,4 +864,19 @@ fn measure_bf16(
         ),
         timing,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{json_error, json_number};
+
+    #[test]
+    fn json_numbers_are_valid_json() {
+        assert_eq!(json_number(1.23456, 3), "1.235");
+        assert_eq!(json_number(f64::NAN, 3), "null");
+        assert_eq!(json_number(f64::INFINITY, 4), "null");
+        assert_eq!(json_error(2.5e-7), "2.5e-7");
+        assert_eq!(json_error(f64::NAN), "null");
+        assert_eq!(json_error(f64::NEG_INFINITY), "null");
+    }
 }
