@@ -78,8 +78,9 @@ for line in open(path):
     if not line.startswith("{"):
         continue
     r = json.loads(line)
-    print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {r['ms']:.3f} "
-          f"| {r['gflops']:.1f} | {r['gbps']:.1f} | {r['max_abs_err']:.1e} |")
+    num = lambda x, f: "NaN" if x is None else format(x, f)  # bench writes null for NaN
+    print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {num(r['ms'], '.3f')} "
+          f"| {num(r['gflops'], '.1f')} | {num(r['gbps'], '.1f')} | {num(r['max_abs_err'], '.1e')} |")
 PY
     }
     if [ -z "${H200_LOCAL:-}" ]; then

@@ -110,4 +110,5 @@ for r in rows:
         # The decode bandwidth baseline: no FLOPs, no reference.
         print(f"| copy kernel, same bytes as K and V | {r['ms']:.1f} | | |")
         continue
-    print(f"| {r['path']} | {r['ms']:.1f} | {r['gflops']:.2f} | {r['max_abs_err']:.1e} |")
+    err = "NaN" if r["max_abs_err"] is None else f"{r['max_abs_err']:.1e}"  # null: NaN
+    print(f"| {r['path']} | {r['ms']:.1f} | {r['gflops']:.2f} | {err} |")
