@@ -252,6 +252,71 @@ fn bad_inputs_exit_2_and_write_nothing() {
     }
 }
 
+/// An output file that could never be written (its directory is missing, or it names a
+/// directory) is refused before any work: exit 2, one line naming the flag, no panic.
+#[test]
+fn output_paths_are_checked_before_any_work() {
+    let dir = tmpdir("outpaths");
+    let mut rng = Rng::new(33);
+    let good = save(&dir, "good.npy", &rng.array(&[5, 4], 1.0));
+    let missing_dir = dir.join("no-such-dir").join("o.npy").display().to_string();
+    let a_dir = dir.display().to_string();
+    let run = |flag: &str, path: &str| {
+        vec![
+            "run".to_string(),
+            "--q".into(),
+            good.clone(),
+            "--k".into(),
+            good.clone(),
+            "--v".into(),
+            good.clone(),
+            format!("--{flag}"),
+            path.to_string(),
+        ]
+    };
+    let mut cases: Vec<(Vec<String>, &str, &str)> = Vec::new();
+    for flag in ["out", "lse", "weights"] {
+        cases.push((run(flag, &missing_dir), flag, "does not exist"));
+        cases.push((run(flag, &a_dir), flag, "is a directory"));
+    }
+    let bench = |path: &str| {
+        [
+            "bench",
+            "--shape",
+            "1,1,4,4,4",
+            "--reps",
+            "1",
+            "--plot",
+            path,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    cases.push((bench(&missing_dir), "plot", "does not exist"));
+    cases.push((bench(&a_dir), "plot", "is a directory"));
+    cases.push((
+        vec!["heatmap".into(), "--out".into(), missing_dir.clone()],
+        "out",
+        "does not exist",
+    ));
+    for (args, flag, why) in cases {
+        let o = tool().args(&args).output().expect("run tool");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: stderr {stderr}");
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("wgpu-attention"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        assert!(
+            lines[0].contains(&format!("--{flag}")) && lines[0].contains(why),
+            "{args:?}: {}",
+            lines[0]
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
 #[test]
 fn help_and_unknown_commands() {
     let o = tool().arg("--help").output().expect("run tool");

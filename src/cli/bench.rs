@@ -533,6 +533,9 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         .max(1);
     let seed: u64 = args.number("seed").map_err(Failure::input)?.unwrap_or(1);
     let chosen = paths(args.get("path"))?;
+    if let Some(file) = args.get("plot") {
+        super::check_output_path("plot", file)?;
+    }
     let json = args.has("json");
 
     // Before the first context: lavapipe reads its vector width once (crate::cpu_vectors).

@@ -69,6 +69,7 @@ fn weights(
 pub fn run(argv: &[String]) -> Result<(), Failure> {
     let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
     let out = args.get("out").unwrap_or("heatmap.png").to_string();
+    super::check_output_path("out", &out)?;
     let causal = parse_causal(args.get("causal"))?;
     let scale: Option<f32> = args.number("scale").map_err(Failure::input)?;
     let opts = AttentionOptions {

@@ -41,6 +41,30 @@ impl Failure {
     }
 }
 
+/// Fails before any work where an output file named on the command line (`--flag path`)
+/// could not be written: its directory does not exist, or the path is a directory. Other
+/// failures (permissions, a full disk) are still reported when the file is written, after
+/// the work; this only spares a long run that could never save its result.
+pub fn check_output_path(flag: &str, path: &str) -> Result<(), Failure> {
+    let file = std::path::Path::new(path);
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if file.is_dir() {
+        Err(Failure::input(format!(
+            "--{flag} {path}: is a directory; expected a file name"
+        )))
+    } else if !dir.is_dir() {
+        Err(Failure::input(format!(
+            "--{flag} {path}: directory {} does not exist",
+            dir.display()
+        )))
+    } else {
+        Ok(())
+    }
+}
+
 /// 2 for anything the user's input caused, 1 for the device or the environment.
 pub fn exit_code(e: &Error) -> i32 {
     match e {

@@ -85,6 +85,11 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         args.require("k").map_err(Failure::usage)?,
         args.require("v").map_err(Failure::usage)?,
     );
+    for flag in ["out", "lse", "weights"] {
+        if let Some(file) = args.get(flag) {
+            super::check_output_path(flag, file)?;
+        }
+    }
     let causal = parse_causal(args.get("causal"))?;
     let path = parse_path(args.get("path"))?;
     let scale: Option<f32> = args.number("scale").map_err(Failure::input)?;
