@@ -466,6 +466,36 @@ fn bench_with_masks() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--mask must be"));
 }
 
+/// Bad bench options: exit 2 before any work, one line saying what was expected.
+#[test]
+fn bench_rejects_bad_options() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--shape", "1,2,3"], "--shape expects"),
+        (&["--shape", "1,0,4,4,4"], "at least 1"),
+        (&["--shape", "1,8,4,4,8", "--kv-heads", "3"], "multiple of"),
+        (
+            &["--shape", "1,1,4,4,4", "--reps", "0"],
+            "--reps must be at least 1",
+        ),
+        (&["--shape", "1,1,4,4,4", "--reps", "-1"], "--reps"),
+        (
+            &["--shape", "1,1,4,4,4", "--path", "fastest"],
+            "--path must be",
+        ),
+        (
+            &["--shape", "1,1,4,4,4", "--causal", "diagonal"],
+            "--causal must be",
+        ),
+    ];
+    for (args, mention) in cases {
+        let o = tool().arg("bench").args(args).output().expect("run tool");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(mention), "{args:?}: {stderr}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing timed");
+    }
+}
+
 /// `bench --dtype f16` and `--dtype bf16` time each path on a 16-bit KvCache on the device
 /// after checking it: decode says it read the format and the others that they widened; the
 /// errors are those of 16-bit storage (well under 1e-2 at these sizes, and not NaN).

@@ -526,11 +526,10 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
     let sh = parse_shape(&args)?;
     let causal = parse_causal(args.get("causal"))?;
-    let reps: usize = args
-        .number("reps")
-        .map_err(Failure::input)?
-        .unwrap_or(10)
-        .max(1);
+    let reps: usize = args.number("reps").map_err(Failure::input)?.unwrap_or(10);
+    if reps == 0 {
+        return Err(Failure::input("--reps must be at least 1; got 0"));
+    }
     let seed: u64 = args.number("seed").map_err(Failure::input)?.unwrap_or(1);
     let chosen = paths(args.get("path"))?;
     if let Some(file) = args.get("plot") {
