@@ -220,7 +220,7 @@ pub(crate) fn estimate_over_rows(
     let plan = plan_call(ctx, dims, (kv_rows, storage), opts, None)?;
     let info = plan.info();
     Ok((
-        estimate(&plan, opts.return_weights, Inputs::HostQuery),
+        estimate(ctx, &plan, opts.return_weights, Inputs::HostQuery),
         info,
     ))
 }
@@ -310,7 +310,10 @@ pub fn memory_estimate(
     }
     let plan = plan_call(ctx, dims, (dims.lk, KvStorage::F32), opts, None)?;
     let info = plan.info();
-    Ok((estimate(&plan, opts.return_weights, Inputs::Host), info))
+    Ok((
+        estimate(ctx, &plan, opts.return_weights, Inputs::Host),
+        info,
+    ))
 }
 
 /// Validates, picks the path, plans its chunks and checks the call's peak device memory
@@ -324,7 +327,7 @@ fn prepare(
     inputs: Inputs,
 ) -> Result<Prepared> {
     let plan = plan_call(ctx, dims, kv, opts, max_abs)?;
-    ctx.check_memory(&estimate(&plan, opts.return_weights, inputs))?;
+    ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
     Ok(plan)
 }
 
@@ -488,8 +491,9 @@ impl Prepared {
     }
 }
 
-/// Peak device bytes of a prepared call (see [`MemoryEstimate`] for what each part holds).
-fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
+/// Peak device bytes of a prepared call on `ctx` (see [`MemoryEstimate`] for what each part
+/// holds).
+fn estimate(ctx: &Context, plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let d = &plan.user_dims;
     let kv_rows = d.b * d.hkv * d.lk;
     let input_bytes =
@@ -527,8 +531,9 @@ fn estimate(plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
         inputs: host_inputs,
         mask,
         outputs,
-        scratch: path_scratch + uniforms,
-        staging: host_inputs + mask + outputs,
+        // The context's NaN source for the outputs, where this call would be the first.
+        scratch: path_scratch + uniforms + ctx.nan_source_pending_bytes(),
+        staging: host_inputs + mask,
         readback,
     }
 }

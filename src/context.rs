@@ -66,9 +66,20 @@ struct Inner {
     timestamps: Mutex<Option<Timestamps>>,
     /// A 4-byte buffer bound where a kernel's optional input (mask, bias) is absent.
     placeholder: std::sync::OnceLock<wgpu::Buffer>,
+    /// [`NAN_SOURCE_BYTES`] of NaN, copied on the device into every new output buffer
+    /// ([`Context::output_buffer`]); made by the first call that needs it.
+    nan_source: std::sync::OnceLock<wgpu::Buffer>,
+    /// The copies that fill new output buffers with NaN, waiting for the next submission,
+    /// which runs them first.
+    pending_fills: Mutex<Vec<wgpu::CommandBuffer>>,
     /// The device's total memory, when known, checked before each call allocates.
     memory: DeviceMemory,
 }
+
+/// Bytes of the NaN-filled buffer a context keeps for initialising outputs (or the device's
+/// `max_buffer_size`, if smaller): an output of N bytes takes N / this copies, a 2 MiB
+/// output (B1 H8 L1024 Dv64) 8 of them, a 256 MiB one (B4 H32 L4096 Dv128) 1024.
+pub(crate) const NAN_SOURCE_BYTES: u64 = 256 << 10;
 
 /// A two-entry timestamp query set and the buffer its values resolve into.
 struct Timestamps {
@@ -197,6 +208,8 @@ impl Context {
                 uncaptured,
                 timestamps: Mutex::new(None),
                 placeholder: std::sync::OnceLock::new(),
+                nan_source: std::sync::OnceLock::new(),
+                pending_fills: Mutex::new(Vec::new()),
                 memory,
             }),
         }

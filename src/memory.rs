@@ -32,11 +32,12 @@ pub struct MemoryEstimate {
     /// out and lse, and the attention weights when requested.
     pub outputs: u64,
     /// Path scratch: the unfused path's score chunk or the decode path's partial results,
-    /// plus one small uniform buffer per dispatch.
+    /// plus one small uniform buffer per dispatch, and on a context's first call the NaN
+    /// source its outputs are filled from (256 KiB, and its upload's staging copy).
     pub scratch: u64,
-    /// wgpu's staging copies of uploads: every upload (inputs, mask, NaN-filled outputs)
-    /// passes through a staging buffer of its own size that lives until the submission
-    /// completes.
+    /// wgpu's staging copies of uploads: every upload (inputs, mask) passes through a
+    /// staging buffer of its own size that lives until the submission completes. (Outputs
+    /// are filled with NaN on the device, from the context's NaN source, since 2026-12-02.)
     pub staging: u64,
     /// The staging buffer of the largest readback ([`crate::attention`] only).
     pub readback: u64,

@@ -202,7 +202,7 @@ fn measured_against_estimate(path: PathChoice, shape: [usize; 7], weights: bool,
     // And it is not a blanket over-estimate: what is held comes close to it.
     assert!(
         held as f64 >= 0.9 * bound as f64,
-        "{}: held {held}, estimated {bound}",
+        "{}: held {held}, estimated {bound} ({est})",
         plan.path
     );
     assert_eq!(r.plan.path, plan.path);

@@ -35,11 +35,36 @@ impl Context {
         })
     }
 
-    /// A storage buffer of `len` f32 elements, filled with NaN so a kernel that skips a write
-    /// is caught by any comparison.
+    /// A storage buffer of `len` f32 elements, filled with NaN so that a kernel that skips a
+    /// write is caught by any comparison. The NaN comes from the context's NaN source,
+    /// copied on the device by a command buffer that the next [`Context::submit`] runs ahead
+    /// of its work (and of its GPU timestamps, where it is the first of a call, as uploads
+    /// are). Until 2026-12-02 each output was uploaded
+    /// from a NaN-filled host vector: a host allocation, a staging copy and a transfer of the
+    /// output's size every call (at B4 H32 L4096 Dv128, 256 MiB: on lavapipe the call's wall
+    /// clock went from 1.04 s to 0.67 s without them, docs/measurements.md).
     pub(crate) fn output_buffer(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
-        let nan = vec![f32::NAN; len.max(1)];
-        self.upload(label, &nan)
+        let source = self.nan_source()?;
+        let buffer = self.scratch_buffer(label, (len.max(1) as u64).saturating_mul(4))?;
+        let fill = self.scoped("filling an output with NaN", || {
+            let mut encoder =
+                self.inner
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("NaN fill"),
+                    });
+            let mut at = 0;
+            while at < buffer.size() {
+                let n = source.size().min(buffer.size() - at);
+                encoder.copy_buffer_to_buffer(&source, 0, &buffer, at, n);
+                at += n;
+            }
+            encoder.finish()
+        })?;
+        if let Ok(mut fills) = self.inner.pending_fills.lock() {
+            fills.push(fill);
+        }
+        Ok(buffer)
     }
 
     /// A storage buffer of `bytes` bytes, uninitialised (wgpu zeroes it).
@@ -56,6 +81,36 @@ impl Context {
                 mapped_at_creation: false,
             })
         })
+    }
+
+    /// The NaN fills of outputs made since the last submission, to run ahead of the next.
+    fn take_fills(&self) -> Vec<wgpu::CommandBuffer> {
+        match self.inner.pending_fills.lock() {
+            Ok(mut fills) => std::mem::take(&mut *fills),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The context's NaN source ([`super::NAN_SOURCE_BYTES`] of NaN), made and uploaded the
+    /// first time it is needed.
+    fn nan_source(&self) -> Result<wgpu::Buffer> {
+        if let Some(b) = self.inner.nan_source.get() {
+            return Ok(b.clone());
+        }
+        let bytes = super::NAN_SOURCE_BYTES.min(self.inner.device.limits().max_buffer_size) / 4;
+        let b = self.upload("NaN source", &vec![f32::NAN; bytes.max(1) as usize])?;
+        Ok(self.inner.nan_source.get_or_init(|| b).clone())
+    }
+
+    /// Device bytes that the next output buffer's NaN source still has to take: the source
+    /// and the staging copy of its upload, until the first output has made it (for the
+    /// memory estimate).
+    pub(crate) fn nan_source_pending_bytes(&self) -> u64 {
+        if self.inner.nan_source.get().is_some() {
+            0
+        } else {
+            2 * super::NAN_SOURCE_BYTES.min(self.inner.device.limits().max_buffer_size)
+        }
     }
 
     /// The context's 16-byte placeholder (one vec4), bound where an optional input (mask, bias)
@@ -98,6 +153,8 @@ impl Context {
     /// the last [`Context::last_gpu_ms`] writes the start, every submission the end, so a
     /// call made of several submissions (padding, then the kernels) is timed whole.
     pub(crate) fn submit(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
+        // Outputs made since the last submission are filled with NaN first.
+        let fills = self.take_fills();
         let mut guard = self.inner.timestamps.lock().ok();
         let stamps = guard.as_mut().and_then(|g| g.as_mut());
         let first = stamps.as_ref().is_some_and(|t| !t.begun);
@@ -127,16 +184,17 @@ impl Context {
                 }
                 e.finish()
             };
+            let queue = &self.inner.queue;
             if stamps.is_some() {
                 let end = stamp(1, true);
                 if first {
                     let begin = stamp(0, false);
-                    self.inner.queue.submit([begin, encoder.finish(), end]);
+                    queue.submit(fills.into_iter().chain([begin, encoder.finish(), end]));
                 } else {
-                    self.inner.queue.submit([encoder.finish(), end]);
+                    queue.submit(fills.into_iter().chain([encoder.finish(), end]));
                 }
             } else {
-                self.inner.queue.submit(Some(encoder.finish()));
+                queue.submit(fills.into_iter().chain([encoder.finish()]));
             }
         })
     }
@@ -232,7 +290,11 @@ impl Context {
                 label: Some("readback"),
             });
             encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
-            self.inner.queue.submit(Some(encoder.finish()));
+            // Outputs not yet filled (made since the last submission) are filled first.
+            let fills = self.take_fills();
+            self.inner
+                .queue
+                .submit(fills.into_iter().chain([encoder.finish()]));
             staging
         })?;
         let (sender, receiver) = futures_intrusive::channel::shared::oneshot_channel();
@@ -289,5 +351,35 @@ impl Context {
                 message: e.to_string(),
             })?;
         self.check_health("wait")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::NAN_SOURCE_BYTES;
+    use crate::Context;
+
+    /// An output buffer reads back as NaN throughout, also where it spans several copies of
+    /// the NaN source and ends part-way through one, and also when it is read before any
+    /// call has submitted work (the read runs the pending fill first).
+    #[test]
+    fn output_buffers_start_as_nan() {
+        let ctx = match Context::new() {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var_os("REQUIRE_GPU").is_none(),
+                    "no GPU context: {e}"
+                );
+                return;
+            }
+        };
+        let len = (2 * NAN_SOURCE_BYTES / 4) as usize + 3;
+        for n in [1, 5, len] {
+            let buffer = ctx.output_buffer("test output", n).expect("buffer");
+            let got: Vec<f32> = ctx.download(&buffer, n).expect("download");
+            assert_eq!(got.len(), n);
+            assert!(got.iter().all(|x| x.is_nan()), "length {n}: not all NaN");
+        }
     }
 }
