@@ -83,14 +83,6 @@ impl Context {
         })
     }
 
-    /// The NaN fills of outputs made since the last submission, to run ahead of the next.
-    fn take_fills(&self) -> Vec<wgpu::CommandBuffer> {
-        match self.inner.pending_fills.lock() {
-            Ok(mut fills) => std::mem::take(&mut *fills),
-            Err(_) => Vec::new(),
-        }
-    }
-
     /// The context's NaN source ([`super::NAN_SOURCE_BYTES`] of NaN), made and uploaded the
     /// first time it is needed.
     fn nan_source(&self) -> Result<wgpu::Buffer> {
@@ -153,8 +145,14 @@ impl Context {
     /// the last [`Context::last_gpu_ms`] writes the start, every submission the end, so a
     /// call made of several submissions (padding, then the kernels) is timed whole.
     pub(crate) fn submit(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
-        // Outputs made since the last submission are filled with NaN first.
-        let fills = self.take_fills();
+        // Outputs made since the last submission are filled with NaN first. The lock is held
+        // until the work is submitted: a fill taken by one thread's submission must not
+        // reach the queue after another thread's work on that output.
+        let mut pending = self.inner.pending_fills.lock().ok();
+        let fills = pending
+            .as_mut()
+            .map(|p| std::mem::take(&mut **p))
+            .unwrap_or_default();
         let mut guard = self.inner.timestamps.lock().ok();
         let stamps = guard.as_mut().and_then(|g| g.as_mut());
         let first = stamps.as_ref().is_some_and(|t| !t.begun);
@@ -290,11 +288,17 @@ impl Context {
                 label: Some("readback"),
             });
             encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
-            // Outputs not yet filled (made since the last submission) are filled first.
-            let fills = self.take_fills();
+            // Outputs not yet filled (made since the last submission) are filled first
+            // (the lock held until submitted, as in `submit`).
+            let mut pending = self.inner.pending_fills.lock().ok();
+            let fills = pending
+                .as_mut()
+                .map(|p| std::mem::take(&mut **p))
+                .unwrap_or_default();
             self.inner
                 .queue
                 .submit(fills.into_iter().chain([encoder.finish()]));
+            drop(pending);
             staging
         })?;
         let (sender, receiver) = futures_intrusive::channel::shared::oneshot_channel();
