@@ -39,10 +39,10 @@ impl Context {
     /// write is caught by any comparison. The NaN comes from the context's NaN source,
     /// copied on the device by a command buffer that the next [`Context::submit`] runs ahead
     /// of its work (and of its GPU timestamps, where it is the first of a call, as uploads
-    /// are). Until 2026-12-02 each output was uploaded
-    /// from a NaN-filled host vector: a host allocation, a staging copy and a transfer of the
-    /// output's size every call (at B4 H32 L4096 Dv128, 256 MiB: on lavapipe the call's wall
-    /// clock went from 1.04 s to 0.67 s without them, docs/measurements.md).
+    /// are). Until 2026-12-02 each output was uploaded from a NaN-filled host vector: a host
+    /// allocation, a staging copy and a transfer of the output's size every call (at B4 H32
+    /// L4096 Dv128, 256 MiB: on lavapipe the call's wall clock went from 1.04 s to 0.67 s
+    /// without them, docs/measurements.md).
     pub(crate) fn output_buffer(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
         let source = self.nan_source()?;
         let buffer = self.scratch_buffer(label, (len.max(1) as u64).saturating_mul(4))?;
@@ -145,14 +145,6 @@ impl Context {
     /// the last [`Context::last_gpu_ms`] writes the start, every submission the end, so a
     /// call made of several submissions (padding, then the kernels) is timed whole.
     pub(crate) fn submit(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
-        // Outputs made since the last submission are filled with NaN first. The lock is held
-        // until the work is submitted: a fill taken by one thread's submission must not
-        // reach the queue after another thread's work on that output.
-        let mut pending = self.inner.pending_fills.lock().ok();
-        let fills = pending
-            .as_mut()
-            .map(|p| std::mem::take(&mut **p))
-            .unwrap_or_default();
         let mut guard = self.inner.timestamps.lock().ok();
         let stamps = guard.as_mut().and_then(|g| g.as_mut());
         let first = stamps.as_ref().is_some_and(|t| !t.begun);
@@ -182,19 +174,31 @@ impl Context {
                 }
                 e.finish()
             };
-            let queue = &self.inner.queue;
             if stamps.is_some() {
                 let end = stamp(1, true);
                 if first {
                     let begin = stamp(0, false);
-                    queue.submit(fills.into_iter().chain([begin, encoder.finish(), end]));
+                    self.submit_after_fills([begin, encoder.finish(), end]);
                 } else {
-                    queue.submit(fills.into_iter().chain([encoder.finish(), end]));
+                    self.submit_after_fills([encoder.finish(), end]);
                 }
             } else {
-                queue.submit(fills.into_iter().chain([encoder.finish()]));
+                self.submit_after_fills([encoder.finish()]);
             }
         })
+    }
+
+    /// Submits `work` after the NaN fills of the outputs made since the last submission
+    /// ([`Context::output_buffer`]). The fills are taken and submitted under their lock, so
+    /// that a fill taken by one thread's submission cannot reach the queue after another
+    /// thread's work on that output.
+    fn submit_after_fills(&self, work: impl IntoIterator<Item = wgpu::CommandBuffer>) {
+        let mut pending = self.inner.pending_fills.lock().ok();
+        let fills = pending
+            .as_mut()
+            .map(|p| std::mem::take(&mut **p))
+            .unwrap_or_default();
+        self.inner.queue.submit(fills.into_iter().chain(work));
     }
 
     /// Encodes one compute pass with `f` (inside error scopes) and submits it: the shape of
@@ -288,17 +292,8 @@ impl Context {
                 label: Some("readback"),
             });
             encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
-            // Outputs not yet filled (made since the last submission) are filled first
-            // (the lock held until submitted, as in `submit`).
-            let mut pending = self.inner.pending_fills.lock().ok();
-            let fills = pending
-                .as_mut()
-                .map(|p| std::mem::take(&mut **p))
-                .unwrap_or_default();
-            self.inner
-                .queue
-                .submit(fills.into_iter().chain([encoder.finish()]));
-            drop(pending);
+            // Outputs made since the last submission are filled before they are read.
+            self.submit_after_fills([encoder.finish()]);
             staging
         })?;
         let (sender, receiver) = futures_intrusive::channel::shared::oneshot_channel();
