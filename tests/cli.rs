@@ -131,6 +131,14 @@ fn raw_npy(
     p.display().to_string()
 }
 
+/// The tool's error lines in `stderr` (each starts with its name).
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("wgpu-attention"))
+        .collect()
+}
+
 /// Bad inputs: exit 2, one line on stderr naming the file, and no output file.
 #[test]
 fn bad_inputs_exit_2_and_write_nothing() {
@@ -233,10 +241,7 @@ fn bad_inputs_exit_2_and_write_nothing() {
             .expect("run tool");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: stderr {stderr}");
-        let lines: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("wgpu-attention"))
-            .collect();
+        let lines = error_lines(&stderr);
         assert_eq!(
             lines.len(),
             1,
@@ -303,10 +308,7 @@ fn output_paths_are_checked_before_any_work() {
         let o = tool().args(&args).output().expect("run tool");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: stderr {stderr}");
-        let lines: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("wgpu-attention"))
-            .collect();
+        let lines = error_lines(&stderr);
         assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
         assert!(
             lines[0].contains(&format!("--{flag}")) && lines[0].contains(why),
