@@ -789,7 +789,6 @@ impl Progress {
     }
 }
 
-/// Whether stderr is not a terminal (then the sweep stays quiet).
 /// A number for the JSON lines: `digits` decimals, or `null` where it is not finite (JSON
 /// has no NaN or infinity; a NaN error means the output held NaN where it was checked).
 fn json_number(x: f64, digits: usize) -> String {
@@ -809,6 +808,7 @@ fn json_error(x: f64) -> String {
     }
 }
 
+/// Whether stderr is not a terminal (then the sweep stays quiet).
 fn json_quiet() -> bool {
     use std::io::IsTerminal;
     !std::io::stderr().is_terminal()
