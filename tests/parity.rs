@@ -439,14 +439,14 @@ fn fully_masked_rows_give_zeros_and_neg_inf_lse() {
     assert_eq!(r.lse.expect("lse")[[0, 0, 5]], f32::NEG_INFINITY);
 }
 
-/// Every path sums a score's D products in blocks (of 4 or 16 values of d) before adding
-/// them to the running sum, as PyTorch's f32 kernels do, rather than in one sequence over
-/// all of D. One sequence drifts further from the exact score where logits are large (on
+/// Every path sums a score's D products in blocks (vec4 dot products, or chunks of 16 values
+/// of d in the tiled tier) before adding them to the running sum, rather than in one
+/// sequence over all of D. One sequence drifts further from the exact score where logits are large (on
 /// PyTorch's large-logit data the tiled tier missed its output by 3e-4, where blocked sums
 /// miss by 5e-5; Testing, "Against PyTorch"). Here key 5 of every head scores exactly 16
 /// through the products 2^24 (d 0), sixteen 1s (d 16..31) and -2^24 (d 32): in one
 /// sequence each 1 is lost against 2^24 (the sum rounds back to even) and the score comes
-/// out 0, so key 5's weight drops from nearly 1 to 1/70. Blocks of 4 or 16 add the 1s
+/// out 0, so key 5's weight drops from nearly 1 to about 1/70. Blocks of 4 or 16 add the 1s
 /// among themselves first and get 16 exactly, as does the f64 reference. The other keys
 /// have 0 at d 0 and d 32, so their scores are small and rounded as usual.
 #[test]
