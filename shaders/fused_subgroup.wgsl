@@ -14,9 +14,9 @@
 // the *Texture kernels) or kv_loads_texture_bf16.wgsl (the *TextureBf16 kernels); the
 // registry puts one in front.
 //
-// Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 2) and
+// Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 5) and
 // MAX_R (R at most): in
-// subgroup_width_128.wgsl (Kernel::FusedSubgroup, FusedSubgroup16) or subgroup_width_256.wgsl
+// subgroup_width_128.wgsl (Kernel::FusedSubgroup, FusedSubgroup16) or subgroup_width_640.wgsl
 // (Kernel::FusedSubgroupWide, FusedSubgroupWide16). The key block, KEYS keys (8 or 16) and
 // broadcast_keys(): in subgroup_lanes_8.wgsl or subgroup_lanes_16.wgsl (the *16 kernels, for
 // subgroups of 16 lanes or more). The registry puts the two files between fused_common.wgsl

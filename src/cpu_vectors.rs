@@ -16,9 +16,10 @@
 //!   Hq32 Hkv8 Lk4096 D128 took 27 ms against 12 ms, and a plain copy kernel 40 ms against
 //!   18 ms. From 5 rows per kv head the subgroup tier at 16 lanes beat decode at 8, so the
 //!   planner sends those to it (crate::decode::auto_rows).
-//! - Widths above 128 compile slowly at 512 bits: the subgroup tier's wide pipeline took
-//!   about 2 minutes at D = 256 (30 s at 256 bits), for 17 against 12 GFLOP/s at
-//!   B1 H8 L512 D256. The tool keeps 256 bits for them.
+//! - Widths above 128 compiled slowly at 512 bits while the subgroup tier's wide loops
+//!   stayed rolled (about 2 minutes at D = 256); unrolled since 2026-12-01, they take 28 s
+//!   there and run faster at 512 bits, so only widths above the subgroup tier's 640 (and
+//!   wide decode shapes) keep 256 bits ([`suits_wide`]).
 //!
 //! [`request_wide`] sets the variable; [`suits_wide`] is the rule above. The command-line
 //! tool applies both before it creates its context (`bench` and `run`), and leaves a
@@ -51,18 +52,29 @@ pub fn cpu_has_512() -> bool {
 
 /// Whether 16-lane vectors suit a problem with `rows_per_kv_head` query rows per kv head
 /// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
-/// planner sends to decode at 16 lanes (up to 4 rows per kv head: [`crate::decode::auto_rows`];
-/// 5-8 rows then run on the subgroup tier at 16 lanes, which beat decode at 8), and widths
-/// above [`crate::fused::WIDE_MAX_WIDTH`], which only decode's workgroup form and the
+/// planner sends to decode at 16 lanes (up to 4 query rows per kv head: [`crate::decode::auto_rows`];
+/// 5-8 rows then run on the subgroup tier at 16 lanes, which beat decode at 8; for widths
+/// above 256, up to [`crate::decode::CPU_WIDE_DECODE_ROWS`], decode's workgroup form, which
+/// ran as fast or faster at 256 bits), and widths above
+/// [`crate::fused::SUBGROUP_WIDE_MAX_WIDTH`], which only decode's workgroup form and the
 /// unfused path take (not measured at 512 bits). Widths 129-256 kept 256 bits until
 /// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
 /// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:
 /// `scripts/paired_rounds.py 3 1,8,1024,1024,256` (GFLOP/s, medians, non-causal/causal):
 /// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both; docs/measurements.md).
+/// Widths 257-640 (the subgroup tier's since 2026-12-02): `bench --shape 1,8,512,512,512
+/// --path fused-subgroup --reps 5` ran 102.0 ms at 512 bits against 127.0 at 256 (Intel
+/// Xeon, one run each).
 pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
-    let decode_rows = crate::decode::auto_rows(Some(16));
-    !crate::decode::is_decode_shape(rows_per_kv_head, lk, decode_rows)
-        && d.max(dv) <= crate::fused::WIDE_MAX_WIDTH
+    use crate::decode::{auto_rows, is_decode_shape, CPU_WIDE_DECODE_ROWS, MAX_WIDTH};
+    let width = d.max(dv);
+    let decode_rows = if width > MAX_WIDTH {
+        CPU_WIDE_DECODE_ROWS
+    } else {
+        auto_rows(Some(16))
+    };
+    !is_decode_shape(rows_per_kv_head, lk, decode_rows)
+        && width <= crate::fused::SUBGROUP_WIDE_MAX_WIDTH
 }
 
 /// Whether K and V suit 64-bit loads on this adapter (shaders/kv_loads_u64.wgsl, for decode

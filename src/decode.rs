@@ -58,9 +58,10 @@ impl Form {
 
     /// The form decode takes for `p` on this adapter ([`Form::for_adapter`]), except that
     /// on CPU adapters a problem wider than the invocation form's [`MAX_WIDTH`] takes the
-    /// workgroup form, which takes widths up to [`WORKGROUP_MAX_WIDTH`]: there the other
-    /// choice is the unfused path, which it beat up to [`CPU_WIDE_AUTO_LQ`] query positions
-    /// (README "Paths and the planner").
+    /// workgroup form, which takes widths up to [`WORKGROUP_MAX_WIDTH`]: auto takes it there
+    /// up to [`CPU_WIDE_DECODE_ROWS`] rows per kv head where the subgroup tier's wide variant
+    /// runs the problem, else up to [`CPU_WIDE_AUTO_LQ`] query positions, against the
+    /// unfused path (README "Paths and the planner").
     pub fn for_problem(info: &wgpu::AdapterInfo, p: &Problem) -> Form {
         Form::for_widths(info, p.dims.d, p.dims.dv)
     }
@@ -105,8 +106,9 @@ pub fn auto_rows(cpu_subgroup_lanes: Option<usize>) -> usize {
 }
 
 /// Query positions (Lq) up to which auto takes decode's workgroup form on CPU adapters for
-/// problems too wide for the invocation form (D or Dv above [`MAX_WIDTH`], where no fused
-/// tier runs and the other choice is the unfused path), whatever the GQA group: the form
+/// problems too wide for the invocation form (D or Dv above [`MAX_WIDTH`]) where the
+/// subgroup tier cannot run them (else [`CPU_WIDE_DECODE_ROWS`]), so that the other choice
+/// is the unfused path, whatever the GQA group: the form
 /// runs at about the same GFLOP/s for any rows, and the unfused path's GFLOP/s grows with
 /// Lq (its matrix products have Lq rows a head), crossing it between 8 and 16. Measured on
 /// lavapipe (AMD EPYC, 256 bits, `bench --path unfused,decode-workgroup --reps 3`, ms, one
@@ -114,6 +116,18 @@ pub fn auto_rows(cpu_subgroup_lanes: Option<usize>) -> usize {
 /// against 363; 1,64,1,2048,512 with 2 kv heads 113 against 1439; 1,8,4,2048,512 73 against
 /// 182; 1,8,8,2048,512 114 against 183; but 1,8,16,2048,512 211-223 against 183-185.
 pub const CPU_WIDE_AUTO_LQ: usize = 8;
+
+/// Rows per kv head (Hq/Hkv x Lq) up to which auto takes decode's workgroup form on CPU
+/// adapters for widths above [`MAX_WIDTH`] where the subgroup tier runs the problem (its
+/// wide variant takes widths up to [`crate::fused::SUBGROUP_WIDE_MAX_WIDTH`]); past them the
+/// subgroup tier, which serves a GQA group's heads from one K/V load. Measured on lavapipe
+/// (Intel Xeon, 2026-12-02, `bench --shape S --path decode-workgroup,fused-subgroup --reps
+/// 5`, ms, decode-workgroup at 256 bits against the subgroup tier at 512, one run each):
+/// 1 row (1,8,1,4096,512) 68.2 against 100.2; 2 rows (1,2,1,300,384, one kv head) 1.8
+/// against 1.2 at 256 bits, 1.0 against 1.2 at 512; 4 rows (1,8,4,2048,512) 58.7 against
+/// 36.4; 16 rows (1,16,1,2048,512, one kv head: multi-head latent attention's decode) 24.6
+/// against 5.2; 128 rows (1,16,8,2048,512, one kv head) 188 against 13.4.
+pub const CPU_WIDE_DECODE_ROWS: usize = 2;
 
 /// Whether a problem is a decode shape: at most `max_rows` ([`auto_rows`]) query rows per kv
 /// head (Hq/Hkv x Lq) over at least [`MIN_AUTO_KEYS`] keys. The planner prefers decode for

@@ -239,10 +239,15 @@ pub const TILED_ROWS_PER_GROUP: usize = 64;
 
 /// Largest D and Dv of the standard variants of the fused tiers and of decode.
 pub const MAX_WIDTH: usize = 128;
-/// Largest D and Dv of the fused tiers, through their wide variants.
+/// Largest D and Dv of the portable and tiled tiers and of decode's invocation form, through
+/// their wide variants (the subgroup tier's: [`SUBGROUP_WIDE_MAX_WIDTH`]).
 pub const WIDE_MAX_WIDTH: usize = 256;
+/// Largest D and Dv of the subgroup tier, through its wide variant (D4_HI x D4_LO vec4 in
+/// shaders/subgroup_width_640.wgsl): wide enough for multi-head latent attention's
+/// absorbed form (D 576, Dv 512).
+pub const SUBGROUP_WIDE_MAX_WIDTH: usize = 640;
 /// Most query rows per invocation of the subgroup tier's wide variant (MAX_R in
-/// shaders/subgroup_width_256.wgsl).
+/// shaders/subgroup_width_640.wgsl).
 pub const WIDE_MAX_ROWS: usize = 4;
 
 /// Capability tier of the fused kernel.
@@ -321,6 +326,14 @@ impl Tier {
             Tier::Subgroup => "fused-subgroup",
             Tier::Portable => "fused-portable",
             Tier::Tiled => "fused-tiled",
+        }
+    }
+
+    /// The largest D and Dv the tier takes (through its wide variant above [`MAX_WIDTH`]).
+    pub fn max_width(self) -> usize {
+        match self {
+            Tier::Subgroup => SUBGROUP_WIDE_MAX_WIDTH,
+            Tier::Portable | Tier::Tiled => WIDE_MAX_WIDTH,
         }
     }
 }
@@ -573,7 +586,7 @@ pub fn width_obstacle(p: &Problem, max: usize) -> Option<String> {
 /// tier's widths, then what the adapter lacks ([`tier_obstacle`], and the wide portable
 /// variant's 16 KiB of workgroup memory).
 pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
-    if let Some(why) = width_obstacle(p, WIDE_MAX_WIDTH) {
+    if let Some(why) = width_obstacle(p, tier.max_width()) {
         return Some(why);
     }
     if let Some(why) = loop_obstacle(ctx, p, tier) {

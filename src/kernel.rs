@@ -35,8 +35,8 @@ pub enum Kernel {
     /// `shaders/fused_subgroup.wgsl`: one-pass online softmax, K/V shared by subgroup broadcast
     /// (D and Dv up to 128: `shaders/subgroup_width_128.wgsl`).
     FusedSubgroup,
-    /// The same kernel for D and Dv up to 256, with fewer query rows per invocation
-    /// (`shaders/subgroup_width_256.wgsl`).
+    /// The same kernel for D and Dv up to 640, with fewer query rows per invocation
+    /// (`shaders/subgroup_width_640.wgsl`).
     FusedSubgroupWide,
     /// [`Kernel::FusedSubgroup`] in 16-key blocks, for subgroups of 16 lanes or more
     /// (`shaders/subgroup_lanes_16.wgsl`; lavapipe with 512-bit vectors).
@@ -231,7 +231,7 @@ impl Kernel {
                 include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_width_640.wgsl"),
                 include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
@@ -247,7 +247,7 @@ impl Kernel {
                 include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_width_640.wgsl"),
                 include_str!("../shaders/subgroup_lanes_16.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
@@ -263,7 +263,7 @@ impl Kernel {
                 include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture.wgsl"),
-                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_width_640.wgsl"),
                 include_str!("../shaders/subgroup_lanes_16.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
@@ -279,7 +279,7 @@ impl Kernel {
                 include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture.wgsl"),
-                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_width_640.wgsl"),
                 include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
@@ -295,7 +295,7 @@ impl Kernel {
                 include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
-                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_width_640.wgsl"),
                 include_str!("../shaders/subgroup_lanes_16.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
@@ -311,7 +311,7 @@ impl Kernel {
                 include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
-                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_width_640.wgsl"),
                 include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),
@@ -327,7 +327,7 @@ impl Kernel {
                 include_str!("../shaders/mask.wgsl"),
                 include_str!("../shaders/fused_common.wgsl"),
                 include_str!("../shaders/kv_loads_u64.wgsl"),
-                include_str!("../shaders/subgroup_width_256.wgsl"),
+                include_str!("../shaders/subgroup_width_640.wgsl"),
                 include_str!("../shaders/subgroup_lanes_8.wgsl"),
                 include_str!("../shaders/fused_subgroup.wgsl")
             ),

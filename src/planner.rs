@@ -118,18 +118,29 @@ fn fused_or_fallback(
         .then(|| fused::subgroup_keys(ctx.adapter_info()));
     let form = decode::Form::for_problem(ctx.adapter_info(), p);
     // On CPU adapters, problems too wide for decode's invocation form take its workgroup
-    // form for few query positions, whatever the GQA group (decode::CPU_WIDE_AUTO_LQ).
+    // form for 1-2 rows per kv head where the subgroup tier's wide variant runs them
+    // (decode::CPU_WIDE_DECODE_ROWS), else for few query positions, whatever the GQA group,
+    // against the unfused path (decode::CPU_WIDE_AUTO_LQ).
     let cpu_wide = on_cpu && form == decode::Form::Workgroup;
     let max_rows = decode::auto_rows(cpu_subgroup_lanes);
-    let decode_shape = if cpu_wide {
-        d.lq <= decode::CPU_WIDE_AUTO_LQ && d.lk >= decode::MIN_AUTO_KEYS
-    } else {
-        decode::is_decode_shape(rows, d.lk, max_rows)
+    let decode_shape = match (cpu_wide, cpu_subgroup_lanes) {
+        (true, Some(_)) => decode::is_decode_shape(rows, d.lk, decode::CPU_WIDE_DECODE_ROWS),
+        (true, None) => d.lq <= decode::CPU_WIDE_AUTO_LQ && d.lk >= decode::MIN_AUTO_KEYS,
+        (false, _) => decode::is_decode_shape(rows, d.lk, max_rows),
     };
     if !explicit && decode_shape && decode_obstacle(ctx, p, form, None).is_none() {
-        let reason = if cpu_wide {
+        let reason = if cpu_wide && cpu_subgroup_lanes.is_some() {
             format!(
-                "{} query positions (at most {} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form, the only one of decode's forms and the fused tiers that takes widths above {}",
+                "{rows} query rows per kv head (at most {} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form (its invocation form takes widths up to {}; the subgroup tier measured faster from 4 rows per kv head)",
+                decode::CPU_WIDE_DECODE_ROWS,
+                d.lk,
+                d.d,
+                d.dv,
+                decode::MAX_WIDTH
+            )
+        } else if cpu_wide {
+            format!(
+                "{} query positions (at most {} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form, the only one of decode's forms and the fused tiers here that takes widths above {}",
                 d.lq,
                 decode::CPU_WIDE_AUTO_LQ,
                 d.lk,

@@ -177,6 +177,12 @@ fn decode_rows_follow_the_adapter() {
     // The tool keeps 8 lanes only for what decode takes at 16 lanes.
     assert!(!wgpu_attention::cpu_vectors::suits_wide(4, 4096, 128, 128));
     assert!(wgpu_attention::cpu_vectors::suits_wide(5, 4096, 128, 128));
+    // Above 256 decode's workgroup form takes up to 2 rows per kv head at 8 lanes; the
+    // subgroup tier, at 16, the rest up to its 640; wider stays at 8 lanes.
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(2, 4096, 576, 512));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(3, 4096, 576, 512));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(2, 100, 576, 512));
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(64, 4096, 644, 64));
 
     let Some(ctx) = common::ctx() else { return };
     let cpu_subgroups = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu
@@ -263,7 +269,10 @@ fn decode_widths_above_128() {
 /// mask with an empty row; large logits. Past 4096 every decode form refuses.
 #[test]
 fn decode_widths_above_256() {
-    use wgpu_attention::decode::{workgroup_cols, CPU_WIDE_AUTO_LQ, WORKGROUP_MAX_WIDTH};
+    use wgpu_attention::decode::{
+        workgroup_cols, CPU_WIDE_AUTO_LQ, CPU_WIDE_DECODE_ROWS, WORKGROUP_MAX_WIDTH,
+    };
+    use wgpu_attention::fused::{tier_obstacle, Tier};
     assert_eq!(WORKGROUP_MAX_WIDTH, 4096);
     let cols = [256, 260, 320, 512, 516, 1000, 4096].map(workgroup_cols);
     assert_eq!(cols, [1, 2, 2, 2, 3, 4, 16]);
@@ -292,12 +301,16 @@ fn decode_widths_above_256() {
     let opts = AttentionOptions::default().path(PathChoice::Decode);
     common::assert_parity_conditioned(&ctx, "decode D512 x50", &q, &k, &v, &opts);
 
-    // Auto: decode for few rows over many keys; on CPU adapters up to CPU_WIDE_AUTO_LQ query
-    // positions whatever the group (16 query heads over one kv head here), the unfused path
-    // past them.
+    // Auto: decode for few rows over many keys. On CPU adapters that run the subgroup tier,
+    // whose wide variant takes widths up to 640, decode up to CPU_WIDE_DECODE_ROWS rows per
+    // kv head and that tier past them; on other CPU adapters decode up to CPU_WIDE_AUTO_LQ
+    // query positions whatever the group (16 query heads over one kv head here) and the
+    // unfused path past them; on GPUs decode up to 16 rows per kv head.
     let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    let subgroup = tier_obstacle(&ctx, Tier::Subgroup).is_none();
     for (hq, lq) in [
         (2, 1),
+        (1, CPU_WIDE_DECODE_ROWS + 1),
         (2, CPU_WIDE_AUTO_LQ),
         (16, 1),
         (1, CPU_WIDE_AUTO_LQ + 1),
@@ -306,10 +319,10 @@ fn decode_widths_above_256() {
         let opts = AttentionOptions::default().causal(Causal::BottomRight);
         let what = format!("auto D384 Hq{hq} Hkv1 Lq{lq}");
         let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
-        let want = if on_cpu && lq > CPU_WIDE_AUTO_LQ {
-            "unfused"
-        } else {
-            "decode-workgroup"
+        let want = match (on_cpu, subgroup) {
+            (true, true) if hq * lq > CPU_WIDE_DECODE_ROWS => "fused-subgroup",
+            (true, false) if lq > CPU_WIDE_AUTO_LQ => "unfused",
+            _ => "decode-workgroup",
         };
         assert_eq!(r.plan.path, want, "{what}: {}", r.plan.reason);
     }

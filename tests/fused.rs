@@ -678,15 +678,37 @@ fn planner_chooses_and_explains() {
     let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
     let r = assert_parity(&ctx, "tiled D130", &q, &k, &v, &forced, Tolerance::F32);
     assert_eq!(r.plan.path, "fused-tiled", "{}", r.plan.reason);
-    // D = 260 is wider than every fused kernel: auto falls back (6 keys are too few for
-    // decode), forcing fused is an error. Forced decode runs its workgroup form, which takes
-    // widths up to 4096 (tests/decode.rs).
+    // D = 260 is wider than the portable and tiled tiers take (256); the subgroup tier's
+    // wide variant takes it (up to 640), so auto and forced fused run it where the adapter
+    // runs that tier, and elsewhere auto falls back (6 keys are too few for decode) and
+    // forcing fused is an error. Forced decode runs its workgroup form, which takes widths
+    // up to 4096 (tests/decode.rs).
     let (q, k, v) = inputs(&mut rng, [1, 1, 1, 5, 6, 260, 8], 1.0);
-    let r = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default())
-        .expect("fallback");
-    assert_eq!(r.plan.path, "unfused");
-    assert!(r.plan.reason.contains("at most 256"), "{}", r.plan.reason);
-    for path in [PathChoice::Fused, PathChoice::FusedTiled] {
+    let subgroup = tier_obstacle(&ctx, Tier::Subgroup).is_none();
+    let r = assert_parity(
+        &ctx,
+        "auto D260",
+        &q,
+        &k,
+        &v,
+        &AttentionOptions::default(),
+        Tolerance::F32,
+    );
+    if subgroup {
+        assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
+        assert!(r.plan.reason.contains("above 128"), "{}", r.plan.reason);
+        let fused = AttentionOptions::default().path(PathChoice::Fused);
+        let r = assert_parity(&ctx, "fused D260", &q, &k, &v, &fused, Tolerance::F32);
+        assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
+    } else {
+        assert_eq!(r.plan.path, "unfused");
+        assert!(r.plan.reason.contains("at most 256"), "{}", r.plan.reason);
+    }
+    let mut refused = vec![PathChoice::FusedTiled, PathChoice::FusedPortable];
+    if !subgroup {
+        refused.push(PathChoice::Fused);
+    }
+    for path in refused {
         let forced = AttentionOptions::default().path(path);
         let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("forced");
         assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
@@ -734,6 +756,50 @@ fn widths_above_128_on_the_wide_variants() {
             );
         }
     }
+}
+
+/// Widths above 256 on the subgroup tier's wide variant, which takes D and Dv up to 640
+/// (`fused::SUBGROUP_WIDE_MAX_WIDTH`; the other tiers stop at 256): multi-head latent
+/// attention's absorbed form (D 576, Dv 512) with GQA, bottom-right causal, a mask with an
+/// empty row and large logits, what auto picks for it; D = Dv = 640 top-left; and past
+/// 640 a refusal that names the limit. Each width pair is a new pipeline for lavapipe to
+/// compile (about 25 s at 256 bits), so one rule each.
+#[test]
+fn subgroup_tier_takes_widths_up_to_640() {
+    let Some(ctx) = common::ctx() else { return };
+    use wgpu_attention::fused::{tier_obstacle, Tier, SUBGROUP_WIDE_MAX_WIDTH};
+    assert_eq!(SUBGROUP_WIDE_MAX_WIDTH, 640);
+    if tier_obstacle(&ctx, Tier::Subgroup).is_some() {
+        return;
+    }
+    let mut rng = Rng::new(61);
+    let path = PathChoice::FusedSubgroup;
+    wide_case(
+        &ctx,
+        &mut rng,
+        path,
+        (576, 512),
+        &[Causal::BottomRight],
+        true,
+    );
+    let (q, k, v) = inputs(&mut rng, [1, 4, 2, 40, 75, 576, 512], 20.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .path(path);
+    assert_parity_conditioned(&ctx, "subgroup D576 Dv512 x20", &q, &k, &v, &opts);
+    let (q, k, v) = inputs(&mut rng, [1, 4, 2, 40, 75, 576, 512], 1.0);
+    let auto = AttentionOptions::default().causal(Causal::BottomRight);
+    let r = assert_parity(&ctx, "auto D576 Dv512", &q, &k, &v, &auto, Tolerance::F32);
+    if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
+    }
+    wide_case(&ctx, &mut rng, path, (640, 640), &[Causal::TopLeft], false);
+
+    let (q, k, v) = inputs(&mut rng, [1, 1, 1, 3, 5, 644, 8], 1.0);
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default().path(path))
+        .expect_err("too wide");
+    assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+    assert!(e.to_string().contains("at most 640"), "{e}");
 }
 
 /// One width pair on a forced tier: each causal rule, then (`masked`) a mask with an empty

@@ -233,10 +233,12 @@ fn constant(module: &naga::Module, name: &str) -> Option<u32> {
 /// the widths the planner gives them; the rows per invocation the planner picks fit MAX_R.
 #[test]
 fn array_sizes_match_the_planner() {
-    use wgpu_attention::fused::{subgroup_rows, MAX_WIDTH, WIDE_MAX_ROWS, WIDE_MAX_WIDTH};
+    use wgpu_attention::fused::{
+        subgroup_rows, MAX_WIDTH, SUBGROUP_WIDE_MAX_WIDTH, WIDE_MAX_ROWS, WIDE_MAX_WIDTH,
+    };
     for (kernel, width) in [
         (Kernel::FusedSubgroup, MAX_WIDTH),
-        (Kernel::FusedSubgroupWide, WIDE_MAX_WIDTH),
+        (Kernel::FusedSubgroupWide, SUBGROUP_WIDE_MAX_WIDTH),
         (Kernel::DecodePartial, MAX_WIDTH),
         (Kernel::DecodePartialWide, WIDE_MAX_WIDTH),
     ] {
@@ -253,8 +255,8 @@ fn array_sizes_match_the_planner() {
         max_r(Kernel::FusedSubgroupWide),
     );
     assert_eq!(wide, WIDE_MAX_ROWS);
-    for d in 1..=WIDE_MAX_WIDTH {
-        for dv in [1, d, WIDE_MAX_WIDTH - d + 1] {
+    for d in 1..=SUBGROUP_WIDE_MAX_WIDTH {
+        for dv in [1, d, SUBGROUP_WIDE_MAX_WIDTH - d + 1] {
             let most = if d.max(dv) > MAX_WIDTH {
                 wide
             } else {
