@@ -239,6 +239,39 @@ fn fused_tiers_read_f16_keys_and_values() {
     );
 }
 
+/// The subgroup tier's wide variant above 256 (up to 640; tests/fused.rs has the f32 cases)
+/// reads f16 K and V from its rgba16float textures like every width: multi-head latent
+/// attention's absorbed form (D 576, Dv 512) with GQA under the bottom-right rule, the
+/// pipeline of the f32 test's same rule.
+#[test]
+fn subgroup_wide_variant_reads_f16_above_256() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(91);
+    let [b, hq, hkv, lq, lk, d, dv] = [1, 4, 2, 40, 75, 576, 512];
+    let q = to_f16_checked("q", &rng.array(&[b, hq, lq, d], 1.0).view()).expect("q");
+    let k = to_f16_checked("k", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("k");
+    let v = to_f16_checked("v", &rng.array(&[b, hkv, lk, dv], 1.0).view()).expect("v");
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .path(PathChoice::FusedSubgroup);
+    let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
+        Ok(g) => g,
+        Err(Error::PathUnavailable { .. }) => return, // no subgroup tier on this adapter
+        Err(e) => panic!("D576 Dv512: {e}"),
+    };
+    let what = "subgroup D576 Dv512 f16";
+    let textures =
+        wgpu_attention::fused::kv_textures_available(&ctx, wgpu_attention::fused::Tier::Subgroup);
+    assert_eq!(
+        got.plan.reason.contains("K/V copied into textures"),
+        textures,
+        "{what}: {}",
+        got.plan.reason
+    );
+    assert_half_reads(what, "f16", &got.plan, false);
+    assert_within_twice_cpu_f16(what, &q, &k, &v, &opts, &got.out);
+}
+
 /// A device whose workgroup grid (2 x 2 groups of 64) holds fewer words than the tensors, and
 /// whose 4 KiB storage bindings hold less than q, k or v in f32: the conversions split into
 /// windows and dispatches, and the result still matches.
