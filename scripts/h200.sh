@@ -99,7 +99,9 @@ PY
     # The D = 256 entries measure the wide variants (auto takes decode's and the tiled
     # tier's there since the second H200 session); D = 512 (an MLA-like group of 16 query
     # heads over one kv head) decode's workgroup form, the only decode form that takes it,
-    # against the unfused path. The last records what the subgroup tier
+    # against the unfused path; prefill at D = 512 the tiled tier's widest variant (since
+    # 2026-12-02; auto leaves it to callers who ask until it is measured here) against the
+    # unfused path. The last records what the subgroup tier
     # does on this driver (refused on GPUs: its error).
     grid="${H200_GRID:-4,32,4096,4096,128 none 32 auto,unfused,fused-portable
 4,32,4096,4096,128 top-left 32 auto,fused-portable
@@ -112,6 +114,7 @@ PY
 2,16,2048,2048,256 top-left 16 unfused,fused-tiled
 1,16,1,4096,256 none 8 auto,unfused,fused-tiled,decode
 1,16,1,4096,512 none 1 auto,unfused
+2,16,2048,2048,512 none 16 unfused,fused-tiled
 1,2,256,256,128 none 2 fused-subgroup}"
     if [ "$part" != tests ]; then
         step bench

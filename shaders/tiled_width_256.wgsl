@@ -3,7 +3,7 @@
 // a kernel on its own; the registry puts it between fused_common.wgsl and fused_tiled.wgsl.
 //
 // Twice the accumulators of the standard variant (4 rows x 8 vec4 per invocation) and half
-// the keys per V chunk, so workgroup memory stays at 26 KiB. Kept apart so that the standard
+// the keys per V chunk, so workgroup memory stays at 24 KiB. Kept apart so that the standard
 // variant, which GPUs run at D <= 128, keeps its register budget.
 
 // Output columns per invocation, in vec4: Dv/4 spread over 8 invocations, at most 8 each.

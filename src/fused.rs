@@ -246,6 +246,13 @@ pub const WIDE_MAX_WIDTH: usize = 256;
 /// shaders/subgroup_width_640.wgsl): wide enough for multi-head latent attention's
 /// absorbed form (D 576, Dv 512).
 pub const SUBGROUP_WIDE_MAX_WIDTH: usize = 640;
+/// Largest D of the tiled tier: its scores walk D in chunks of 16 through workgroup memory,
+/// so no array is sized by D (decode's workgroup form has the same limit, for the same
+/// reason).
+pub const TILED_MAX_D: usize = 4096;
+/// Largest Dv of the tiled tier, through its widest variant (shaders/tiled_width_512.wgsl),
+/// which takes Dv above [`WIDE_MAX_WIDTH`].
+pub const TILED_WIDER_MAX_DV: usize = 512;
 /// Most query rows per invocation of the subgroup tier's wide variant (MAX_R in
 /// shaders/subgroup_width_640.wgsl).
 pub const WIDE_MAX_ROWS: usize = 4;
@@ -286,8 +293,10 @@ impl Tier {
             (Tier::Portable, Some(F16)) => return Kernel::FusedPortableF16,
             (Tier::Portable, Some(Bf16)) if wide(p) => return Kernel::FusedPortableWideBf16,
             (Tier::Portable, Some(Bf16)) => return Kernel::FusedPortableBf16,
+            (Tier::Tiled, Some(F16)) if tiled_wider(p) => return Kernel::FusedTiledWiderF16,
             (Tier::Tiled, Some(F16)) if wide(p) => return Kernel::FusedTiledWideF16,
             (Tier::Tiled, Some(F16)) => return Kernel::FusedTiledF16,
+            (Tier::Tiled, Some(Bf16)) if tiled_wider(p) => return Kernel::FusedTiledWiderBf16,
             (Tier::Tiled, Some(Bf16)) if wide(p) => return Kernel::FusedTiledWideBf16,
             (Tier::Tiled, Some(Bf16)) => return Kernel::FusedTiledBf16,
             _ => {}
@@ -305,6 +314,7 @@ impl Tier {
             Tier::Subgroup => Kernel::FusedSubgroup,
             Tier::Portable if wide(p) => Kernel::FusedPortableWide,
             Tier::Portable => Kernel::FusedPortable,
+            Tier::Tiled if tiled_wider(p) => Kernel::FusedTiledWider,
             Tier::Tiled if wide(p) => Kernel::FusedTiledWide,
             Tier::Tiled => Kernel::FusedTiled,
         }
@@ -329,11 +339,13 @@ impl Tier {
         }
     }
 
-    /// The largest D and Dv the tier takes (through its wide variant above [`MAX_WIDTH`]).
-    pub fn max_width(self) -> usize {
+    /// The largest D and the largest Dv the tier takes (through its wide variants above
+    /// [`MAX_WIDTH`]).
+    pub fn max_widths(self) -> (usize, usize) {
         match self {
-            Tier::Subgroup => SUBGROUP_WIDE_MAX_WIDTH,
-            Tier::Portable | Tier::Tiled => WIDE_MAX_WIDTH,
+            Tier::Subgroup => (SUBGROUP_WIDE_MAX_WIDTH, SUBGROUP_WIDE_MAX_WIDTH),
+            Tier::Portable => (WIDE_MAX_WIDTH, WIDE_MAX_WIDTH),
+            Tier::Tiled => (TILED_MAX_D, TILED_WIDER_MAX_DV),
         }
     }
 }
@@ -565,6 +577,13 @@ pub fn wide(p: &Problem) -> bool {
     crate::widths::padded(p.dims.d) > MAX_WIDTH || crate::widths::padded(p.dims.dv) > MAX_WIDTH
 }
 
+/// Whether the tiled tier runs `p` on its widest variant (Kernel::FusedTiledWider): Dv
+/// (padded to a multiple of 4) above [`WIDE_MAX_WIDTH`]. Its wide variant takes the other
+/// problems with D or Dv above [`MAX_WIDTH`], D above 256 included.
+pub fn tiled_wider(p: &Problem) -> bool {
+    crate::widths::padded(p.dims.dv) > WIDE_MAX_WIDTH
+}
+
 /// Why no fused kernel (nor decode) can return what was asked: only the unfused path
 /// materialises the attention weights.
 pub fn weights_obstacle(want_weights: bool) -> Option<String> {
@@ -577,16 +596,30 @@ pub fn weights_obstacle(want_weights: bool) -> Option<String> {
 /// `None` when it can. Widths that are not multiples of 4 run padded (crate::widths), which
 /// must stay in range.
 pub fn width_obstacle(p: &Problem, max: usize) -> Option<String> {
+    widths_obstacle(p, (max, max))
+}
+
+/// [`width_obstacle`] with a limit for D and another for Dv.
+pub fn widths_obstacle(p: &Problem, (max_d, max_dv): (usize, usize)) -> Option<String> {
     let d = &p.dims;
-    (crate::widths::padded(d.d) > max || crate::widths::padded(d.dv) > max)
-        .then(|| format!("D = {} and Dv = {} must be at most {max}", d.d, d.dv))
+    let over = crate::widths::padded(d.d) > max_d || crate::widths::padded(d.dv) > max_dv;
+    over.then(|| {
+        if max_d == max_dv {
+            format!("D = {} and Dv = {} must be at most {max_d}", d.d, d.dv)
+        } else {
+            format!(
+                "D = {} must be at most {max_d} and Dv = {} at most {max_dv}",
+                d.d, d.dv
+            )
+        }
+    })
 }
 
 /// Why this tier cannot run this problem on this adapter, or `None` when it can: the
 /// tier's widths, then what the adapter lacks ([`tier_obstacle`], and the wide portable
 /// variant's 16 KiB of workgroup memory).
 pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
-    if let Some(why) = width_obstacle(p, tier.max_width()) {
+    if let Some(why) = widths_obstacle(p, tier.max_widths()) {
         return Some(why);
     }
     if let Some(why) = loop_obstacle(ctx, p, tier) {
@@ -603,6 +636,15 @@ pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String
     tier_obstacle(ctx, tier)
 }
 
+/// The tiled tier's variant for `p`, for the loop estimate: 0 standard, 1 wide, 2 widest.
+fn tiled_variant(p: &Problem) -> u8 {
+    if tiled_wider(p) {
+        2
+    } else {
+        u8::from(wide(p))
+    }
+}
+
 /// Keys per block of the tier's key loop, and the loop iterations one block takes on
 /// llvmpipe (crate::loops).
 fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) {
@@ -611,7 +653,7 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
     match tier {
         Tier::Subgroup => (subgroup_keys(info), loops::subgroup_block()),
         Tier::Portable => (8, loops::portable_block(d4, dv4)),
-        Tier::Tiled => (64, loops::tiled_block(d4, wide(p))),
+        Tier::Tiled => (64, loops::tiled_block(d4, tiled_variant(p))),
     }
 }
 

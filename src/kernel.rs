@@ -98,6 +98,13 @@ pub enum Kernel {
     FusedTiledWideF16,
     /// [`Kernel::FusedTiledWide`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
     FusedTiledWideBf16,
+    /// The tiled kernel for Dv up to 512 (and D up to 640), with 16 output vec4 per row of
+    /// an invocation (`shaders/tiled_width_512.wgsl`).
+    FusedTiledWider,
+    /// [`Kernel::FusedTiledWider`] reading K and V stored as f16.
+    FusedTiledWiderF16,
+    /// [`Kernel::FusedTiledWider`] reading K and V stored as bfloat16.
+    FusedTiledWiderBf16,
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
     /// up to 128: `shaders/decode_width_128.wgsl`).
     DecodePartial,
@@ -148,7 +155,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 49] = [
+    pub const ALL: [Kernel; 52] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -178,6 +185,9 @@ impl Kernel {
         Kernel::FusedTiledBf16,
         Kernel::FusedTiledWideF16,
         Kernel::FusedTiledWideBf16,
+        Kernel::FusedTiledWider,
+        Kernel::FusedTiledWiderF16,
+        Kernel::FusedTiledWiderBf16,
         Kernel::DecodePartial,
         Kernel::DecodePartialWide,
         Kernel::DecodePartialU64,
@@ -415,6 +425,27 @@ impl Kernel {
                 include_str!("../shaders/tiled_width_256.wgsl"),
                 include_str!("../shaders/fused_tiled.wgsl")
             ),
+            Kernel::FusedTiledWider => concat!(
+                include_str!("../shaders/mask.wgsl"),
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f32.wgsl"),
+                include_str!("../shaders/tiled_width_512.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
+            Kernel::FusedTiledWiderF16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_f16.wgsl"),
+                include_str!("../shaders/tiled_width_512.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
+            Kernel::FusedTiledWiderBf16 => concat!(
+                include_str!("../shaders/mask.wgsl"),
+                include_str!("../shaders/fused_common.wgsl"),
+                include_str!("../shaders/kv_loads_bf16.wgsl"),
+                include_str!("../shaders/tiled_width_512.wgsl"),
+                include_str!("../shaders/fused_tiled.wgsl")
+            ),
             Kernel::DecodePartial => concat!(
                 include_str!("../shaders/decode_width_128.wgsl"),
                 include_str!("../shaders/kv_loads_f32.wgsl"),
@@ -533,6 +564,9 @@ impl Kernel {
             Kernel::FusedTiledBf16 => "fused_tiled_bf16",
             Kernel::FusedTiledWideF16 => "fused_tiled_wide_f16",
             Kernel::FusedTiledWideBf16 => "fused_tiled_wide_bf16",
+            Kernel::FusedTiledWider => "fused_tiled_wider",
+            Kernel::FusedTiledWiderF16 => "fused_tiled_wider_f16",
+            Kernel::FusedTiledWiderBf16 => "fused_tiled_wider_bf16",
             Kernel::DecodePartial => "decode_partial",
             Kernel::DecodePartialWide => "decode_partial_wide",
             Kernel::DecodePartialU64 => "decode_partial_u64",
@@ -626,6 +660,9 @@ impl Kernel {
             | Kernel::FusedTiledBf16
             | Kernel::FusedTiledWideF16
             | Kernel::FusedTiledWideBf16
+            | Kernel::FusedTiledWider
+            | Kernel::FusedTiledWiderF16
+            | Kernel::FusedTiledWiderBf16
             | Kernel::DecodePartial
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64
@@ -706,7 +743,10 @@ impl Kernel {
             | Kernel::FusedTiledF16
             | Kernel::FusedTiledBf16
             | Kernel::FusedTiledWideF16
-            | Kernel::FusedTiledWideBf16 => std::mem::size_of::<crate::params::FusedParams>(),
+            | Kernel::FusedTiledWideBf16
+            | Kernel::FusedTiledWider
+            | Kernel::FusedTiledWiderF16
+            | Kernel::FusedTiledWiderBf16 => std::mem::size_of::<crate::params::FusedParams>(),
             Kernel::DecodePartial
             | Kernel::DecodePartialWide
             | Kernel::DecodePartialU64

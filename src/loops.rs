@@ -53,8 +53,16 @@ pub fn portable_block(d4: u64, dv4: u64) -> u64 {
 /// 247 at D 132 and 136, 373-375 at D 256, whatever Dv. Bounded by 80 (wide 90) plus 19 a
 /// round. (Measured before the staging change of 2026-11-30, after which the staging loop
 /// runs once a round instead of twice; tests/loops.rs runs the kernel at the bound.)
-pub fn tiled_block(d4: u64, wide: bool) -> u64 {
-    let base = if wide { 90 } else { 80 };
+///
+/// `variant` is 0 for the standard variant, 1 for the wide one and 2 for the widest (Dv up
+/// to 512, V chunks of 4 keys: 16 a block against 8 and 4), estimated at 130 plus 19 a round
+/// (tests/loops.rs runs it at that bound).
+pub fn tiled_block(d4: u64, variant: u8) -> u64 {
+    let base = match variant {
+        0 => 80,
+        1 => 90,
+        _ => 130,
+    };
     base + 19 * d4.div_ceil(4)
 }
 

@@ -172,7 +172,20 @@ fn fused_or_fallback(
         &[Tier::Tiled, Tier::Portable]
     };
     let mut passed_over = Vec::new();
+    // Beyond 256 the tiled tier runs D in longer loops and Dv on its widest variant, neither
+    // yet measured against the unfused path on a GPU: auto leaves them to callers who ask for
+    // a fused path (on CPU adapters the subgroup tier takes widths up to 640 first).
+    let beyond_wide = fused::width_obstacle(p, fused::WIDE_MAX_WIDTH).is_some();
     for &tier in order {
+        if tier == Tier::Tiled && !explicit && beyond_wide {
+            passed_over.push(format!(
+                "fused-tiled: takes D = {} and Dv = {} (above {}) only when a fused path is asked for, as its speed there is not yet measured against the unfused path",
+                d.d,
+                d.dv,
+                fused::WIDE_MAX_WIDTH
+            ));
+            continue;
+        }
         let Some(why) = fused::problem_obstacle(ctx, p, tier) else {
             let mut reason = if wide && !on_cpu {
                 format!("one fused kernel, O(L) memory; {why_wide}; on GPUs the wide fused-tiled measured level with the unfused path, which needs O(L^2)")

@@ -239,37 +239,67 @@ fn fused_tiers_read_f16_keys_and_values() {
     );
 }
 
-/// The subgroup tier's wide variant above 256 (up to 640; tests/fused.rs has the f32 cases)
-/// reads f16 K and V from its rgba16float textures like every width: multi-head latent
-/// attention's absorbed form (D 576, Dv 512) with GQA under the bottom-right rule, the
-/// pipeline of the f32 test's same rule.
+/// Widths above 256 read 16-bit K and V as they are, like every width: the subgroup tier's
+/// wide variant (up to 640) from its 16-bit textures, the tiled tier's widest (Dv up to 512)
+/// through kv_loads_f16.wgsl / kv_loads_bf16.wgsl (tests/fused.rs has the f32 cases). Multi-
+/// head latent attention's absorbed form (D 576, Dv 512) with GQA under the bottom-right
+/// rule, in f16 and in bf16, each held to twice the CPU's 16-bit rounding error.
 #[test]
-fn subgroup_wide_variant_reads_f16_above_256() {
+fn wide_variants_read_16_bit_k_and_v_above_256() {
+    use half::bf16;
+    use wgpu_attention::fp16::attention_bf16;
+    use wgpu_attention::fused::{kv_textures_available, Tier};
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(91);
     let [b, hq, hkv, lq, lk, d, dv] = [1, 4, 2, 40, 75, 576, 512];
-    let q = to_f16_checked("q", &rng.array(&[b, hq, lq, d], 1.0).view()).expect("q");
-    let k = to_f16_checked("k", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("k");
-    let v = to_f16_checked("v", &rng.array(&[b, hkv, lk, dv], 1.0).view()).expect("v");
-    let opts = AttentionOptions::default()
-        .causal(Causal::BottomRight)
-        .path(PathChoice::FusedSubgroup);
-    let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
-        Ok(g) => g,
-        Err(Error::PathUnavailable { .. }) => return, // no subgroup tier on this adapter
-        Err(e) => panic!("D576 Dv512: {e}"),
-    };
-    let what = "subgroup D576 Dv512 f16";
-    let textures =
-        wgpu_attention::fused::kv_textures_available(&ctx, wgpu_attention::fused::Tier::Subgroup);
-    assert_eq!(
-        got.plan.reason.contains("K/V copied into textures"),
-        textures,
-        "{what}: {}",
-        got.plan.reason
+    let (q32, k32, v32) = (
+        rng.array(&[b, hq, lq, d], 1.0),
+        rng.array(&[b, hkv, lk, d], 1.0),
+        rng.array(&[b, hkv, lk, dv], 1.0),
     );
-    assert_half_reads(what, "f16", &got.plan, false);
-    assert_within_twice_cpu_f16(what, &q, &k, &v, &opts, &got.out);
+    let q = to_f16_checked("q", &q32.view()).expect("q");
+    let k = to_f16_checked("k", &k32.view()).expect("k");
+    let v = to_f16_checked("v", &v32.view()).expect("v");
+    let (qb, kb, vb) = (
+        q32.mapv(bf16::from_f32),
+        k32.mapv(bf16::from_f32),
+        v32.mapv(bf16::from_f32),
+    );
+    let widen = |a: &ArrayD<bf16>| a.mapv(bf16::to_f32);
+    for path in [PathChoice::FusedSubgroup, PathChoice::FusedTiled] {
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(path);
+        let what = format!("{path:?} D576 Dv512 f16");
+        let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
+            Ok(g) => g,
+            Err(Error::PathUnavailable { .. }) => continue, // a tier this adapter lacks
+            Err(e) => panic!("{what}: {e}"),
+        };
+        let textures =
+            path == PathChoice::FusedSubgroup && kv_textures_available(&ctx, Tier::Subgroup);
+        assert_eq!(
+            got.plan.reason.contains("K/V copied into textures"),
+            textures,
+            "{what}: {}",
+            got.plan.reason
+        );
+        assert_half_reads(&what, "f16", &got.plan, false);
+        assert_within_twice_cpu_f16(&what, &q, &k, &v, &opts, &got.out);
+
+        let what = format!("{path:?} D576 Dv512 bf16");
+        let got = attention_bf16(&ctx, &qb, &kb, &vb, &opts).expect(&what);
+        assert_half_reads(&what, "bf16", &got.plan, false);
+        let exact = reference::attention(&widen(&qb), &widen(&kb), &widen(&vb), &opts)
+            .expect("reference")
+            .out;
+        let cpu_bf16 = max_err(exact.iter().map(|&x| bf16::from_f32(x).to_f32()), &exact);
+        let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
+        assert!(
+            gpu <= 2.0 * cpu_bf16 + 1e-7,
+            "{what}: GPU bf16 error {gpu:e} > 2 x CPU bf16 error {cpu_bf16:e}"
+        );
+    }
 }
 
 /// A device whose workgroup grid (2 x 2 groups of 64) holds fewer words than the tensors, and

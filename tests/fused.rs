@@ -678,13 +678,14 @@ fn planner_chooses_and_explains() {
     let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
     let r = assert_parity(&ctx, "tiled D130", &q, &k, &v, &forced, Tolerance::F32);
     assert_eq!(r.plan.path, "fused-tiled", "{}", r.plan.reason);
-    // D = 260 is wider than the portable and tiled tiers take (256); the subgroup tier's
-    // wide variant takes it (up to 640), so auto and forced fused run it where the adapter
-    // runs that tier, and elsewhere auto falls back (6 keys are too few for decode) and
-    // forcing fused is an error. Forced decode runs its workgroup form, which takes widths
-    // up to 4096 (tests/decode.rs).
+    // D = 260 is wider than the portable tier takes (256). The subgroup tier's wide variant
+    // takes it (up to 640), so auto and forced fused run it where the adapter runs that
+    // tier; elsewhere auto falls back (6 keys are too few for decode), since the tiled tier
+    // takes D above 256 (up to 4096) only when asked: forced fused runs it there. Forced
+    // decode runs its workgroup form, which takes widths up to 4096 (tests/decode.rs).
     let (q, k, v) = inputs(&mut rng, [1, 1, 1, 5, 6, 260, 8], 1.0);
     let subgroup = tier_obstacle(&ctx, Tier::Subgroup).is_none();
+    let tiled = tier_obstacle(&ctx, Tier::Tiled).is_none();
     let r = assert_parity(
         &ctx,
         "auto D260",
@@ -694,26 +695,40 @@ fn planner_chooses_and_explains() {
         &AttentionOptions::default(),
         Tolerance::F32,
     );
-    if subgroup {
-        assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
-        assert!(r.plan.reason.contains("above 128"), "{}", r.plan.reason);
+    let (auto_path, fused_path) = if subgroup {
+        ("fused-subgroup", "fused-subgroup")
+    } else {
+        ("unfused", "fused-tiled")
+    };
+    assert_eq!(r.plan.path, auto_path, "{}", r.plan.reason);
+    assert!(
+        r.plan.reason.contains("above 128") || !subgroup,
+        "{}",
+        r.plan.reason
+    );
+    if !subgroup && tiled {
+        assert!(
+            r.plan
+                .reason
+                .contains("only when a fused path is asked for"),
+            "{}",
+            r.plan.reason
+        );
+    }
+    if subgroup || tiled {
         let fused = AttentionOptions::default().path(PathChoice::Fused);
         let r = assert_parity(&ctx, "fused D260", &q, &k, &v, &fused, Tolerance::F32);
-        assert_eq!(r.plan.path, "fused-subgroup", "{}", r.plan.reason);
-    } else {
-        assert_eq!(r.plan.path, "unfused");
-        assert!(r.plan.reason.contains("at most 256"), "{}", r.plan.reason);
+        assert_eq!(r.plan.path, fused_path, "{}", r.plan.reason);
     }
-    let mut refused = vec![PathChoice::FusedTiled, PathChoice::FusedPortable];
-    if !subgroup {
-        refused.push(PathChoice::Fused);
+    if tiled {
+        let forced = AttentionOptions::default().path(PathChoice::FusedTiled);
+        let r = assert_parity(&ctx, "tiled D260", &q, &k, &v, &forced, Tolerance::F32);
+        assert_eq!(r.plan.path, "fused-tiled", "{}", r.plan.reason);
     }
-    for path in refused {
-        let forced = AttentionOptions::default().path(path);
-        let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("forced");
-        assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
-        assert!(e.to_string().contains("at most 256"), "{e}");
-    }
+    let forced = AttentionOptions::default().path(PathChoice::FusedPortable);
+    let e = wgpu_attention::attention(&ctx, &q, &k, &v, &forced).expect_err("forced");
+    assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+    assert!(e.to_string().contains("at most 256"), "{e}");
     let forced = AttentionOptions::default().path(PathChoice::Decode);
     let r = assert_parity(&ctx, "decode D260", &q, &k, &v, &forced, Tolerance::F32);
     assert_eq!(r.plan.path, "decode-workgroup", "{}", r.plan.reason);
@@ -800,6 +815,43 @@ fn subgroup_tier_takes_widths_up_to_640() {
         .expect_err("too wide");
     assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
     assert!(e.to_string().contains("at most 640"), "{e}");
+}
+
+/// Widths above 256 on the tiled tier: D up to 4096 (its scores walk D in chunks, so no
+/// array is sized by D) on its wide variant where Dv is at most 256, and Dv up to 512 on
+/// its widest (`shaders/tiled_width_512.wgsl`): multi-head latent attention's absorbed form
+/// (D 576, Dv 512) with GQA, bottom-right causal and a mask with an empty row; D 1000 with
+/// Dv 64 top-left; past the limits a refusal that names them. Auto takes neither (not yet
+/// measured on a GPU): tests/fused.rs `planner_chooses_and_explains`.
+#[test]
+fn tiled_tier_takes_d_up_to_4096_and_dv_up_to_512() {
+    let Some(ctx) = common::ctx() else { return };
+    use wgpu_attention::fused::{tier_obstacle, Tier, TILED_MAX_D, TILED_WIDER_MAX_DV};
+    assert_eq!((TILED_MAX_D, TILED_WIDER_MAX_DV), (4096, 512));
+    if tier_obstacle(&ctx, Tier::Tiled).is_some() {
+        return;
+    }
+    let mut rng = Rng::new(62);
+    let path = PathChoice::FusedTiled;
+    wide_case(
+        &ctx,
+        &mut rng,
+        path,
+        (576, 512),
+        &[Causal::BottomRight],
+        true,
+    );
+    wide_case(&ctx, &mut rng, path, (1000, 64), &[Causal::TopLeft], false);
+    let opts = AttentionOptions::default().path(path);
+    for (d, dv, limit) in [
+        (4100, 8, "D = 4100 must be at most 4096"),
+        (8, 516, "Dv = 516 at most 512"),
+    ] {
+        let (q, k, v) = inputs(&mut rng, [1, 1, 1, 3, 5, d, dv], 1.0);
+        let e = wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect_err("too wide");
+        assert!(matches!(e, Error::PathUnavailable { .. }), "{e}");
+        assert!(e.to_string().contains(limit), "{e}");
+    }
 }
 
 /// One width pair on a forced tier: each causal rule, then (`masked`) a mask with an empty

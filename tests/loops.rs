@@ -106,7 +106,7 @@ fn fused_tiers_run_up_to_the_loop_limit() {
         ),
         (
             PathChoice::FusedTiled,
-            max_keys(tiled_block(16, false), 64),
+            max_keys(tiled_block(16, 0), 64),
             64,
             64,
             Causal::None,
@@ -114,9 +114,17 @@ fn fused_tiers_run_up_to_the_loop_limit() {
         ),
         (
             PathChoice::FusedTiled,
-            max_keys(tiled_block(64, true), 64),
+            max_keys(tiled_block(64, 1), 64),
             256,
             256,
+            Causal::None,
+            64,
+        ),
+        (
+            PathChoice::FusedTiled,
+            max_keys(tiled_block(144, 2), 64),
+            576,
+            512,
             Causal::None,
             64,
         ),
