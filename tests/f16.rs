@@ -40,6 +40,27 @@ fn assert_within_twice_cpu_f16(
     );
 }
 
+/// The same rule in bfloat16: the GPU's output within twice the error of rounding the exact
+/// result (the reference on the widened bf16 inputs) to bf16.
+fn assert_within_twice_cpu_bf16(
+    what: &str,
+    [q, k, v]: [&ArrayD<half::bf16>; 3],
+    opts: &AttentionOptions<'_>,
+    got: &ArrayD<half::bf16>,
+) {
+    use half::bf16;
+    let widen = |a: &ArrayD<bf16>| a.mapv(bf16::to_f32);
+    let exact = reference::attention(&widen(q), &widen(k), &widen(v), opts)
+        .expect("reference")
+        .out;
+    let cpu_bf16 = max_err(exact.iter().map(|&x| bf16::from_f32(x).to_f32()), &exact);
+    let gpu = max_err(got.iter().map(|x| x.to_f32()), &exact);
+    assert!(
+        gpu <= 2.0 * cpu_bf16 + 1e-7,
+        "{what}: GPU bf16 error {gpu:e} > 2 x CPU bf16 error {cpu_bf16:e}"
+    );
+}
+
 /// Checks that the plan says how it read 16-bit K and V (`format`: "f16" or "bf16"): as they
 /// are where common::reads_half_directly says so and the widths need no padding (`padded`
 /// false), else widened to f32 first. Returns whether it read them directly.
@@ -265,7 +286,6 @@ fn wide_variants_read_16_bit_k_and_v_above_256() {
         k32.mapv(bf16::from_f32),
         v32.mapv(bf16::from_f32),
     );
-    let widen = |a: &ArrayD<bf16>| a.mapv(bf16::to_f32);
     for path in [PathChoice::FusedSubgroup, PathChoice::FusedTiled] {
         let opts = AttentionOptions::default()
             .causal(Causal::BottomRight)
@@ -290,15 +310,7 @@ fn wide_variants_read_16_bit_k_and_v_above_256() {
         let what = format!("{path:?} D576 Dv512 bf16");
         let got = attention_bf16(&ctx, &qb, &kb, &vb, &opts).expect(&what);
         assert_half_reads(&what, "bf16", &got.plan, false);
-        let exact = reference::attention(&widen(&qb), &widen(&kb), &widen(&vb), &opts)
-            .expect("reference")
-            .out;
-        let cpu_bf16 = max_err(exact.iter().map(|&x| bf16::from_f32(x).to_f32()), &exact);
-        let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
-        assert!(
-            gpu <= 2.0 * cpu_bf16 + 1e-7,
-            "{what}: GPU bf16 error {gpu:e} > 2 x CPU bf16 error {cpu_bf16:e}"
-        );
+        assert_within_twice_cpu_bf16(&what, [&qb, &kb, &vb], &opts, &got.out);
     }
 }
 
@@ -409,7 +421,6 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
     use wgpu_attention::fp16::attention_bf16;
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(87);
-    let widen = |a: &ArrayD<bf16>| a.mapv(bf16::to_f32);
     for ([b, hq, hkv, lq, lk, d, dv], scale) in [
         ([1, 4, 4, 37, 53, 16, 8], 1.0),
         ([2, 8, 2, 1, 700, 64, 64], 1.0),
@@ -437,15 +448,7 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
                 Err(e) => panic!("{what}: {e}"),
             };
             assert_half_reads(&what, "bf16", &got.plan, d % 4 != 0 || dv % 4 != 0);
-            let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
-                .expect("reference")
-                .out;
-            let cpu_bf16 = max_err(exact.iter().map(|&x| bf16::from_f32(x).to_f32()), &exact);
-            let gpu = max_err(got.out.iter().map(|x| x.to_f32()), &exact);
-            assert!(
-                gpu <= 2.0 * cpu_bf16 + 1e-7,
-                "{what}: GPU bf16 error {gpu:e} > 2 x CPU bf16 error {cpu_bf16:e}"
-            );
+            assert_within_twice_cpu_bf16(&what, [&q, &k, &v], &opts, &got.out);
         }
     }
     let mut bad = ArrayD::from_elem(ndarray::IxDyn(&[3, 4]), bf16::from_f32(0.5));
