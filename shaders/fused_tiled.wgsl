@@ -5,9 +5,10 @@
 // memory and 128 invocations per workgroup. Same math and bindings as the other fused tiers.
 //
 // Output columns per invocation, MAX_COLS (Dv up to 32 x MAX_COLS): in tiled_width_128.wgsl
-// (Kernel::FusedTiled) or tiled_width_256.wgsl (Kernel::FusedTiledWide), which the registry
-// puts between the two files. The scores walk D in chunks of 16, so D needs no array size;
-// the host keeps D and Dv within the variant's width.
+// (Kernel::FusedTiled), tiled_width_256.wgsl (Kernel::FusedTiledWide) or tiled_width_512.wgsl
+// (Kernel::FusedTiledWider), which the registry puts between the two files. The scores walk
+// D in chunks of 16, so D needs no array size: the host keeps Dv within the variant's width
+// and D up to 4096 (crate::fused::TILED_MAX_D).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.

@@ -1,7 +1,7 @@
 // tiled_width_512.wgsl — the sizes of fused_tiled.wgsl's widest variant
-// (Kernel::FusedTiledWider): Dv up to 512 (and D up to 640, as the host plans it: the scores
-// walk D in chunks, so no array here is sized by D), for problems beyond the wide variant
-// (D or Dv above 256; multi-head latent attention's absorbed form has D 576 and Dv 512).
+// (Kernel::FusedTiledWider): Dv up to 512 (and D up to 4096, as the host plans it: the
+// scores walk D in chunks, so no array here is sized by D), for Dv beyond the wide variant's
+// 256 (multi-head latent attention's absorbed form has D 576 and Dv 512).
 // Not a kernel on its own; the registry puts it between fused_common.wgsl and
 // fused_tiled.wgsl.
 //

@@ -79,8 +79,8 @@ pub enum Kernel {
     /// workgroup memory, register-tiled for GPUs (D and Dv up to 128:
     /// `shaders/tiled_width_128.wgsl`).
     FusedTiled,
-    /// The same kernel for D and Dv up to 256, with twice the output columns per invocation
-    /// (`shaders/tiled_width_256.wgsl`).
+    /// The same kernel for Dv up to 256 (and D up to 4096, beyond 256 since 2026-12-02), with
+    /// twice the output columns per invocation (`shaders/tiled_width_256.wgsl`).
     FusedTiledWide,
     /// [`Kernel::FusedPortable`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
     FusedPortableF16,
@@ -98,8 +98,9 @@ pub enum Kernel {
     FusedTiledWideF16,
     /// [`Kernel::FusedTiledWide`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
     FusedTiledWideBf16,
-    /// The tiled kernel for Dv up to 512 (and D up to 640), with 16 output vec4 per row of
-    /// an invocation (`shaders/tiled_width_512.wgsl`).
+    /// The tiled kernel for Dv up to 512 (D up to 4096, as every tiled variant: no array is
+    /// sized by D), with 16 output vec4 per row of an invocation
+    /// (`shaders/tiled_width_512.wgsl`).
     FusedTiledWider,
     /// [`Kernel::FusedTiledWider`] reading K and V stored as f16.
     FusedTiledWiderF16,
