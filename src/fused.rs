@@ -602,17 +602,21 @@ pub fn width_obstacle(p: &Problem, max: usize) -> Option<String> {
 /// [`width_obstacle`] with a limit for D and another for Dv.
 pub fn widths_obstacle(p: &Problem, (max_d, max_dv): (usize, usize)) -> Option<String> {
     let d = &p.dims;
-    let over = crate::widths::padded(d.d) > max_d || crate::widths::padded(d.dv) > max_dv;
-    over.then(|| {
-        if max_d == max_dv {
-            format!("D = {} and Dv = {} must be at most {max_d}", d.d, d.dv)
-        } else {
-            format!(
-                "D = {} must be at most {max_d} and Dv = {} at most {max_dv}",
-                d.d, d.dv
-            )
-        }
-    })
+    let d_over = crate::widths::padded(d.d) > max_d;
+    let dv_over = crate::widths::padded(d.dv) > max_dv;
+    match (d_over, dv_over) {
+        (false, false) => None,
+        _ if max_d == max_dv => Some(format!(
+            "D = {} and Dv = {} must be at most {max_d}",
+            d.d, d.dv
+        )),
+        (true, false) => Some(format!("D = {} must be at most {max_d}", d.d)),
+        (false, true) => Some(format!("Dv = {} must be at most {max_dv}", d.dv)),
+        (true, true) => Some(format!(
+            "D = {} and Dv = {} must be at most {max_d} and {max_dv}",
+            d.d, d.dv
+        )),
+    }
 }
 
 /// Why this tier cannot run this problem on this adapter, or `None` when it can: the

@@ -845,7 +845,7 @@ fn tiled_tier_takes_d_up_to_4096_and_dv_up_to_512() {
     let opts = AttentionOptions::default().path(path);
     for (d, dv, limit) in [
         (4100, 8, "D = 4100 must be at most 4096"),
-        (8, 516, "Dv = 516 at most 512"),
+        (8, 516, "Dv = 516 must be at most 512"),
     ] {
         let (q, k, v) = inputs(&mut rng, [1, 1, 1, 3, 5, d, dv], 1.0);
         let e = wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect_err("too wide");
