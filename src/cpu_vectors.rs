@@ -66,14 +66,9 @@ pub fn cpu_has_512() -> bool {
 /// --path fused-subgroup --reps 5` ran 102.0 ms at 512 bits against 127.0 at 256 (Intel
 /// Xeon, one run each).
 pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
-    use crate::decode::{auto_rows, is_decode_shape, CPU_WIDE_DECODE_ROWS, MAX_WIDTH};
+    use crate::decode::{auto_rows_at, is_decode_shape};
     let width = d.max(dv);
-    let decode_rows = if width > MAX_WIDTH {
-        CPU_WIDE_DECODE_ROWS
-    } else {
-        auto_rows(Some(16))
-    };
-    !is_decode_shape(rows_per_kv_head, lk, decode_rows)
+    !is_decode_shape(rows_per_kv_head, lk, auto_rows_at(Some(16), width))
         && width <= crate::fused::SUBGROUP_WIDE_MAX_WIDTH
 }
 

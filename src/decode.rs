@@ -129,6 +129,18 @@ pub const CPU_WIDE_AUTO_LQ: usize = 8;
 /// against 5.2; 128 rows (1,16,8,2048,512, one kv head) 188 against 13.4.
 pub const CPU_WIDE_DECODE_ROWS: usize = 2;
 
+/// Rows per kv head up to which auto prefers decode for a problem whose wider width is
+/// `width`: [`auto_rows`], but [`CPU_WIDE_DECODE_ROWS`] above [`MAX_WIDTH`] on CPU adapters
+/// where the subgroup tier runs the problem (`cpu_subgroup_lanes`). The planner and
+/// crate::cpu_vectors::suits_wide both follow it.
+pub fn auto_rows_at(cpu_subgroup_lanes: Option<usize>, width: usize) -> usize {
+    if cpu_subgroup_lanes.is_some() && width > MAX_WIDTH {
+        CPU_WIDE_DECODE_ROWS
+    } else {
+        auto_rows(cpu_subgroup_lanes)
+    }
+}
+
 /// Whether a problem is a decode shape: at most `max_rows` ([`auto_rows`]) query rows per kv
 /// head (Hq/Hkv x Lq) over at least [`MIN_AUTO_KEYS`] keys. The planner prefers decode for
 /// these (where decode can run them), and crate::cpu_vectors keeps lavapipe's 8 lanes for

@@ -122,17 +122,16 @@ fn fused_or_fallback(
     // (decode::CPU_WIDE_DECODE_ROWS), else for few query positions, whatever the GQA group,
     // against the unfused path (decode::CPU_WIDE_AUTO_LQ).
     let cpu_wide = on_cpu && form == decode::Form::Workgroup;
-    let max_rows = decode::auto_rows(cpu_subgroup_lanes);
-    let decode_shape = match (cpu_wide, cpu_subgroup_lanes) {
-        (true, Some(_)) => decode::is_decode_shape(rows, d.lk, decode::CPU_WIDE_DECODE_ROWS),
-        (true, None) => d.lq <= decode::CPU_WIDE_AUTO_LQ && d.lk >= decode::MIN_AUTO_KEYS,
-        (false, _) => decode::is_decode_shape(rows, d.lk, max_rows),
+    let max_rows = decode::auto_rows_at(cpu_subgroup_lanes, d.d.max(d.dv));
+    let decode_shape = if cpu_wide && cpu_subgroup_lanes.is_none() {
+        d.lq <= decode::CPU_WIDE_AUTO_LQ && d.lk >= decode::MIN_AUTO_KEYS
+    } else {
+        decode::is_decode_shape(rows, d.lk, max_rows)
     };
     if !explicit && decode_shape && decode_obstacle(ctx, p, form, None).is_none() {
         let reason = if cpu_wide && cpu_subgroup_lanes.is_some() {
             format!(
-                "{rows} query rows per kv head (at most {} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form (its invocation form takes widths up to {}; the subgroup tier measured faster from 4 rows per kv head)",
-                decode::CPU_WIDE_DECODE_ROWS,
+                "{rows} query rows per kv head (at most {max_rows} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form (its invocation form takes widths up to {}; the subgroup tier measured faster from 4 rows per kv head)",
                 d.lk,
                 d.d,
                 d.dv,
