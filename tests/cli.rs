@@ -471,8 +471,18 @@ fn bench_with_masks() {
 /// Bad bench options: exit 2 before any work, one line saying what was expected.
 #[test]
 fn bench_rejects_bad_options() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--shape", "1,2,3"], "--shape expects"),
+        // Arrays too large for the device are refused before the host makes them (this
+        // one overflowed ndarray's size and panicked).
+        (
+            &["--shape", "100000,100000,100000,100000,100000"],
+            "q (100000 x 100000 x 100000 x 100000) needs more than 2^64 bytes",
+        ),
+        (
+            &["--shape", "1,1,70000,70000,4", "--mask", "bias"],
+            "the mask (70000 x 70000) needs 19600000000 bytes in one buffer",
+        ),
         (&["--shape", "1,0,4,4,4"], "at least 1"),
         (&["--shape", "1,8,4,4,8", "--kv-heads", "3"], "multiple of"),
         (

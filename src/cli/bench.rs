@@ -11,8 +11,8 @@ use wgpu_attention::perf::{
 };
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    check, cpu_vectors, reference, AttentionOptions, Causal, Context, GpuTensor, KvCache, Mask,
-    PathChoice, Tolerance,
+    check, cpu_vectors, reference, AttentionOptions, Causal, Context, Error, GpuTensor, KvCache,
+    Mask, PathChoice, Tolerance,
 };
 
 use super::args::Args;
@@ -320,6 +320,7 @@ fn prepare(ctx: &Context, sh: Shape, settings: &Settings) -> Result<Inputs, Fail
         dtype,
         mask,
     } = *settings;
+    check_sizes(ctx, &sh, mask)?;
     let mut rng = Rng::new(seed);
     let mut q = rng.array(&[sh.b, sh.hq, sh.lq, sh.d], 1.0);
     let mut k = rng.array(&[sh.b, sh.hkv, sh.lk, sh.d], 1.0);
@@ -358,6 +359,47 @@ fn prepare(ctx: &Context, sh: Shape, settings: &Settings) -> Result<Inputs, Fail
         bf16: dtype == Dtype::Bf16,
         mask,
     })
+}
+
+/// Refuses a shape whose host arrays could not all be made, before any is: each of q, k, v
+/// and a `--mask` array must fit one buffer of the device (`max_buffer_size`), as the
+/// upload needs. Without this check a shape such as 100000,100000,100000,100000,100000
+/// overflowed ndarray's size (a panic), and one just under it asked the host for more
+/// memory than it has.
+fn check_sizes(ctx: &Context, sh: &Shape, mask: Option<MaskKind>) -> Result<(), Failure> {
+    let mut arrays = vec![
+        ("q", vec![sh.b, sh.hq, sh.lq, sh.d], 4),
+        ("k", vec![sh.b, sh.hkv, sh.lk, sh.d], 4),
+        ("v", vec![sh.b, sh.hkv, sh.lk, sh.d], 4),
+    ];
+    // Element bytes of the mask arrays BenchMask::new makes: bool or f32.
+    match mask {
+        None => {}
+        Some(MaskKind::Padding) => arrays.push(("the mask", vec![sh.b, sh.lk], 1)),
+        Some(MaskKind::FinfoPadding) => arrays.push(("the mask", vec![sh.b, sh.lk], 4)),
+        Some(MaskKind::Bool | MaskKind::Window) => arrays.push(("the mask", vec![sh.lq, sh.lk], 1)),
+        Some(MaskKind::Bias) => arrays.push(("the mask", vec![sh.lq, sh.lk], 4)),
+    }
+    let max = ctx.limits().max_buffer_size;
+    for (name, dims, element_bytes) in arrays {
+        let bytes = dims
+            .iter()
+            .try_fold(element_bytes as u64, |n, &x| n.checked_mul(x as u64));
+        if bytes.is_none_or(|b| b > max) {
+            let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
+            let needs = match bytes {
+                Some(b) => format!("{b} bytes"),
+                None => "more than 2^64 bytes".into(),
+            };
+            return Err(Failure::from_error(Error::TooLarge {
+                what: format!(
+                    "{name} ({}) needs {needs} in one buffer; this device's max_buffer_size is {max}",
+                    dims.join(" x ")
+                ),
+            }));
+        }
+    }
+    Ok(())
 }
 
 /// Reports a path that cannot run this shape. Quiet output (JSON, plots) keeps stdout
