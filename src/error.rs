@@ -28,7 +28,7 @@ pub enum Error {
         reason: String,
     },
     /// An input tensor has the wrong number of dimensions.
-    #[error("{name} must have rank 2 (L, D), 3 (H, L, D), or 4 to 8 (batch dimensions, H, L, D), like q; got rank {got} with shape {shape:?}")]
+    #[error("{name} must have rank 2 (L, D), 3 (H, L, D), or 4 to 8 (batch dimensions, H, L, D); got rank {got} with shape {shape:?}")]
     Rank {
         /// Which input.
         name: &'static str,
