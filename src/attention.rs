@@ -21,6 +21,9 @@ use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
 
+mod segments;
+use segments::Segments;
+
 /// Outputs of [`attention_gpu`], left on the device.
 #[derive(Debug)]
 pub struct GpuAttentionOutput {
@@ -278,6 +281,9 @@ struct Prepared {
     /// Rows per kv head in the caller's K and V buffers (`problem.kv_rows` unless they are
     /// widened into compact copies).
     kv_source_rows: usize,
+    /// Where one kv head's K or V rows exceed a binding: how the keys split into segments,
+    /// of which this is the plan of the first (`segments.rs`).
+    segments: Option<Segments>,
 }
 
 impl Prepared {
@@ -332,7 +338,8 @@ fn prepare(
 }
 
 /// Validation, path choice and chunk plan of a call whose K and V hold `kv_rows` rows per kv
-/// head (`dims.lk`, or a cache's capacity) stored as `kv_storage`.
+/// head (`dims.lk`, or a cache's capacity) stored as `kv_storage`; where one kv head's rows
+/// exceed a binding, the plan of its first key segment (`segments.rs`).
 fn plan_call(
     ctx: &Context,
     dims: Dims,
@@ -340,8 +347,42 @@ fn plan_call(
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
 ) -> Result<Prepared> {
+    let causal_offset = opts.causal.offset(dims.lq, dims.lk);
+    let Some(seg) = Segments::plan(ctx, &dims, kv_rows, causal_offset) else {
+        return plan_one(ctx, dims, (kv_rows, kv_storage), opts, max_abs, None);
+    };
+    // The whole call is validated first, so that an error names the caller's shapes.
+    validate_problem(dims, opts, max_abs)?;
+    segments::check(&seg, opts, kv_storage)?;
+    let mut plan = plan_one(
+        ctx,
+        seg.dims(0),
+        (seg.range(0).len(), kv_storage),
+        &seg.options(opts, 0),
+        max_abs,
+        Some(seg.causal_offset(0)),
+    )?;
+    let budget = DeviceBudget::from_limits(&ctx.limits());
+    plan.reason = format!("{}; {}", seg.describe(&budget), plan.reason);
+    plan.segments = Some(seg);
+    Ok(plan)
+}
+
+/// [`plan_call`] without segments; `causal_offset`, where given, replaces the one the
+/// options give (a key segment's rule, shifted to its first key).
+fn plan_one(
+    ctx: &Context,
+    dims: Dims,
+    (kv_rows, kv_storage): (usize, KvStorage),
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+    causal_offset: Option<Option<i64>>,
+) -> Result<Prepared> {
     let mut problem = validate_problem(dims, opts, max_abs)?;
     problem.kv_rows = kv_rows;
+    if let Some(offset) = causal_offset {
+        problem.causal_offset = offset;
+    }
     check_element_counts(&problem, opts.return_weights)?;
     let (path, mut reason) = choose_path(ctx, &problem, opts)?;
     // The scale was fixed from the caller's D by validation; padding leaves it alone.
@@ -477,6 +518,7 @@ fn plan_call(
         reason,
         chunks,
         dispatches_per_chunk,
+        segments: None,
     })
 }
 
@@ -486,7 +528,8 @@ impl Prepared {
         PlanInfo {
             path: self.path.name(),
             reason: self.reason.clone(),
-            chunks: self.chunks.len(),
+            // Segments: each as many as the first.
+            chunks: self.chunks.len() * self.segments.as_ref().map_or(1, Segments::count),
         }
     }
 }
@@ -494,6 +537,30 @@ impl Prepared {
 /// Peak device bytes of a prepared call on `ctx` (see [`MemoryEstimate`] for what each part
 /// holds).
 fn estimate(ctx: &Context, plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
+    let Some(seg) = &plan.segments else {
+        return estimate_one(ctx, plan, weights, inputs);
+    };
+    // One segment's call on inputs already on the device, and beside it the caller's
+    // inputs, the segment's K/V copies and the running result.
+    let mut e = estimate_one(ctx, plan, false, Inputs::Device);
+    let d = &seg.caller_dims;
+    let q_bytes = buffer_bytes(d.rows() * d.d);
+    let kv_bytes = buffer_bytes(d.b * d.hkv * d.lk * d.d) + buffer_bytes(d.b * d.hkv * d.lk * d.dv);
+    e.inputs = match inputs {
+        Inputs::Host => q_bytes + kv_bytes,
+        Inputs::HostQuery => q_bytes,
+        Inputs::Device => 0,
+    };
+    e.staging += e.inputs;
+    if inputs != Inputs::Device {
+        e.readback = buffer_bytes(d.rows() * d.dv);
+    }
+    e.scratch += seg.extra_bytes(plan.kv_storage);
+    e
+}
+
+/// [`estimate`] of a call in one piece.
+fn estimate_one(ctx: &Context, plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
     let d = &plan.user_dims;
     let kv_rows = d.b * d.hkv * d.lk;
     let input_bytes =
@@ -554,8 +621,23 @@ fn widened_kv_bytes(plan: &Prepared) -> u64 {
     buffer_bytes(rows * d.d) + buffer_bytes(rows * d.dv) + compact
 }
 
-/// Uploads the mask, runs the prepared path and wraps its outputs.
+/// Runs the prepared call: in one piece, or segment by segment (`segments.rs`).
 fn execute(
+    ctx: &Context,
+    q: &GpuTensor,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    plan: &Prepared,
+    opts: &AttentionOptions<'_>,
+) -> Result<GpuAttentionOutput> {
+    match &plan.segments {
+        None => execute_one(ctx, q, k, v, plan, opts),
+        Some(seg) => segments::execute(ctx, q, (k, v, plan.kv_storage), (plan, seg), opts),
+    }
+}
+
+/// Uploads the mask, runs the prepared path and wraps its outputs.
+fn execute_one(
     ctx: &Context,
     q: &GpuTensor,
     k: &GpuTensor,

@@ -135,6 +135,9 @@ pub enum Kernel {
     DecodeWorkgroupBf16,
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge,
+    /// `shaders/merge_segment.wgsl`: folds one key segment's output and LSE into the running
+    /// result (crate::segments).
+    MergeSegment,
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
     Copy,
     /// `shaders/matmul.wgsl`: C = A B + bias, optionally in head-split layouts.
@@ -156,7 +159,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 52] = [
+    pub const ALL: [Kernel; 53] = [
         Kernel::Scores,
         Kernel::Softmax,
         Kernel::WeightedSum,
@@ -201,6 +204,7 @@ impl Kernel {
         Kernel::DecodePartialWideBf16,
         Kernel::DecodeWorkgroupBf16,
         Kernel::Merge,
+        Kernel::MergeSegment,
         Kernel::Copy,
         Kernel::Matmul,
         Kernel::Rope,
@@ -522,6 +526,7 @@ impl Kernel {
                 include_str!("../shaders/decode_workgroup.wgsl")
             ),
             Kernel::Merge => include_str!("../shaders/merge.wgsl"),
+            Kernel::MergeSegment => include_str!("../shaders/merge_segment.wgsl"),
             Kernel::Copy => include_str!("../shaders/copy.wgsl"),
             Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
             Kernel::Rope => include_str!("../shaders/rope.wgsl"),
@@ -580,6 +585,7 @@ impl Kernel {
             Kernel::DecodePartialWideBf16 => "decode_partial_wide_bf16",
             Kernel::DecodeWorkgroupBf16 => "decode_workgroup_bf16",
             Kernel::Merge => "merge",
+            Kernel::MergeSegment => "merge_segment",
             Kernel::Copy => "copy",
             Kernel::Matmul => "matmul",
             Kernel::Rope => "rope",
@@ -685,7 +691,7 @@ impl Kernel {
                 StorageReadWrite,
             ],
             // params, part_o, part_l, o, lse
-            Kernel::Merge => &[
+            Kernel::Merge | Kernel::MergeSegment => &[
                 Uniform,
                 StorageRead,
                 StorageRead,
@@ -760,6 +766,7 @@ impl Kernel {
             | Kernel::DecodePartialWideBf16
             | Kernel::DecodeWorkgroupBf16 => std::mem::size_of::<crate::params::DecodeParams>(),
             Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
+            Kernel::MergeSegment => std::mem::size_of::<crate::params::SegmentMergeParams>(),
             Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
             Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),
             Kernel::Rope => std::mem::size_of::<crate::params::RopeParams>(),

@@ -233,6 +233,28 @@ pub struct MergeParams {
     pub pad0: u32,
 }
 
+/// Parameters of `merge_segment.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct SegmentMergeParams {
+    /// Rows in this dispatch.
+    pub rows: u32,
+    /// Output width (the caller's Dv).
+    pub dv: u32,
+    /// First row of the dispatch.
+    pub row0: u32,
+    /// Invocations that do work: rows * dv (phase 0) or rows (phase 1).
+    pub total: u32,
+    /// Window start of both outputs, in elements.
+    pub o_win: u32,
+    /// Window start of both LSEs, in elements.
+    pub lse_win: u32,
+    /// 0: update the outputs; 1: then the LSEs.
+    pub phase: u32,
+    /// Padding to a multiple of 16 bytes.
+    pub pad0: u32,
+}
+
 /// Parameters of `copy.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]

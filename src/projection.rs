@@ -244,8 +244,9 @@ pub(crate) fn project(ctx: &Context, p: &Projection<'_>) -> Result<()> {
 }
 
 /// The runs of rows (`start .. end`, any heads) in which RoPE rotates `rows` rows of a
-/// head-split tensor of head width `hd`, binding the whole (L, HD/2) table of `l` positions:
-/// it is never larger than one kv head's keys, which attention needs in one binding anyway.
+/// head-split tensor of head width `hd`, binding the whole (L, HD/2) table of `l` positions
+/// (as large as one head's K: a layer with positions beyond one binding's worth of table is
+/// refused here, though attention itself would run their keys in segments).
 pub(crate) fn plan_rope(
     rows: usize,
     l: usize,

@@ -5,8 +5,10 @@
 mod common;
 
 use common::{assert_parity, Rng};
+use ndarray::{s, ArrayD};
 use wgpu_attention::{
-    AttentionOptions, Causal, Context, ContextOptions, Error, Mask, PathChoice, Tolerance,
+    check, reference, AttentionOptions, Causal, Context, ContextOptions, Error, KvCache, Mask,
+    PathChoice, Tolerance,
 };
 
 fn small_context(binding: u64, groups_per_dim: u32) -> Option<Context> {
@@ -113,18 +115,164 @@ fn unsplittable_rows_are_an_error_not_a_crash() {
         return;
     };
     let mut rng = Rng::new(23);
-    // One row of scores alone is 8000 bytes.
+    // One row of scores alone is 8000 bytes, and so is each kv head's K: the keys run in
+    // segments (below), but the weights of a row cannot be split.
     let q = rng.array(&[1, 4], 1.0);
     let k = rng.array(&[2000, 4], 1.0);
     let v = rng.array(&[2000, 4], 1.0);
-    let err = wgpu_attention::attention(
-        &ctx,
-        &q,
-        &k,
-        &v,
-        &AttentionOptions::default().path(PathChoice::Unfused),
-    )
-    .expect_err("too large");
+    let opts = AttentionOptions::default().path(PathChoice::Unfused);
+    let err = wgpu_attention::attention(&ctx, &q, &k, &v, &opts.clone().with_weights())
+        .expect_err("too large");
     assert!(matches!(err, Error::TooLarge { .. }), "{err}");
-    assert!(err.to_string().contains("max binding"), "{err}");
+    assert!(
+        err.to_string().contains("segments") && err.to_string().contains("weights"),
+        "{err}"
+    );
+    let r = assert_parity(&ctx, "2000 keys", &q, &k, &v, &opts, Tolerance::F32);
+    assert!(
+        r.plan.reason.contains("keys in 9 segments"),
+        "{}",
+        r.plan.reason
+    );
+}
+
+/// The paths a key-segment test forces (Auto first).
+const PATHS: [PathChoice; 8] = [
+    PathChoice::Auto,
+    PathChoice::Unfused,
+    PathChoice::Fused,
+    PathChoice::FusedSubgroup,
+    PathChoice::FusedPortable,
+    PathChoice::FusedTiled,
+    PathChoice::Decode,
+    PathChoice::DecodeWorkgroup,
+];
+
+/// Where one kv head's K or V rows exceed a binding, the keys run in segments whose outputs
+/// and LSEs merge on the device: on every path, with both causal alignments (top-left with
+/// few rows leaves the later segments without a visible key), a mask with a row that sees
+/// no key and one that sees only the last segment's, GQA, and a Dv that needs padding.
+#[test]
+fn kv_heads_larger_than_a_binding_run_in_key_segments() {
+    let Some(ctx) = small_context(1 << 14, 65535) else {
+        return;
+    };
+    let mut rng = Rng::new(31);
+    // K per kv head 700 x 16 floats (44 800 bytes), V 700 x 12 once padded: about three 16
+    // KiB bindings each.
+    let (b, hq, hkv, lk, d, dv) = (2, 4, 2, 700, 16, 10);
+    let mut ran = std::collections::BTreeSet::new();
+    for lq in [1, 5, 40] {
+        let q = rng.array(&[b, hq, lq, d], 1.0);
+        let k = rng.array(&[b, hkv, lk, d], 1.0);
+        let v = rng.array(&[b, hkv, lk, dv], 1.0);
+        let mut mask = rng.bool_array(&[b, 1, lq, lk], 0.7);
+        mask.slice_mut(s![1, 0, 0, ..]).fill(false);
+        if lq > 1 {
+            mask.slice_mut(s![0, 0, 1, ..600]).fill(false);
+        }
+        for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+            for path in PATHS {
+                for masked in [false, true] {
+                    let mut opts = AttentionOptions::default()
+                        .causal(causal)
+                        .path(path)
+                        .with_lse();
+                    if masked {
+                        opts = opts.mask(Mask::Bool(mask.view()));
+                    }
+                    let what = format!("Lq {lq} {causal:?} {path:?} mask {masked}");
+                    match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
+                        Err(Error::PathUnavailable { .. }) if path != PathChoice::Auto => continue,
+                        Err(e) => panic!("{what}: {e}"),
+                        Ok(_) => {}
+                    }
+                    let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+                    assert!(
+                        r.plan.reason.starts_with("keys in 3 segments of up to 234"),
+                        "{what}: {}",
+                        r.plan.reason
+                    );
+                    ran.insert(r.plan.path);
+                }
+            }
+        }
+    }
+    for path in ["unfused", "decode", "decode-workgroup", "fused-tiled"] {
+        assert!(ran.contains(path), "{path} never ran: {ran:?}");
+    }
+    // A float mask whose keys' columns are sliced per segment, and the estimate of such a
+    // call: one segment's call, the caller's inputs, the K/V copies and the running result.
+    let q = rng.array(&[b, hq, 8, d], 1.0);
+    let k = rng.array(&[b, hkv, lk, d], 1.0);
+    let v = rng.array(&[b, hkv, lk, dv], 1.0);
+    let bias = rng.array(&[8, lk], 3.0);
+    let opts = AttentionOptions::default()
+        .mask(Mask::Additive(bias.view()))
+        .with_lse();
+    let r = assert_parity(&ctx, "bias", &q, &k, &v, &opts, Tolerance::F32);
+    let (est, plan) = wgpu_attention::memory_estimate(&ctx, q.shape(), k.shape(), v.shape(), &opts)
+        .expect("estimate");
+    assert_eq!((plan.path, plan.chunks), (r.plan.path, r.plan.chunks));
+    assert!(plan.reason.contains("segments"), "{}", plan.reason);
+    let inputs = 4 * (q.len() + k.len() + v.len()) as u64;
+    assert!(est.inputs >= inputs && est.scratch > 0, "{est}");
+}
+
+/// A cache whose kv heads hold more rows than a binding: decode and the other paths over
+/// its rows in segments, from f32 and 16-bit storage, its stale rows past `len` unread.
+#[test]
+fn caches_longer_than_a_binding_run_in_key_segments() {
+    let Some(ctx) = small_context(1 << 14, 65535) else {
+        return;
+    };
+    let mut rng = Rng::new(37);
+    let (b, hq, hkv, len, capacity, d) = (1, 4, 2, 600, 800, 16);
+    for half in [false, true] {
+        let round = |a: ArrayD<f32>| {
+            if half {
+                a.mapv(|x| half::f16::from_f32(x).to_f32())
+            } else {
+                a
+            }
+        };
+        let k = round(rng.array(&[b, hkv, len, d], 1.0));
+        let v = round(rng.array(&[b, hkv, len, d], 1.0));
+        let mut cache = if half {
+            KvCache::new_f16(&ctx, b, hkv, capacity, d, d)
+        } else {
+            KvCache::new(&ctx, b, hkv, capacity, d, d)
+        }
+        .expect("cache");
+        // Junk in the rows past len, then the rows themselves.
+        let junk = rng.array(&[b, hkv, capacity, d], 5.0);
+        cache.append(&ctx, &junk, &junk).expect("junk");
+        cache.clear();
+        cache.append(&ctx, &k, &v).expect("append");
+        for lq in [1, 3] {
+            let q = rng.array(&[b, hq, lq, d], 1.0);
+            for path in PATHS {
+                let opts = AttentionOptions::default()
+                    .causal(Causal::BottomRight)
+                    .path(path)
+                    .with_lse();
+                let what = format!("f16 {half} Lq {lq} {path:?}");
+                let gpu = match cache.attention(&ctx, &q, &opts) {
+                    Err(Error::PathUnavailable { .. }) if path != PathChoice::Auto => continue,
+                    r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
+                };
+                assert!(
+                    gpu.plan.reason.contains("segments"),
+                    "{what}: {}",
+                    gpu.plan.reason
+                );
+                let cpu = reference::attention(&q, &k, &v, &opts).expect("reference");
+                let c = check::compare(&gpu.out.view(), &cpu.out.view(), Tolerance::F32);
+                assert!(c.passed(), "{what} [{}]: out: {c}", gpu.plan.path);
+                let (g, e) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
+                let c = check::compare(&g.view(), &e.view(), Tolerance::F32);
+                assert!(c.passed(), "{what} [{}]: lse: {c}", gpu.plan.path);
+            }
+        }
+    }
 }
