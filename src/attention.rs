@@ -22,7 +22,7 @@ use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
 
 mod segments;
-use segments::Segments;
+use segments::{SegmentView, Segments};
 
 /// Outputs of [`attention_gpu`], left on the device.
 #[derive(Debug)]
@@ -281,6 +281,9 @@ struct Prepared {
     /// Rows per kv head in the caller's K and V buffers (`problem.kv_rows` unless they are
     /// widened into compact copies).
     kv_source_rows: usize,
+    /// Row of each kv head's first key in the caller's K and V buffers (`problem.kv_first`
+    /// unless they are widened into compact copies).
+    kv_source_first: usize,
     /// Where one kv head's K or V rows exceed a binding: how the keys split into segments,
     /// of which this is the plan of the first (`segments.rs`).
     segments: Option<Segments>,
@@ -354,34 +357,28 @@ fn plan_call(
     // The whole call is validated first, so that an error names the caller's shapes.
     validate_problem(dims, opts, max_abs)?;
     segments::check(&seg, opts, kv_storage)?;
-    let mut plan = plan_one(
-        ctx,
-        seg.dims(0),
-        (seg.range(0).len(), kv_storage),
-        &seg.options(opts, 0),
-        max_abs,
-        Some(seg.causal_offset(0)),
-    )?;
+    let (mut plan, in_place) = seg.plan_segment(ctx, 0, kv_storage, opts, max_abs)?;
     let budget = DeviceBudget::from_limits(&ctx.limits());
-    plan.reason = format!("{}; {}", seg.describe(&budget), plan.reason);
+    plan.reason = format!("{}; {}", seg.describe(&budget, in_place), plan.reason);
     plan.segments = Some(seg);
     Ok(plan)
 }
 
-/// [`plan_call`] without segments; `causal_offset`, where given, replaces the one the
-/// options give (a key segment's rule, shifted to its first key).
+/// [`plan_call`] without segments, or of one key segment (`segment`: its first key, where
+/// its rows are read in place, and its causal rule, shifted to that key).
 fn plan_one(
     ctx: &Context,
     dims: Dims,
     (kv_rows, kv_storage): (usize, KvStorage),
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
-    causal_offset: Option<Option<i64>>,
+    segment: Option<SegmentView>,
 ) -> Result<Prepared> {
     let mut problem = validate_problem(dims, opts, max_abs)?;
     problem.kv_rows = kv_rows;
-    if let Some(offset) = causal_offset {
-        problem.causal_offset = offset;
+    if let Some(view) = segment {
+        problem.causal_offset = view.causal_offset;
+        problem.kv_first = view.first;
     }
     check_element_counts(&problem, opts.return_weights)?;
     let (path, mut reason) = choose_path(ctx, &problem, opts)?;
@@ -428,6 +425,7 @@ fn plan_one(
             }
         } else {
             problem.kv_rows = dims.lk;
+            problem.kv_first = 0;
             reason = format!("{reason}; K/V widened from {} to f32 first", format.name());
         }
     }
@@ -512,6 +510,7 @@ fn plan_one(
         kv_textures,
         kv_storage,
         kv_source_rows: kv_rows,
+        kv_source_first: segment.map_or(0, |view| view.first),
         problem,
         user_dims: dims,
         path,
@@ -613,7 +612,7 @@ fn widened_kv_bytes(plan: &Prepared) -> u64 {
     }
     let d = &plan.user_dims;
     let rows = d.b * d.hkv * plan.problem.kv_rows;
-    let compact = if plan.kv_source_rows != plan.problem.kv_rows {
+    let compact = if plan.kv_source_rows != plan.problem.kv_rows || plan.kv_source_first != 0 {
         buffer_bytes((rows * d.d).div_ceil(2)) + buffer_bytes((rows * d.dv).div_ceil(2))
     } else {
         0
@@ -653,7 +652,7 @@ fn execute_one(
     let kv_rows = dims.b * dims.hkv * problem.kv_rows;
     let widened = if let (true, Some(format)) = (plan.widens_kv(), plan.kv_storage.half()) {
         let heads = dims.b * dims.hkv;
-        let rows = (plan.kv_source_rows, problem.kv_rows);
+        let rows = (plan.kv_source_rows, plan.kv_source_first, problem.kv_rows);
         let widen = |name, t: &GpuTensor, width: usize| -> Result<GpuTensor> {
             Ok(GpuTensor {
                 buffer: crate::fp16::widen_rows(

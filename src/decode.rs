@@ -251,7 +251,8 @@ struct Layout {
 }
 
 impl Layout {
-    fn of(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> Self {
+    fn of(ctx: &Context, p: &Problem, form: Form) -> Self {
+        let info = ctx.adapter_info();
         let d = &p.dims;
         let group = d.hq / d.hkv;
         let rows = group * d.lq;
@@ -284,6 +285,29 @@ impl Layout {
                 (tiles, tile_rows, split)
             }
         };
+        // One group's partial outputs (rows x Dv floats a split) must fit a binding, as a
+        // chunk holds whole groups: where they would not, fewer and longer splits (up to
+        // the loop limit's keys; past that the plan says what does not fit).
+        let budget = DeviceBudget::from_limits(&ctx.limits());
+        let split_bytes = (rows * d.dv * 4).max(4) as u64;
+        let most_splits = (budget.max_binding / split_bytes).max(1) as usize;
+        let split = if split.splits > most_splits {
+            let keys = d.lk.div_ceil(most_splits);
+            match form {
+                Form::Invocation => split_of(d.lk, keys, max_keys),
+                Form::Workgroup => {
+                    let keys = keys
+                        .next_multiple_of(WORKGROUP_KEYS)
+                        .min(max_keys.max(WORKGROUP_KEYS));
+                    Split {
+                        keys_per_split: keys,
+                        splits: d.lk.div_ceil(keys),
+                    }
+                }
+            }
+        } else {
+            split
+        };
         Layout {
             form,
             group,
@@ -308,7 +332,7 @@ impl Layout {
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
 pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
-    let layout = Layout::of(ctx.adapter_info(), p, form);
+    let layout = Layout::of(ctx, p, form);
     let split = layout.split;
     let how = match form {
         // The partial kernel's loads (shaders/kv_loads_f16.wgsl for f16 K and V,
@@ -375,16 +399,20 @@ fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> usiz
 
 /// Why the decode path cannot run the problem on this adapter: the merge kernel loops over
 /// the splits, which on llvmpipe must stay within the loop limit.
-pub(crate) fn loop_obstacle(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> Option<String> {
-    let split = Layout::of(info, p, form).split;
-    loops::obstacle(info, "decode's merge", loops::keyed(split.splits as u64, 2))
+pub(crate) fn loop_obstacle(ctx: &Context, p: &Problem, form: Form) -> Option<String> {
+    let split = Layout::of(ctx, p, form).split;
+    loops::obstacle(
+        ctx.adapter_info(),
+        "decode's merge",
+        loops::keyed(split.splits as u64, 2),
+    )
 }
 
 /// The chunks this path runs in (whole GQA groups), planned against the device's limits.
 /// Each chunk's `scratch_bytes` is its partial outputs.
 pub(crate) fn plan(ctx: &Context, p: &Problem, form: Form) -> Result<Vec<Chunk>> {
     let d = &p.dims;
-    let layout = Layout::of(ctx.adapter_info(), p, form);
+    let layout = Layout::of(ctx, p, form);
     let budget = DeviceBudget::from_limits(&ctx.limits());
     // Scratch: partial outputs of the chunk's groups; dispatch: the larger of the two kernels.
     let cost = |n_heads: usize, _rows: usize| {
@@ -427,7 +455,7 @@ pub(crate) fn run(
     chunks: &[Chunk],
 ) -> Result<DeviceOutputs> {
     let d = &p.dims;
-    let layout = Layout::of(ctx.adapter_info(), p, form);
+    let layout = Layout::of(ctx, p, form);
     let Layout {
         group,
         rows,
@@ -478,8 +506,8 @@ pub(crate) fn run(
                 total: total as u32,
                 g0: g0 as u32,
                 q_win: c.q.start / 4,
-                k_win: c.k.start / 4,
-                v_win: c.v.start / 4,
+                k_win: (c.k.start / 4).wrapping_sub(p.kv_shift(d.d / 4)),
+                v_win: (c.v.start / 4).wrapping_sub(p.kv_shift(d.dv / 4)),
                 n_groups: n_groups as u32,
                 kv_rows: p.kv_rows as u32,
                 pad: [0; 2],

@@ -345,20 +345,21 @@ pub(crate) fn widen(
     Ok(wide)
 }
 
-/// The f32 values of the first `rows` of the `source_rows` rows of each of `heads` heads
-/// of packed values of `format` and width `width`, in a new buffer of `heads x rows` rows.
-/// When `rows < source_rows` (a KV cache's capacity), each head's rows are first copied
-/// into a compact packed buffer (whole 4-byte words: a 16-bit cache's widths are even).
+/// The f32 values of `rows` rows from row `first` of the `source_rows` rows of each of
+/// `heads` heads of packed values of `format` and width `width`, in a new buffer of `heads x
+/// rows` rows. Unless that is every row (`first` 0, `rows == source_rows`), each head's rows
+/// are first copied into a compact packed buffer (whole 4-byte words: a 16-bit cache's
+/// widths are even; a key segment's first row is checked to keep them so).
 pub(crate) fn widen_rows(
     ctx: &Context,
     (name, format): (&str, HalfFormat),
     packed: &wgpu::Buffer,
     heads: usize,
-    (source_rows, rows): (usize, usize),
+    (source_rows, first, rows): (usize, usize, usize),
     width: usize,
 ) -> Result<wgpu::Buffer> {
     let n = heads * rows * width;
-    if rows == source_rows {
+    if first == 0 && rows == source_rows {
         return widen(ctx, name, packed, n, format);
     }
     let head_bytes = (rows * width * 2) as u64;
@@ -372,7 +373,7 @@ pub(crate) fn widen_rows(
         for head in 0..heads {
             encoder.copy_buffer_to_buffer(
                 packed,
-                (head * source_rows * width * 2) as u64,
+                ((head * source_rows + first) * width * 2) as u64,
                 &compact,
                 head as u64 * head_bytes,
                 head_bytes,

@@ -925,8 +925,8 @@ pub(crate) fn run(
                 total_groups: total as u32,
                 // vec4 bindings: window starts in vec4 elements (windows are 16-byte aligned).
                 q_win: c.q.start / 4,
-                k_win: c.k.start / 4,
-                v_win: c.v.start / 4,
+                k_win: (c.k.start / 4).wrapping_sub(p.kv_shift(d.d / 4)),
+                v_win: (c.v.start / 4).wrapping_sub(p.kv_shift(d.dv / 4)),
                 o_win: c.out.start / 4,
                 lse_win: c.lse.start,
                 row_groups: row_groups as u32,

@@ -348,13 +348,13 @@ fn try_chunk(
     let out =
         Window::new(first_row * d.dv, end_row * d.dv, budget).map_err(|s| name_err("out", s))?;
     let lse = Window::new(first_row, end_row, budget).map_err(|s| name_err("lse", s))?;
-    // K and V rows of kv heads kv0 ..= kv_last: each head's first lk of its kv_rows rows.
+    // K and V rows of kv heads kv0 ..= kv_last: lk rows of each head's kv_rows, from its
+    // kv_first (0, or a key segment's first key read in place).
     let (kv0, kv_last) = (kv(bh0), kv(bh_last));
-    let kv_end = kv_last * p.kv_rows + d.lk;
-    let k =
-        Window::new(kv0 * p.kv_rows * d.d, kv_end * d.d, budget).map_err(|s| name_err("k", s))?;
-    let v =
-        Window::new(kv0 * p.kv_rows * d.dv, kv_end * d.dv, budget).map_err(|s| name_err("v", s))?;
+    let kv_start = kv0 * p.kv_rows + p.kv_first;
+    let kv_end = kv_last * p.kv_rows + p.kv_first + d.lk;
+    let k = Window::new(kv_start * d.d, kv_end * d.d, budget).map_err(|s| name_err("k", s))?;
+    let v = Window::new(kv_start * d.dv, kv_end * d.dv, budget).map_err(|s| name_err("v", s))?;
     let chunk_rows = (bh0, bh_last, row0, rows);
     let (bias, allow) = p
         .mask

@@ -51,7 +51,7 @@ fn decode_obstacle(
 ) -> Option<String> {
     weights
         .or_else(|| fused::width_obstacle(p, decode::max_width(form)))
-        .or_else(|| decode::loop_obstacle(ctx.adapter_info(), p, form))
+        .or_else(|| decode::loop_obstacle(ctx, p, form))
 }
 
 /// Picks a path from the shapes, the options and the adapter, and says why.

@@ -177,6 +177,14 @@ pub struct Problem {
     /// ([`crate::KvCache`]), whose first `dims.lk` rows per head are the keys. Kernels find
     /// kv head h's rows at `h * kv_rows`.
     pub kv_rows: usize,
+    /// Row of each kv head's first key among its `kv_rows`: 0, or a key segment's first key
+    /// where a call binds the segment's rows of K and V in place (crate::attention's
+    /// segments). Key j of kv head h is then row `h * kv_rows + kv_first + j`: the plan's
+    /// windows start there, and the window offsets the kernels subtract (k_win, v_win) are
+    /// lowered by `kv_first` rows ([`Problem::kv_shift`]), wrapping in u32 as WGSL's u32
+    /// arithmetic does, so that the kernels' own indices, `(h * kv_rows + j) * width + c -
+    /// k_win`, land on the segment's rows without knowing of it.
+    pub kv_first: usize,
     /// K and V are stored in this 16-bit format, two values a u32 word, and the path reads
     /// them so (decode and the fused tiers, see crate::fused::reads_half; the plan's K/V
     /// windows then count bytes of 16-bit values, crate::plan::Chunk::with_half_kv);
@@ -186,6 +194,14 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// How far [`Problem::kv_first`] lowers a K or V window offset given in units of
+    /// `units_per_row` a row (the width in floats, or in vec4 for the vec4 kernels).
+    pub(crate) fn kv_shift(&self, units_per_row: usize) -> u32 {
+        // Wraps like the kernels' u32 arithmetic (kv_first * units_per_row is below the
+        // K/V element count, which check_element_counts keeps within u32).
+        (self.kv_first * units_per_row) as u32
+    }
+
     /// Whether query row i (of any head) may see key j under the causal rule alone.
     pub fn causal_allows(&self, i: usize, j: usize) -> bool {
         match self.causal_offset {
@@ -389,6 +405,7 @@ pub fn validate_problem(
         causal_offset: opts.causal.offset(dims.lq, dims.lk),
         mask,
         kv_rows: dims.lk,
+        kv_first: 0,
         kv_half: None,
     })
 }

@@ -151,7 +151,8 @@ const PATHS: [PathChoice; 8] = [
 /// Where one kv head's K or V rows exceed a binding, the keys run in segments whose outputs
 /// and LSEs merge on the device: on every path, with both causal alignments (top-left with
 /// few rows leaves the later segments without a visible key), a mask with a row that sees
-/// no key and one that sees only the last segment's, GQA, and a Dv that needs padding.
+/// no key and one that sees only the last segment's, and GQA; with Dv 16 each segment's
+/// rows are read in place, with Dv 10 the paths that pad it copy them first.
 #[test]
 fn kv_heads_larger_than_a_binding_run_in_key_segments() {
     let Some(ctx) = small_context(1 << 14, 65535) else {
@@ -160,9 +161,9 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
     let mut rng = Rng::new(31);
     // K per kv head 700 x 16 floats (44 800 bytes), V 700 x 12 once padded: about three 16
     // KiB bindings each.
-    let (b, hq, hkv, lk, d, dv) = (2, 4, 2, 700, 16, 10);
+    let (b, hq, hkv, lk, d) = (2, 4, 2, 700, 16);
     let mut ran = std::collections::BTreeSet::new();
-    for lq in [1, 5, 40] {
+    for (dv, lq) in [(10, 1), (10, 5), (10, 40), (16, 1), (16, 40)] {
         let q = rng.array(&[b, hq, lq, d], 1.0);
         let k = rng.array(&[b, hkv, lk, d], 1.0);
         let v = rng.array(&[b, hkv, lk, dv], 1.0);
@@ -181,7 +182,7 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
                     if masked {
                         opts = opts.mask(Mask::Bool(mask.view()));
                     }
-                    let what = format!("Lq {lq} {causal:?} {path:?} mask {masked}");
+                    let what = format!("Dv {dv} Lq {lq} {causal:?} {path:?} mask {masked}");
                     match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
                         Err(Error::PathUnavailable { .. }) if path != PathChoice::Auto => continue,
                         Err(e) => panic!("{what}: {e}"),
@@ -193,6 +194,13 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
                         "{what}: {}",
                         r.plan.reason
                     );
+                    if dv == 16 {
+                        assert!(
+                            r.plan.reason.contains("rows read in place"),
+                            "{what}: {}",
+                            r.plan.reason
+                        );
+                    }
                     ran.insert(r.plan.path);
                 }
             }
@@ -205,7 +213,7 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
     // call: one segment's call, the caller's inputs, the K/V copies and the running result.
     let q = rng.array(&[b, hq, 8, d], 1.0);
     let k = rng.array(&[b, hkv, lk, d], 1.0);
-    let v = rng.array(&[b, hkv, lk, dv], 1.0);
+    let v = rng.array(&[b, hkv, lk, 10], 1.0);
     let bias = rng.array(&[8, lk], 3.0);
     let opts = AttentionOptions::default()
         .mask(Mask::Additive(bias.view()))

@@ -3,14 +3,18 @@
 //! Every path binds a chunk's K and V rows as windows, and a chunk holds at least one kv
 //! head: `Lk × D × 4` bytes, which past `max_storage_buffer_binding_size` (128 MiB on
 //! lavapipe and in wgpu's default limits: 262 144 keys at D = 128) no window can hold. Such a
-//! call runs in segments of keys, one after the other: each segment's K and V rows are
-//! copied into compact buffers, the call's path runs on them as an ordinary problem (with
-//! the mask's columns of those keys and the causal rule shifted to them), and
-//! `shaders/merge_segment.wgsl` folds each segment's output and LSE into the running result,
-//! as [`crate::merge`] does on the host for shards. A row that sees no key of a segment has
-//! an LSE of `-inf` there and takes nothing from it. Segments run in turn, so a call holds
-//! one segment's K/V copies and scratch at a time (its memory estimate counts them beside
-//! the caller's inputs and the running result); the weights, which would need every
+//! call runs in segments of keys, one after the other: the call's path runs on each
+//! segment as an ordinary problem (with the mask's columns of those keys and the causal rule
+//! shifted to them), and `shaders/merge_segment.wgsl` folds each segment's output and LSE
+//! into the running result, as [`crate::merge`] does on the host for shards. A row that sees
+//! no key of a segment has an LSE of `-inf` there and takes nothing from it.
+//!
+//! A segment's K and V rows are read in place (`Problem::kv_first`: the windows start at
+//! them and the kernels' window offsets are lowered to match), or, where the path pads
+//! the widths to multiples of 4 (which copies all of K and V), first copied into compact
+//! buffers, so that only the segment's rows are padded. Segments run in turn, so a call
+//! holds one segment's scratch (and copies) at a time; its memory estimate counts that
+//! beside the caller's inputs and the running result. The weights, which would need every
 //! segment's at once and rescaled, are refused.
 
 use std::ops::Range;
@@ -28,6 +32,17 @@ use crate::plan::{whole, DeviceBudget, Window};
 use crate::problem::Dims;
 use crate::tensor::GpuTensor;
 use crate::widths;
+
+/// What a segment's plan needs beside its dimensions and options: where its keys start
+/// among each kv head's rows when they are read in place (0 for compact copies), and its
+/// causal rule, shifted to its first key.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SegmentView {
+    /// The segment's first key row within each kv head of the bound K and V.
+    pub first: usize,
+    /// Query i sees the segment's key j iff j <= i + offset, if causal.
+    pub causal_offset: Option<i64>,
+}
 
 /// How a call's keys split into segments.
 #[derive(Clone, Copy, Debug)]
@@ -129,11 +144,55 @@ impl Segments {
         }
     }
 
+    /// Plans segment `s` (options from the caller's `opts`), its rows read in place unless
+    /// the path pads the widths; `true` with a plan that reads them in place.
+    pub fn plan_segment(
+        &self,
+        ctx: &Context,
+        s: usize,
+        storage: KvStorage,
+        opts: &AttentionOptions<'_>,
+        max_abs: Option<(f32, f32)>,
+    ) -> Result<(Prepared, bool)> {
+        let seg_opts = self.options(opts, s);
+        let view = |first| SegmentView {
+            first,
+            causal_offset: self.causal_offset(s),
+        };
+        let rows = self.range(s);
+        let in_place = plan_one(
+            ctx,
+            self.dims(s),
+            (self.caller_kv_rows, storage),
+            &seg_opts,
+            max_abs,
+            Some(view(rows.start)),
+        )?;
+        // Padding copies every row of K and V (widths::repack): copy the segment's first.
+        if in_place.problem.dims == in_place.user_dims {
+            return Ok((in_place, true));
+        }
+        let copied = plan_one(
+            ctx,
+            self.dims(s),
+            (rows.len(), storage),
+            &seg_opts,
+            max_abs,
+            Some(view(0)),
+        )?;
+        Ok((copied, false))
+    }
+
     /// What the plan's reason says first.
-    pub fn describe(&self, budget: &DeviceBudget) -> String {
+    pub fn describe(&self, budget: &DeviceBudget, in_place: bool) -> String {
         let d = &self.caller_dims;
+        let how = if in_place {
+            "each segment's rows read in place"
+        } else {
+            "each segment's rows copied (for padding)"
+        };
         format!(
-            "keys in {} segments of up to {} (a kv head's {} K/V rows of width {} take more than the device's max binding of {} bytes), each segment's rows copied and the results merged",
+            "keys in {} segments of up to {} (a kv head's {} K/V rows of width {} take more than the device's max binding of {} bytes), {how}, the results merged",
             self.count(),
             self.keys,
             d.lk,
@@ -153,8 +212,8 @@ impl Segments {
         buffer_bytes(words(rows * d.d)) + buffer_bytes(words(rows * d.dv))
     }
 
-    /// Device bytes the segments hold beside one segment's call: its K and V copies and
-    /// the running output and LSE.
+    /// Device bytes the segments hold beside one segment's call, at most: its K and V
+    /// copies (where it makes them) and the running output and LSE.
     pub fn extra_bytes(&self, storage: KvStorage) -> u64 {
         let d = &self.caller_dims;
         self.copy_bytes(storage) + buffer_bytes(d.rows() * d.dv) + buffer_bytes(d.rows())
@@ -184,7 +243,8 @@ pub(super) fn check(seg: &Segments, opts: &AttentionOptions<'_>, storage: KvStor
     }
 }
 
-/// Runs a call planned in segments: `plan` is segment 0's, `seg` says how the keys split.
+/// Runs a call planned in segments (`plan` is the first segment's, whose path and reason
+/// the call reports).
 pub(super) fn execute(
     ctx: &Context,
     q: &GpuTensor,
@@ -197,31 +257,23 @@ pub(super) fn execute(
     let mut chunks = 0;
     for s in 0..seg.count() {
         let seg_opts = seg.options(opts, s);
-        let later;
-        let seg_plan = if s == 0 {
-            plan
+        let (seg_plan, in_place) = seg.plan_segment(ctx, s, storage, opts, max_abs)?;
+        // What is held already (the caller's inputs, the running result) is in use; the
+        // segment's call and copies come next.
+        let e = estimate(ctx, &seg_plan, false, Inputs::Device);
+        let copies = if in_place { 0 } else { seg.copy_bytes(storage) };
+        ctx.check_memory(&MemoryEstimate {
+            scratch: e.scratch + copies,
+            ..e
+        })?;
+        let out = if in_place {
+            execute_one(ctx, q, k, v, &seg_plan, &seg_opts)?
         } else {
-            later = plan_one(
-                ctx,
-                seg.dims(s),
-                (seg.range(s).len(), storage),
-                &seg_opts,
-                max_abs,
-                Some(seg.causal_offset(s)),
-            )?;
-            // The running result is held already; the copies are made next.
-            let e = estimate(ctx, &later, false, Inputs::Device);
-            ctx.check_memory(&MemoryEstimate {
-                scratch: e.scratch + seg.copy_bytes(storage),
-                ..e
-            })?;
-            &later
+            let range = seg.range(s);
+            let k_seg = copy_rows(ctx, "k segment", k, (seg, range.clone()), storage)?;
+            let v_seg = copy_rows(ctx, "v segment", v, (seg, range), storage)?;
+            execute_one(ctx, q, &k_seg, &v_seg, &seg_plan, &seg_opts)?
         };
-        let range = seg.range(s);
-        let k_seg = copy_rows(ctx, "k segment", k, (seg, range.clone()), storage)?;
-        let v_seg = copy_rows(ctx, "v segment", v, (seg, range), storage)?;
-        let out = execute_one(ctx, q, &k_seg, &v_seg, seg_plan, &seg_opts)?;
-        drop((k_seg, v_seg));
         chunks += out.plan.chunks;
         running = Some(match running {
             None => out,
