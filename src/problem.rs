@@ -181,7 +181,7 @@ pub struct Problem {
     /// where a call binds the segment's rows of K and V in place (crate::attention's
     /// segments). Key j of kv head h is then row `h * kv_rows + kv_first + j`: the plan's
     /// windows start there, and the window offsets the kernels subtract (k_win, v_win) are
-    /// lowered by `kv_first` rows ([`Problem::kv_shift`]), wrapping in u32 as WGSL's u32
+    /// lowered by `kv_first` rows (`Problem::kv_shift`), wrapping in u32 as WGSL's u32
     /// arithmetic does, so that the kernels' own indices, `(h * kv_rows + j) * width + c -
     /// k_win`, land on the segment's rows without knowing of it.
     pub kv_first: usize,
