@@ -351,7 +351,7 @@ fn plan_call(
     max_abs: Option<(f32, f32)>,
 ) -> Result<Prepared> {
     let causal_offset = opts.causal.offset(dims.lq, dims.lk);
-    let Some(seg) = Segments::plan(ctx, &dims, kv_rows, causal_offset) else {
+    let Some(mut seg) = Segments::plan(ctx, &dims, kv_rows, causal_offset) else {
         return plan_one(ctx, dims, (kv_rows, kv_storage), opts, max_abs, None);
     };
     // The whole call is validated first, so that an error names the caller's shapes.
@@ -360,6 +360,7 @@ fn plan_call(
     let (mut plan, in_place) = seg.plan_segment(ctx, 0, kv_storage, opts, max_abs)?;
     let budget = DeviceBudget::from_limits(&ctx.limits());
     plan.reason = format!("{}; {}", seg.describe(&budget, in_place), plan.reason);
+    seg.first_in_place = in_place;
     plan.segments = Some(seg);
     Ok(plan)
 }

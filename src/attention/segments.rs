@@ -21,7 +21,7 @@ use std::ops::Range;
 
 use ndarray::{Axis, Slice};
 
-use super::{estimate, execute_one, plan_one, GpuAttentionOutput, Inputs, KvStorage, Prepared};
+use super::{estimate_one, execute_one, plan_one, GpuAttentionOutput, Inputs, KvStorage, Prepared};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, PipelineKey};
@@ -55,6 +55,8 @@ pub(super) struct Segments {
     pub keys: usize,
     /// The caller's causal offset (query i sees key j iff j <= i + offset), if causal.
     pub causal_offset: Option<i64>,
+    /// Whether the plan of segment 0 (the call's own) reads its rows in place.
+    pub first_in_place: bool,
 }
 
 impl Segments {
@@ -89,6 +91,7 @@ impl Segments {
             caller_kv_rows: kv_rows,
             keys: dims.lk.div_ceil(count),
             causal_offset,
+            first_in_place: false,
         })
     }
 
@@ -244,7 +247,7 @@ pub(super) fn check(seg: &Segments, opts: &AttentionOptions<'_>, storage: KvStor
 }
 
 /// Runs a call planned in segments (`plan` is the first segment's, whose path and reason
-/// the call reports).
+/// the call reports; later segments are planned as they come).
 pub(super) fn execute(
     ctx: &Context,
     q: &GpuTensor,
@@ -257,22 +260,28 @@ pub(super) fn execute(
     let mut chunks = 0;
     for s in 0..seg.count() {
         let seg_opts = seg.options(opts, s);
-        let (seg_plan, in_place) = seg.plan_segment(ctx, s, storage, opts, max_abs)?;
+        let later;
+        let (seg_plan, in_place) = if s == 0 {
+            (plan, seg.first_in_place)
+        } else {
+            later = seg.plan_segment(ctx, s, storage, opts, max_abs)?;
+            (&later.0, later.1)
+        };
         // What is held already (the caller's inputs, the running result) is in use; the
         // segment's call and copies come next.
-        let e = estimate(ctx, &seg_plan, false, Inputs::Device);
+        let e = estimate_one(ctx, seg_plan, false, Inputs::Device);
         let copies = if in_place { 0 } else { seg.copy_bytes(storage) };
         ctx.check_memory(&MemoryEstimate {
             scratch: e.scratch + copies,
             ..e
         })?;
         let out = if in_place {
-            execute_one(ctx, q, k, v, &seg_plan, &seg_opts)?
+            execute_one(ctx, q, k, v, seg_plan, &seg_opts)?
         } else {
             let range = seg.range(s);
             let k_seg = copy_rows(ctx, "k segment", k, (seg, range.clone()), storage)?;
             let v_seg = copy_rows(ctx, "v segment", v, (seg, range), storage)?;
-            execute_one(ctx, q, &k_seg, &v_seg, &seg_plan, &seg_opts)?
+            execute_one(ctx, q, &k_seg, &v_seg, seg_plan, &seg_opts)?
         };
         chunks += out.plan.chunks;
         running = Some(match running {
