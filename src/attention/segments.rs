@@ -83,7 +83,7 @@ impl Segments {
         if (0..dims.b * dims.hkv).all(fits) {
             return None;
         }
-        // Compact copies: any window of `keys` rows fits with the alignment's slack.
+        // Any window of `keys` rows fits with the alignment's slack, in place or copied.
         let fit = (budget.max_binding.saturating_sub(budget.align) / (4 * width as u64)) as usize;
         let count = dims.lk.div_ceil(fit.max(1));
         Some(Segments {
