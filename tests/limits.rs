@@ -284,3 +284,48 @@ fn caches_longer_than_a_binding_run_in_key_segments() {
         }
     }
 }
+
+/// A call in key segments fits the device memory its estimate names: with the memory set
+/// to the estimate it runs (its later segments' own checks included), and one byte less is
+/// refused before anything is allocated; with segments read in place (Dv 16) and copied
+/// for padding (Dv 10).
+#[test]
+fn key_segments_fit_their_memory_estimate() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 1 << 14;
+    limits.min_storage_buffer_offset_alignment = 256;
+    let make = |memory_limit: Option<u64>| {
+        Context::with_options(&ContextOptions {
+            limits: Some(limits.clone()),
+            memory_limit,
+            ..Default::default()
+        })
+        .expect("context")
+    };
+    let mut rng = Rng::new(41);
+    for dv in [16, 10] {
+        let q = rng.array(&[2, 4, 5, 16], 1.0);
+        let k = rng.array(&[2, 2, 700, 16], 1.0);
+        let v = rng.array(&[2, 2, 700, dv], 1.0);
+        for path in [PathChoice::Auto, PathChoice::Unfused, PathChoice::Decode] {
+            let opts = AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .path(path)
+                .with_lse();
+            let probe = make(None);
+            let (est, plan) =
+                wgpu_attention::memory_estimate(&probe, q.shape(), k.shape(), v.shape(), &opts)
+                    .expect("estimate");
+            let what = format!("Dv {dv} {path:?} [{}]", plan.path);
+            assert!(plan.reason.contains("segments"), "{what}: {}", plan.reason);
+            let need = probe.memory_in_use() + est.total();
+            let r = wgpu_attention::attention(&make(Some(need)), &q, &k, &v, &opts)
+                .unwrap_or_else(|e| panic!("{what}: {e} ({est})"));
+            assert_eq!(r.plan.path, plan.path, "{what}");
+            let err = wgpu_attention::attention(&make(Some(need - 1)), &q, &k, &v, &opts)
+                .expect_err("one byte short");
+            assert!(matches!(err, Error::OutOfMemory { .. }), "{what}: {err}");
+        }
+    }
+}

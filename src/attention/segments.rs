@@ -264,6 +264,10 @@ pub(super) fn execute(
         let (seg_plan, in_place) = if s == 0 {
             (plan, seg.first_in_place)
         } else {
+            // The last segment's scratch (and textures, copies) is freed once the device
+            // has run it: wait, so that segments never hold two segments' worth at once
+            // (and the memory check below sees it freed).
+            ctx.wait()?;
             later = seg.plan_segment(ctx, s, storage, opts, max_abs)?;
             (&later.0, later.1)
         };
