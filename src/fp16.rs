@@ -362,26 +362,7 @@ pub(crate) fn widen_rows(
     if first == 0 && rows == source_rows {
         return widen(ctx, name, packed, n, format);
     }
-    let head_bytes = (rows * width * 2) as u64;
-    let compact = ctx.scratch_buffer(name, (n.div_ceil(2) * 4) as u64)?;
-    ctx.scoped("compacting f16 rows", || {
-        let mut encoder = ctx
-            .device()
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("compact f16 rows"),
-            });
-        for head in 0..heads {
-            encoder.copy_buffer_to_buffer(
-                packed,
-                ((head * source_rows + first) * width * 2) as u64,
-                &compact,
-                head as u64 * head_bytes,
-                head_bytes,
-            );
-        }
-        encoder
-    })
-    .and_then(|encoder| ctx.submit(encoder))?;
+    let compact = ctx.compact_rows(name, packed, heads, (source_rows, first, rows), width * 2)?;
     widen(ctx, name, &compact, n, format)
 }
 

@@ -320,31 +320,14 @@ fn copy_rows(
 ) -> Result<GpuTensor> {
     let width = t.shape.last().copied().unwrap_or(1);
     let heads = seg.caller_dims.b * seg.caller_dims.hkv;
-    // Bytes of `values` values (16-bit K and V: two a word; `check` keeps their widths even).
-    let bytes = |values: usize| match storage {
-        KvStorage::F32 => values as u64 * 4,
-        KvStorage::Half(_) => values as u64 * 2,
+    // Bytes a row (16-bit K and V: two values a word; `check` keeps their widths even).
+    let row_bytes = match storage {
+        KvStorage::F32 => width * 4,
+        KvStorage::Half(_) => width * 2,
     };
     let len = range.len();
-    let buffer = ctx.scratch_buffer(label, bytes(heads * len * width))?;
-    let device = ctx.device();
-    let encoder = ctx.scoped("copying a key segment", || {
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("key segment"),
-        });
-        for h in 0..heads {
-            let from = (h * seg.caller_kv_rows + range.start) * width;
-            encoder.copy_buffer_to_buffer(
-                &t.buffer,
-                bytes(from),
-                &buffer,
-                bytes(h * len * width),
-                bytes(len * width),
-            );
-        }
-        encoder
-    })?;
-    ctx.submit(encoder)?;
+    let rows = (seg.caller_kv_rows, range.start, len);
+    let buffer = ctx.compact_rows(label, &t.buffer, heads, rows, row_bytes)?;
     let mut shape = t.shape.clone();
     let rows_axis = shape.len().saturating_sub(2);
     if let Some(rows) = shape.get_mut(rows_axis) {

@@ -339,6 +339,42 @@ impl Context {
         Ok(out)
     }
 
+    /// `rows` rows from row `first` of the `source_rows` rows of each of `heads` heads of
+    /// `source` (rows of `row_bytes` bytes, head after head), copied into a new buffer of
+    /// `heads x rows` rows: one copy per head. Offsets and sizes must be whole 4-byte words
+    /// (callers keep 16-bit rows of even width).
+    pub(crate) fn compact_rows(
+        &self,
+        label: &str,
+        source: &wgpu::Buffer,
+        heads: usize,
+        (source_rows, first, rows): (usize, usize, usize),
+        row_bytes: usize,
+    ) -> Result<wgpu::Buffer> {
+        let head_bytes = (rows * row_bytes) as u64;
+        let compact = self.scratch_buffer(label, heads as u64 * head_bytes)?;
+        let encoder = self.scoped("compacting rows", || {
+            let mut encoder =
+                self.inner
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("compact rows"),
+                    });
+            for head in 0..heads {
+                encoder.copy_buffer_to_buffer(
+                    source,
+                    ((head * source_rows + first) * row_bytes) as u64,
+                    &compact,
+                    head as u64 * head_bytes,
+                    head_bytes,
+                );
+            }
+            encoder
+        })?;
+        self.submit(encoder)?;
+        Ok(compact)
+    }
+
     /// Blocks until all submitted work has finished (for timing and for callers who share
     /// buffers with other APIs).
     pub fn wait(&self) -> Result<()> {
