@@ -15,7 +15,7 @@ use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::plan::{Chunk, DeviceBudget};
 use crate::planner::{choose_path, Path};
 use crate::problem::{
-    max_abs_finite, validate_dims, validate_problem, Dims, Problem, MAX_ELEMENTS,
+    check_problem, max_abs_finite, validate_dims, validate_problem, Dims, Problem, MAX_ELEMENTS,
 };
 use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
@@ -71,7 +71,7 @@ where
     let k_max = max_abs_finite("k", &kv)?;
     let v_max = max_abs_finite("v", &vv)?;
     if let Some(reason) = empty::reason(&dims) {
-        validate_problem(dims, opts, Some((q_max, k_max)))?;
+        check_problem(dims, opts, Some((q_max, k_max)))?;
         return Ok(empty::host_outputs(&dims, opts, reason));
     }
     let plan = prepare(
@@ -154,7 +154,7 @@ pub(crate) fn attention_gpu_stored(
 ) -> Result<GpuAttentionOutput> {
     let dims = validate_dims(&q.shape, &k.shape, &v.shape)?;
     if let Some(reason) = empty::reason(&dims) {
-        validate_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
+        check_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
         return empty::device_outputs(ctx, &dims, opts, reason);
     }
     let plan = prepare(
@@ -189,7 +189,7 @@ pub(crate) fn attention_over_rows(
     };
     let max_abs = q_max.zip(k.max_abs);
     if let Some(reason) = empty::reason(&dims) {
-        validate_problem(dims, opts, max_abs)?;
+        check_problem(dims, opts, max_abs)?;
         return empty::device_outputs(ctx, &dims, opts, reason);
     }
     let inputs = match q {
@@ -217,7 +217,7 @@ pub(crate) fn estimate_over_rows(
 ) -> Result<(MemoryEstimate, PlanInfo)> {
     let (dims, kv_rows) = cached_dims(q_shape, (k, v), lk)?;
     if let Some(reason) = empty::reason(&dims) {
-        validate_problem(dims, opts, None)?;
+        check_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
     let plan = plan_call(ctx, dims, (kv_rows, storage), opts, None)?;
@@ -314,7 +314,7 @@ pub fn memory_estimate(
         None => validate_dims(q_shape, k_shape, v_shape)?,
     };
     if let Some(reason) = empty::reason(&dims) {
-        validate_problem(dims, opts, None)?;
+        check_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
     let plan = plan_call(ctx, dims, (dims.lk, KvStorage::F32), opts, None)?;
@@ -354,8 +354,9 @@ fn plan_call(
     let Some(mut seg) = Segments::plan(ctx, &dims, kv_rows, causal_offset) else {
         return plan_one(ctx, dims, (kv_rows, kv_storage), opts, max_abs, None);
     };
-    // The whole call is validated first, so that an error names the caller's shapes.
-    validate_problem(dims, opts, max_abs)?;
+    // The whole call is checked first, so that an error names the caller's shapes and
+    // indices; each segment then packs its own columns of the mask.
+    check_problem(dims, opts, max_abs)?;
     segments::check(&seg, opts, kv_storage)?;
     let (mut plan, in_place) = seg.plan_segment(ctx, 0, kv_storage, opts, max_abs)?;
     let budget = DeviceBudget::from_limits(&ctx.limits());

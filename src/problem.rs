@@ -356,13 +356,33 @@ pub fn max_abs_finite(name: &'static str, x: &ArrayViewD<'_, f32>) -> Result<f32
     Ok(m)
 }
 
-/// Validates options against dims. `max_abs` is `(max|q|, max|k|)` when known (host inputs),
-/// used to prove the scores cannot overflow.
-pub fn validate_problem(
+/// [`validate_problem`]'s checks without packing the mask, for calls that pack it later in
+/// pieces (key segments: each segment's columns) or not at all (nothing to compute), so that
+/// an error still names the caller's shapes and indices.
+pub fn check_problem(
     dims: Dims,
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
-) -> Result<Problem> {
+) -> Result<()> {
+    scale_and_bound(dims, opts, max_abs)?;
+    match &opts.mask {
+        None => Ok(()),
+        Some(Mask::Bool(m)) => mask_layout(m.shape(), &dims).map(drop),
+        Some(Mask::Additive(m)) => {
+            mask_layout(m.shape(), &dims)?;
+            check_mask_values(m)
+        }
+    }
+}
+
+/// The scale (validated, or the default for D) and the largest |score| an f32 kernel can
+/// compute from the inputs, where their magnitudes are known (`max_abs`): the scores must
+/// stay below [`BIAS_CLAMP`].
+fn scale_and_bound(
+    dims: Dims,
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+) -> Result<(f32, Option<f64>)> {
     let scale = match opts.scale {
         // D = 0: every score is an empty sum, 0 whatever the scale; 1 keeps it finite.
         None if dims.d == 0 => 1.0,
@@ -395,6 +415,17 @@ pub fn validate_problem(
     // score after it (the scale, a bias, the row max), with room to spare.
     let f32_score_bound =
         score_bound.map(|b| b * (1.0 + (dims.d as f64 + 8.0) * f64::from(f32::EPSILON)));
+    Ok((scale, f32_score_bound))
+}
+
+/// Validates options against dims. `max_abs` is `(max|q|, max|k|)` when known (host inputs),
+/// used to prove the scores cannot overflow.
+pub fn validate_problem(
+    dims: Dims,
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+) -> Result<Problem> {
+    let (scale, f32_score_bound) = scale_and_bound(dims, opts, max_abs)?;
     let mask = match &opts.mask {
         None => None,
         Some(m) => prepare_mask(m, &dims, f32_score_bound)?,
@@ -669,6 +700,30 @@ fn row_max(row: &[f32]) -> f32 {
         .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
 }
 
+/// An additive mask's values are finite or `-inf` (which masks out): NaN and `+inf` are
+/// errors naming the first such element by its index in the caller's array.
+fn check_mask_values(m: &ArrayViewD<'_, f32>) -> Result<()> {
+    let bad = |x: f32| x.is_nan() || x == f32::INFINITY;
+    // The plain scan first (a fold the compiler vectorises, over the caller's memory where it
+    // is contiguous): indexed_iter() builds an index per element, which is slow on a large
+    // mask, so it runs only to name the bad element.
+    let any_bad = match m.as_slice_memory_order() {
+        Some(values) => values.iter().fold(false, |any, &x| any | bad(x)),
+        None => m.iter().fold(false, |any, &x| any | bad(x)),
+    };
+    match any_bad
+        .then(|| m.indexed_iter().find(|(_, &x)| bad(x)))
+        .flatten()
+    {
+        None => Ok(()),
+        Some((idx, x)) => Err(Error::NonFinite {
+            name: "mask",
+            value: x.to_string(),
+            index: idx.slice().to_vec(),
+        }),
+    }
+}
+
 /// The prepared mask, or `None` for an additive mask of zeros only (which changes nothing).
 /// `score_bound`: the largest |score| the inputs allow, if known (see [`hide_below`]).
 fn prepare_mask(
@@ -687,24 +742,8 @@ fn prepare_mask(
         }
         Mask::Additive(m) => {
             let layout = mask_layout(m.shape(), dims)?;
-            // NaN and +inf (-inf masks out).
-            let bad = |x: f32| x.is_nan() || x == f32::INFINITY;
+            check_mask_values(m)?;
             let values = laid_out(m, &layout)?;
-            // The plain scan first (a fold the compiler vectorises): indexed_iter() builds an
-            // index per element, which is slow on a large mask, so it runs only to name the
-            // bad element.
-            if let Some((idx, x)) = values
-                .iter()
-                .fold(false, |any, &x| any | bad(x))
-                .then(|| m.indexed_iter().find(|(_, &x)| bad(x)))
-                .flatten()
-            {
-                return Err(Error::NonFinite {
-                    name: "mask",
-                    value: x.to_string(),
-                    index: idx.slice().to_vec(),
-                });
-            }
             // -inf, and values far enough below their row's best (hide_below), mask a key
             // out (allow bits); other values are clamped and added. A mask of 0 and -inf
             // only (PyTorch's usual float padding mask), or of 0 and finfo.min where every

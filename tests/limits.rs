@@ -225,6 +225,25 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
     assert!(plan.reason.contains("segments"), "{}", plan.reason);
     let inputs = 4 * (q.len() + k.len() + v.len()) as u64;
     assert!(est.inputs >= inputs && est.scratch > 0, "{est}");
+    // The whole mask is checked before any segment packs its columns: errors name the
+    // caller's indices and shapes, not a segment's.
+    let mut bad = bias.clone();
+    bad[[5, 650]] = f32::NAN;
+    let opts = AttentionOptions::default().mask(Mask::Additive(bad.view()));
+    match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
+        Err(Error::NonFinite { name, index, .. }) => {
+            assert_eq!((name, index), ("mask", vec![5, 650]));
+        }
+        other => panic!("a NaN in the last segment's columns: {other:?}"),
+    }
+    let short = rng.bool_array(&[8, 600], 0.5);
+    let opts = AttentionOptions::default().mask(Mask::Bool(short.view()));
+    match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
+        Err(Error::MaskShape { mask, target }) => {
+            assert_eq!((mask, target), (vec![8, 600], vec![b, hq, 8, lk]));
+        }
+        other => panic!("a mask of 600 keys for {lk}: {other:?}"),
+    }
 }
 
 /// A cache whose kv heads hold more rows than a binding: decode and the other paths over
