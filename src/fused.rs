@@ -6,6 +6,22 @@
 //! On llvmpipe, whose loop limit would cut long rows short (crate::loops), the keys run in
 //! several passes ([`key_passes`]), each writing a normalised partial output and its LSE;
 //! merge.wgsl combines them, as it does decode's splits. Memory stays O(L) per pass.
+//!
+//! The subgroup tier's row layout and key ranges are in `fused/subgroup_layout.rs`, its K/V
+//! textures in `fused/textures.rs`; the tiers, their obstacles, the plan and the dispatch here.
+
+mod subgroup_layout;
+mod textures;
+
+pub(crate) use subgroup_layout::chunk_layout;
+use subgroup_layout::side_by_side;
+pub use subgroup_layout::{
+    cpu_adapter_threads, subgroup_layout, subgroup_rows, subgroup_split_layout, subgroup_splits,
+    SubgroupLayout, MIN_SPLIT_KEYS, SUBGROUP_INVOCATIONS,
+};
+pub(crate) use textures::kv_texture_bytes;
+use textures::kv_textures;
+pub use textures::{kv_textures_available, kv_textures_pay_off, reads_textures, KV_TEXTURE_WIDTH};
 
 use crate::context::Context;
 use crate::error::Result;
@@ -20,209 +36,6 @@ use crate::unfused::{DeviceInputs, DeviceOutputs};
 
 /// Query rows one portable-tier workgroup covers (64 invocations x 4 rows).
 pub const ROWS_PER_GROUP: usize = 256;
-
-/// Query rows per invocation of the subgroup tier (the shader's `R`) where rows are many
-/// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), but at least 8 up to width 128,
-/// at most 16 (so 8 to 16 on the standard variant); on the wide variant (D or Dv above 128)
-/// 1024 / max(D, Dv), at most [`WIDE_MAX_ROWS`]. More rows share each key/value load (on
-/// lavapipe, B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but
-/// per-invocation state and the
-/// driver's compile time grow with R x D (lavapipe: D = 128 at R = 16 took 82 s to compile,
-/// D = 64 at R = 8 takes 8 s). Until 2026-12-01 R x D stayed at 512, so R = 4 at D = 128;
-/// R = 8 there, measured on lavapipe (AMD EPYC) in paired rounds (`scripts/paired_rounds.py
-/// 8 SHAPE ... --path fused-subgroup`, medians of GFLOP/s, non-causal and causal): at 512
-/// bits 1,8,1024,1024,128 83.2/75.1 against 90.1/80.1, 1,4,2048,2048,128 86.6/75.1 against
-/// 94.2/87.1, 1,8,1024,1024,96 (R = 5 before) 87.8/70.2 against 97.4/84.1; at 256 bits
-/// 1,8,1024,1024,128 57.4/49.4 against 63.8/60.9. First call at D = 128: 18 s at 512 bits,
-/// 12 s at 256.
-///
-/// The wide variant took 512 / max(D, Dv) too (2 at D 256) until its loops over D unrolled
-/// (2026-12-01); at D 256 and 256 bits, R = 4 then ran 55 GFLOP/s against 37 for R = 2
-/// (`scripts/paired_rounds.py`, medians), and at 512 bits R = 8 was no faster than R = 4
-/// (78.4 against 78.9, causal 73.4 against 69.3, four paired rounds) and took 62-87 s to
-/// compile against 28 s (docs/measurements.md).
-pub fn subgroup_rows(d: usize, dv: usize) -> usize {
-    let width = d.max(dv).max(1);
-    let rows = 512 / width;
-    if width <= MAX_WIDTH {
-        rows.clamp(8, 16)
-    } else {
-        (1024 / width).clamp(2, WIDE_MAX_ROWS)
-    }
-}
-
-/// Invocations per workgroup of the subgroup tier (`INVOCATIONS` in fused_subgroup.wgsl):
-/// one 16-lane subgroup, or two of 8 lanes.
-pub const SUBGROUP_INVOCATIONS: usize = 16;
-
-/// How one chunk maps onto the subgroup tier's workgroups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SubgroupLayout {
-    /// Query heads per unit: a unit is the heads of one GQA group, whose rows one workgroup
-    /// may mix because they read the same K/V rows (1 without GQA, or when the chunk does
-    /// not hold whole groups).
-    pub unit_heads: usize,
-    /// Query rows per invocation (the shader's `R`).
-    pub rows_per_invocation: usize,
-    /// Workgroups per unit.
-    pub row_groups: usize,
-    /// Workgroups of the chunk.
-    pub workgroups: usize,
-}
-
-/// The subgroup tier's layout of a chunk: query heads `heads` (batch-heads, numbered
-/// b x Hq + h), `rows` rows each, widths `d` and `dv`, `group` query heads per kv head, on an
-/// adapter that runs `threads` workgroups at once (lavapipe: one per CPU thread).
-///
-/// R is [`subgroup_rows`], or a half or a quarter of it (at least 2) when that leaves fewer
-/// padding slots or keeps more threads busy; and each of those may shrink to the smallest R
-/// that needs no more workgroups (77 rows: R = 5 instead of 8, one workgroup of 80 slots
-/// instead of 128). The estimate: a workgroup's time per key grows as 16 x (R + 3), the 3
-/// standing for the loads and broadcasts its R rows share (fitted to lavapipe at 16 lanes,
-/// D = 64: R = 4 gave 35.5 GFLOP/s and R = 8 gave 45), and the threads run
-/// ceil(workgroups / threads) workgroups each. The shrunken R, measured on lavapipe at 16
-/// lanes in paired rounds (docs/measurements.md): B1 H8 L77 D64 34.6 against 28.5 GFLOP/s
-/// (causal 18.1 against 13.6), B1 H12 L197 66.2 against 58.4 (causal 39.5 against 35.0).
-pub fn subgroup_layout(
-    d: usize,
-    dv: usize,
-    group: usize,
-    heads: std::ops::Range<usize>,
-    rows: usize,
-    threads: usize,
-) -> SubgroupLayout {
-    subgroup_split_layout(d, dv, group, heads, rows, threads, 1)
-}
-
-/// [`subgroup_layout`] where the keys run in `splits` ranges side by side (one dispatch of
-/// `workgroups x splits` workgroups): R is chosen for that many workgroups.
-pub fn subgroup_split_layout(
-    d: usize,
-    dv: usize,
-    group: usize,
-    heads: std::ops::Range<usize>,
-    rows: usize,
-    threads: usize,
-    splits: usize,
-) -> SubgroupLayout {
-    let group = group.max(1);
-    let n_heads = heads.len();
-    let unit_heads = if heads.start.is_multiple_of(group) && n_heads.is_multiple_of(group) {
-        group
-    } else {
-        1
-    };
-    let units = n_heads / unit_heads;
-    let unit_rows = (unit_heads * rows).max(1);
-    let most = subgroup_rows(d, dv);
-    let layout = |r: usize| {
-        let row_groups = unit_rows.div_ceil(SUBGROUP_INVOCATIONS * r);
-        SubgroupLayout {
-            unit_heads,
-            rows_per_invocation: r,
-            row_groups,
-            workgroups: units * row_groups,
-        }
-    };
-    let cost = |l: &SubgroupLayout| layout_cost(l, threads, splits.max(1));
-    // The smallest R that keeps the row groups of R: the same workgroups, fewer empty slots.
-    let fitted = |r: usize| unit_rows.div_ceil(SUBGROUP_INVOCATIONS * layout(r).row_groups);
-    [most, most / 2, most / 4]
-        .into_iter()
-        .filter(|&r| r >= 2)
-        .flat_map(|r| [r, fitted(r)])
-        .filter(|&r| r >= 2)
-        .map(layout)
-        .reduce(|best, l| if cost(&l) < cost(&best) { l } else { best })
-        .unwrap_or_else(|| layout(most))
-}
-
-/// The time estimate of [`subgroup_layout`] with the keys in `splits` ranges side by side:
-/// rounds of workgroups per thread times 16 x (R + 3) per key, each workgroup taking a
-/// 1/splits share of the keys (in units of an eighth of the keys, for splits up to 8).
-fn layout_cost(l: &SubgroupLayout, threads: usize, splits: usize) -> usize {
-    let rounds = (l.workgroups * splits).div_ceil(threads.max(1));
-    rounds * (l.rows_per_invocation + 3) * 8 / splits
-}
-
-/// Fewest keys the subgroup tier gives one of the key ranges it runs side by side: each
-/// range also loads its rows' queries, writes a partial output and has it merged.
-pub const MIN_SPLIT_KEYS: usize = 512;
-
-/// Key ranges the subgroup tier runs side by side (1, 2, 4 or 8) for a problem with query
-/// heads `heads` of `rows` rows over `lk` keys (the other arguments as for
-/// [`subgroup_layout`]): more than 1 only when its row blocks alone would leave some of the
-/// adapter's `threads` idle or unevenly loaded, such as one kv head with few query rows over
-/// many keys. Each range writes a partial output and its LSE, which merge.wgsl combines,
-/// as it combines llvmpipe's key passes. With `s` ranges the estimate of
-/// [`subgroup_layout`] becomes ceil(workgroups x s / threads) rounds of 1/s of the keys;
-/// ties keep fewer ranges.
-pub fn subgroup_splits(
-    d: usize,
-    dv: usize,
-    group: usize,
-    heads: std::ops::Range<usize>,
-    rows: usize,
-    lk: usize,
-    threads: usize,
-) -> usize {
-    let best_cost = |s: usize| {
-        let l = subgroup_split_layout(d, dv, group, heads.clone(), rows, threads, s);
-        layout_cost(&l, threads, s)
-    };
-    [1, 2, 4, 8]
-        .into_iter()
-        .filter(|&s| s == 1 || lk >= s * MIN_SPLIT_KEYS)
-        .map(|s| (s, best_cost(s)))
-        .reduce(|best, c| if c.1 < best.1 { c } else { best })
-        .map_or(1, |(s, _)| s)
-}
-
-/// The subgroup tier's layout of one of the problem's chunks, on this machine's threads,
-/// with its keys in `splits` ranges side by side ([`key_passes`]).
-pub(crate) fn chunk_layout(p: &Problem, c: &Chunk, splits: usize) -> SubgroupLayout {
-    let d = &p.dims;
-    subgroup_split_layout(
-        d.d,
-        d.dv,
-        d.hq / d.hkv.max(1),
-        c.bh0..c.bh0 + c.n_heads,
-        c.rows,
-        cpu_adapter_threads(),
-        splits,
-    )
-}
-
-/// Key ranges the subgroup tier would run side by side for the whole problem on this
-/// machine's threads ([`subgroup_splits`]; a problem in several chunks has enough
-/// workgroups without).
-fn side_by_side(p: &Problem) -> usize {
-    let d = &p.dims;
-    subgroup_splits(
-        d.d,
-        d.dv,
-        d.hq / d.hkv.max(1),
-        0..d.b * d.hq,
-        d.lq,
-        d.lk,
-        cpu_adapter_threads(),
-    )
-}
-
-/// Workgroups lavapipe runs at once: its thread count (`LP_NUM_THREADS`, by default one per
-/// CPU), which [`subgroup_layout`] balances against. Read once per process, as lavapipe
-/// reads it once: `available_parallelism` reads cgroup files on Linux, which took 12 % of
-/// a small call's CPU time when the planner asked for every call (perf, B1 H1 L16 D16).
-pub fn cpu_adapter_threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| {
-        std::env::var("LP_NUM_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-    })
-}
 
 /// Workgroup memory the portable tier declares (two 8-key tiles of up to 128 floats a row).
 pub const PORTABLE_WORKGROUP_BYTES: u32 = 2 * 256 * 16;
@@ -362,184 +175,13 @@ pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
 /// first (the caller checks the widths need no padding): the portable and tiled tiers
 /// always (shaders/kv_loads_f16.wgsl, kv_loads_bf16.wgsl: four values an 8-byte load); the
 /// subgroup tier where it reads K and V from textures ([`reads_textures`]), which then hold
-/// the 16-bit values (half the bytes to copy; see [`kv_texture_format`]). Its
+/// the 16-bit values (half the bytes to copy; see `textures::kv_texture_format`). Its
 /// storage-buffer forms have no 16-bit loads: there the call widens first.
 pub(crate) fn reads_half(ctx: &Context, p: &Problem, tier: Tier) -> bool {
     match tier {
         Tier::Portable | Tier::Tiled => true,
         Tier::Subgroup => reads_textures(ctx, p, tier),
     }
-}
-
-/// Texels per row of the textures that hold K and V for the subgroup tier
-/// (shaders/kv_loads_texture.wgsl's TEXTURE_WIDTH): 64 KiB rows, which
-/// `copy_buffer_to_texture` takes (rows must be multiples of 256 bytes).
-pub const KV_TEXTURE_WIDTH: u32 = 4096;
-
-/// Whether `tier` reads K and V from textures for `p` here (shaders/kv_loads_texture.wgsl):
-/// where [`kv_textures_available`] and [`kv_textures_pay_off`]. llvmpipe loads a storage
-/// buffer at lane-dependent addresses one lane and one component at a time; a texel fetch
-/// is one 16-byte load per lane. On an Intel Xeon at 512 bits that made B1 H8 L1024 D64 run
-/// 108.2 against 93.9 GFLOP/s, copies included (docs/measurements.md). The price: the K/V
-/// windows are copied into the textures every call (their device memory is counted in the
-/// call's estimate, see [`crate::memory`]).
-pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
-    kv_textures_available(ctx, tier) && kv_textures_pay_off(p)
-}
-
-/// Whether `tier` can read K and V from textures on this context: the subgroup tier (which
-/// runs on CPU adapters only, see [`tier_obstacle`]), where a texture row of
-/// [`KV_TEXTURE_WIDTH`] texels fits the limits and every window a binding can hold fits the
-/// texture's rows. At 8 lanes the textures replace the 64-bit loads too (+9 % at B1 H8
-/// L1024 D64, +16 % at D 256 on the Xeon; docs/measurements.md). Asking for a context with
-/// `max_texture_dimension_2d` below [`KV_TEXTURE_WIDTH`] turns textures off, which is how
-/// the tests run the storage-buffer forms as well.
-pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
-    let limits = ctx.limits();
-    let rows_needed = u64::from(kv_texture_rows(limits.max_storage_buffer_binding_size, 16));
-    tier == Tier::Subgroup
-        && limits.max_texture_dimension_2d >= KV_TEXTURE_WIDTH
-        && rows_needed <= u64::from(limits.max_texture_dimension_2d)
-}
-
-/// Whether copying all of K and V into textures pays for `p`: unless a causal rule hides
-/// more than half of the keys from every row (top-left with Lq < Lk / 2), which the kernel
-/// then never reads. There the copy cost up to four times the kernel's own time (B1 H8
-/// Lq8 Lk4096 D64 top-left: 0.1 against 0.4 GFLOP/s); without a causal rule the copy paid
-/// or broke even from 8 query rows per kv head (docs/measurements.md).
-pub fn kv_textures_pay_off(p: &Problem) -> bool {
-    let lk = p.dims.lk as i64;
-    let seen = match p.causal_offset {
-        Some(o) => (p.dims.lq as i64 + o).clamp(0, lk),
-        None => lk,
-    };
-    2 * seen >= lk
-}
-
-/// Rows of a K/V texture are allocated in units of this many: llvmpipe lays out 2D textures
-/// in blocks of 4 rows (a 4096 x 1 rgba32float texture takes 256 KiB), so whole units make
-/// the memory estimate exact there and cost other drivers at most 3 rows.
-const KV_TEXTURE_ROW_UNIT: u64 = 4;
-
-/// The format of the K/V textures for `p` and the bytes of one texel (four values):
-/// rgba32float; for f16 K and V (p.kv_half, see [`reads_half`]) rgba16float, which the
-/// fetch widens; for bfloat16, which has no texture format, rg32uint holding the packed
-/// words as they are (shaders/kv_loads_texture_bf16.wgsl widens them).
-fn kv_texture_format(p: &Problem) -> (wgpu::TextureFormat, u64) {
-    use crate::fp16::HalfFormat::{Bf16, F16};
-    match p.kv_half {
-        Some(F16) => (wgpu::TextureFormat::Rgba16Float, 8),
-        Some(Bf16) => (wgpu::TextureFormat::Rg32Uint, 8),
-        None => (wgpu::TextureFormat::Rgba32Float, 16),
-    }
-}
-
-/// Texture rows that hold a window of `bytes` (vec4 elements, `texel` bytes each), in whole
-/// units of [`KV_TEXTURE_ROW_UNIT`].
-fn kv_texture_rows(bytes: u64, texel: u64) -> u32 {
-    let rows = bytes
-        .div_ceil(texel * u64::from(KV_TEXTURE_WIDTH))
-        .max(1)
-        .next_multiple_of(KV_TEXTURE_ROW_UNIT);
-    u32::try_from(rows).unwrap_or(u32::MAX)
-}
-
-/// Device bytes of the K and V textures of every chunk (see [`reads_textures`]): whole rows
-/// of [`KV_TEXTURE_WIDTH`] texels (16 bytes, or 8 for 16-bit K and V), in units of
-/// [`KV_TEXTURE_ROW_UNIT`] rows, all alive until the call's submission ends.
-pub(crate) fn kv_texture_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
-    let (_, texel) = kv_texture_format(p);
-    let row_bytes = texel * u64::from(KV_TEXTURE_WIDTH);
-    chunks
-        .iter()
-        .map(|c| {
-            (u64::from(kv_texture_rows(c.k.size, texel))
-                + u64::from(kv_texture_rows(c.v.size, texel)))
-                * row_bytes
-        })
-        .sum()
-}
-
-/// Textures holding a chunk's K and V windows, and the copies that fill them, encoded into
-/// `encoder` (before the pass that reads them): whole rows in one copy, the last partial
-/// row in another. Texel i holds vec4 element i of the window, in the format of
-/// [`kv_texture_format`] (the windows of 16-bit K and V are already halved).
-fn kv_textures(
-    device: &wgpu::Device,
-    encoder: &mut wgpu::CommandEncoder,
-    p: &Problem,
-    inputs: &DeviceInputs<'_>,
-    c: &Chunk,
-) -> (wgpu::Texture, wgpu::Texture) {
-    let (format, texel) = kv_texture_format(p);
-    let mut texture = |label, buffer: &wgpu::Buffer, window: &crate::plan::Window| {
-        let texels = window.size / texel;
-        let texture = device.create_texture(&wgpu::TextureDescriptor {
-            label: Some(label),
-            size: wgpu::Extent3d {
-                width: KV_TEXTURE_WIDTH,
-                height: kv_texture_rows(window.size, texel),
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-            view_formats: &[],
-        });
-        let width = u64::from(KV_TEXTURE_WIDTH);
-        let (full_rows, rest) = (texels / width, texels % width);
-        let copy = |encoder: &mut wgpu::CommandEncoder, offset: u64, row: u64, size| {
-            encoder.copy_buffer_to_texture(
-                wgpu::TexelCopyBufferInfo {
-                    buffer,
-                    layout: wgpu::TexelCopyBufferLayout {
-                        offset,
-                        bytes_per_row: Some((texel * width) as u32),
-                        rows_per_image: None,
-                    },
-                },
-                wgpu::TexelCopyTextureInfo {
-                    texture: &texture,
-                    mip_level: 0,
-                    origin: wgpu::Origin3d {
-                        x: 0,
-                        y: row as u32,
-                        z: 0,
-                    },
-                    aspect: wgpu::TextureAspect::All,
-                },
-                size,
-            );
-        };
-        if full_rows > 0 {
-            let size = wgpu::Extent3d {
-                width: KV_TEXTURE_WIDTH,
-                height: full_rows as u32,
-                depth_or_array_layers: 1,
-            };
-            copy(encoder, window.offset, 0, size);
-        }
-        if rest > 0 {
-            let size = wgpu::Extent3d {
-                width: rest as u32,
-                height: 1,
-                depth_or_array_layers: 1,
-            };
-            copy(
-                encoder,
-                window.offset + full_rows * texel * width,
-                full_rows,
-                size,
-            );
-        }
-        texture
-    };
-    (
-        texture("k texture", inputs.k, &c.k),
-        texture("v texture", inputs.v, &c.v),
-    )
 }
 
 /// Query heads per unit of the tiled tier for chunk `c`: a whole GQA group, its rows
