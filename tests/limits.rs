@@ -209,6 +209,27 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
     for path in ["unfused", "decode", "decode-workgroup", "fused-tiled"] {
         assert!(ran.contains(path), "{path} never ran: {ran:?}");
     }
+    // Large logits (scores in the thousands): each segment's output is normalised by its
+    // own row maxima, and the merge weighs the segments by their LSEs.
+    let q = rng.array(&[b, hq, 5, d], 50.0);
+    let k = rng.array(&[b, hkv, lk, d], 50.0);
+    let v = rng.array(&[b, hkv, lk, d], 1.0);
+    for causal in [Causal::None, Causal::BottomRight] {
+        for path in PATHS {
+            let opts = AttentionOptions::default().causal(causal).path(path);
+            let what = format!("x50 {causal:?} {path:?}");
+            match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
+                Err(Error::PathUnavailable { .. }) if path != PathChoice::Auto => continue,
+                Err(e) => panic!("{what}: {e}"),
+                Ok(r) => assert!(
+                    r.plan.reason.contains("segments"),
+                    "{what}: {}",
+                    r.plan.reason
+                ),
+            }
+            common::assert_parity_conditioned(&ctx, &what, &q, &k, &v, &opts);
+        }
+    }
     // A float mask whose keys' columns are sliced per segment, and the estimate of such a
     // call: one segment's call, the caller's inputs, the K/V copies and the running result.
     let q = rng.array(&[b, hq, 8, d], 1.0);
