@@ -129,6 +129,38 @@ pub const CPU_WIDE_AUTO_LQ: usize = 8;
 /// against 5.2; 128 rows (1,16,8,2048,512, one kv head) 188 against 13.4.
 pub const CPU_WIDE_DECODE_ROWS: usize = 2;
 
+/// Fewest keys from which decode at 8 lanes (256-bit vectors) beats the subgroup tier at 16
+/// lanes for 5 to [`auto_rows`]`(Some(8))` query rows per kv head, widths up to
+/// [`MAX_WIDTH`] (decode's invocation form; wider decode shapes run its workgroup form on
+/// CPU adapters, [`CPU_WIDE_DECODE_ROWS`]): where crate::cpu_vectors::suits_wide keeps 8 lanes for those rows too.
+/// Measured on lavapipe (Intel Xeon, 2026-12-02, the build of a5baaad, `bench --shape S
+/// --kv-heads 8 --path decode,fused-subgroup --reps 5` with `LP_NATIVE_VECTOR_WIDTH` 256 and
+/// 512, two rounds, ms, decode at 256 against the subgroup tier at 512): 8 rows
+/// (1,64,1,LK,128) 7.2-7.5 against 13.7-13.9 at Lk 4096 and 41-57 against 77 at 16 384;
+/// 5 rows (1,40,1,LK,128) 2.1-2.3 against 2.9 at 1024, 1.3-1.4 against 1.5-1.6 at 512, but
+/// 0.9-1.1 against 0.9 at 256; 8 rows at D 64 (1,64,1,LK,64) 3.7-3.8 against 6.0-6.1 at
+/// 4096 and 1.2-1.3 against 1.5 at 1024, and (1,8,8,256,64) 0.6 against 0.5; wider, 8 rows
+/// (1,64,1,LK,256) 19.4-21.8 against 25.0-25.1 at 4096 and 4.3-4.6 against 5.1 at 1024, 5
+/// rows (1,40,1,2048,160) 4.4-8.8 against 6.3-10.4. From 10 rows
+/// the subgroup tier at 16 lanes won at Lk 256-1024; at 12 rows and Lk 4096 decode still did
+/// (10.4-10.9 against 12.5-13.5 at 1,32,3,4096,128), so the bound on rows is the planner's.
+/// The rule before (4 rows at 16 lanes; docs/measurements.md, "Decode or the subgroup
+/// tier", 2026-11-30) dates from before decode's 64-bit loads, when decode at 256 bits took
+/// 12.7 ms at 1,32,1,4096,128 (now 4.2-8.4).
+pub const EIGHT_LANE_DECODE_MIN_KEYS: usize = 1024;
+
+/// Whether decode at 8 lanes suits `rows_per_kv_head` query rows per kv head over `lk` keys
+/// at width `width` (the wider of D and Dv) better than anything at 16 lanes: what decode
+/// takes at 16 lanes ([`auto_rows_at`]), and up to 8 rows per kv head of widths up to
+/// [`MAX_WIDTH`] from [`EIGHT_LANE_DECODE_MIN_KEYS`] keys. crate::cpu_vectors::suits_wide
+/// keeps 8 lanes for these.
+pub fn suits_eight_lanes(rows_per_kv_head: usize, lk: usize, width: usize) -> bool {
+    is_decode_shape(rows_per_kv_head, lk, auto_rows_at(Some(16), width))
+        || (width <= MAX_WIDTH
+            && is_decode_shape(rows_per_kv_head, lk, auto_rows(Some(8)))
+            && lk >= EIGHT_LANE_DECODE_MIN_KEYS)
+}
+
 /// Rows per kv head up to which auto prefers decode for a problem whose wider width is
 /// `width`: [`auto_rows`], but [`CPU_WIDE_DECODE_ROWS`] above [`MAX_WIDTH`] on CPU adapters
 /// where the subgroup tier runs the problem (`cpu_subgroup_lanes`). The planner and

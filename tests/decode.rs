@@ -174,9 +174,17 @@ fn decode_rows_follow_the_adapter() {
     assert_eq!(auto_rows(Some(16)), 4);
     assert!(is_decode_shape(8, 256, 8) && !is_decode_shape(9, 256, 8));
     assert!(!is_decode_shape(4, 255, 8));
-    // The tool keeps 8 lanes only for what decode takes at 16 lanes.
+    // The tool keeps 8 lanes for what decode takes at 16 lanes, and for up to 8 rows per
+    // kv head from 1024 keys (decode at 8 lanes beat the subgroup tier at 16 there).
     assert!(!wgpu_attention::cpu_vectors::suits_wide(4, 4096, 128, 128));
-    assert!(wgpu_attention::cpu_vectors::suits_wide(5, 4096, 128, 128));
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(4, 256, 128, 128));
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(5, 1024, 128, 128));
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(8, 4096, 64, 64));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(5, 1023, 128, 128));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(8, 256, 64, 64));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(9, 4096, 128, 128));
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(5, 4096, 160, 160));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(5, 4096, 260, 260));
     // Above 256 decode's workgroup form takes up to 2 rows per kv head at 8 lanes; the
     // subgroup tier, at 16, the rest up to its 640; wider stays at 8 lanes.
     assert!(!wgpu_attention::cpu_vectors::suits_wide(2, 4096, 576, 512));
