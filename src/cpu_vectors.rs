@@ -55,10 +55,11 @@ pub fn cpu_has_512() -> bool {
 
 /// Whether 16-lane vectors suit a problem with `rows_per_kv_head` query rows per kv head
 /// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
-/// planner sends to decode at 16 lanes (up to 4 query rows per kv head: [`crate::decode::auto_rows`]),
-/// and 5-8 rows from [`crate::decode::EIGHT_LANE_DECODE_MIN_KEYS`] keys, which decode at 8
-/// lanes runs 1.2-1.9 times as fast as the subgroup tier at 16 (below that many keys the
-/// subgroup tier at 16 lanes runs them; [`crate::decode::suits_eight_lanes`]); for widths
+/// planner sends to decode at 16 lanes (up to 4 query rows per kv head:
+/// [`crate::decode::auto_rows`]), and 5-8 rows from
+/// [`crate::decode::EIGHT_LANE_DECODE_MIN_KEYS`] keys, which decode at 8 lanes runs 1.2-1.9
+/// times as fast as the subgroup tier at 16 (below that many keys the subgroup tier at 16
+/// lanes runs them; [`crate::decode::suits_eight_lanes`]); for widths
 /// above 256, up to [`crate::decode::CPU_WIDE_DECODE_ROWS`], decode's workgroup form, which
 /// ran as fast or faster at 256 bits), and widths above
 /// [`crate::fused::SUBGROUP_WIDE_MAX_WIDTH`], which only decode's workgroup form and the

@@ -132,7 +132,8 @@ pub const CPU_WIDE_DECODE_ROWS: usize = 2;
 /// Fewest keys from which decode at 8 lanes (256-bit vectors) beats the subgroup tier at 16
 /// lanes for 5 to [`auto_rows`]`(Some(8))` query rows per kv head, widths up to
 /// [`MAX_WIDTH`] (decode's invocation form; wider decode shapes run its workgroup form on
-/// CPU adapters, [`CPU_WIDE_DECODE_ROWS`]): where crate::cpu_vectors::suits_wide keeps 8 lanes for those rows too.
+/// CPU adapters, [`CPU_WIDE_DECODE_ROWS`]): where crate::cpu_vectors::suits_wide keeps 8
+/// lanes for those rows too.
 /// Measured on lavapipe (Intel Xeon, 2026-12-02, the build of a5baaad, `bench --shape S
 /// --kv-heads 8 --path decode,fused-subgroup --reps 5` with `LP_NATIVE_VECTOR_WIDTH` 256 and
 /// 512, two rounds, ms, decode at 256 against the subgroup tier at 512): 8 rows
