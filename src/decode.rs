@@ -267,6 +267,22 @@ fn split_of(lk: usize, keys: usize, max_keys_per_split: usize) -> Split {
     }
 }
 
+/// Query rows per invocation of the invocation form (the shader's `TILE`) for a group of
+/// `rows` query rows: 4, or 8 where the group has more than 4, so that every K/V load feeds
+/// up to 8 rows. Measured on lavapipe (Intel Xeon, 256 bits, `bench --shape S --kv-heads 8
+/// --path decode --reps 10`, three rounds alternating with the 4-row build, ms): 8 rows
+/// (1,64,1,4096,128) 5.1 / 6.2 / 5.5 against 7.3 / 7.6 / 7.1; 5 rows (1,40,1,4096,128) 5.4 /
+/// 5.1 / 5.6 against 6.7 / 7.1 / 7.1; 8 rows at D 64 (1,64,1,4096,64) 4.8 / 2.7 / 3.0 against
+/// 3.5 / 3.6 / 3.5; 8 rows (1,32,2,1024,128) 2.2 / 1.9 / 1.9 against 2.2 / 2.2 / 2.2. At 4
+/// rows a tile of 8 is padding: 1,32,1,4096,128 took 5.0 / 4.8 against 4.0 / 3.9.
+pub fn invocation_tile_rows(rows: usize) -> usize {
+    if rows > 4 {
+        8
+    } else {
+        4
+    }
+}
+
 /// How a problem maps onto the decode kernels: shared by planning and dispatch.
 struct Layout {
     form: Form,
@@ -274,8 +290,8 @@ struct Layout {
     group: usize,
     /// Query rows per kv head (group x Lq).
     rows: usize,
-    /// Row tiles per group: of 4 rows (one invocation each) in the invocation form, of
-    /// `tile_rows` (one workgroup each) in the workgroup form.
+    /// Row tiles per group: of `tile_rows` rows each, one invocation each in the invocation
+    /// form ([`invocation_tile_rows`]), one workgroup each in the workgroup form.
     tiles: usize,
     /// Rows per tile.
     tile_rows: usize,
@@ -295,14 +311,15 @@ impl Layout {
                 // The form for CPU adapters (Form::for_adapter). Splits are chosen for the
                 // whole problem; one split into chunks by device limits has more groups
                 // than the threads need anyway.
-                let tiles = rows.div_ceil(4);
+                let tile_rows = invocation_tile_rows(rows);
+                let tiles = rows.div_ceil(tile_rows);
                 let split = split_for_threads(
                     d.lk,
                     max_keys,
                     d.b * d.hkv * tiles,
                     crate::fused::cpu_adapter_threads(),
                 );
-                (tiles, 4, split)
+                (tiles, tile_rows, split)
             }
             Form::Workgroup => {
                 // As few tiles as hold the rows, then rows spread evenly over them.
@@ -506,6 +523,9 @@ pub(crate) fn run(
     let part_o = ctx.scratch_buffer("decode partial outputs", partial_o)?;
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
     let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
+    if form == Form::Invocation {
+        partial_key.constants.push(("TILE", tile_rows as u32));
+    }
     if form == Form::Workgroup {
         partial_key.constants.push(("ROWS", tile_rows as u32));
         partial_key

@@ -105,6 +105,10 @@ fn masks_large_logits_and_empty_rows(ctx: &Context, form: PathChoice) {
     let (q, k, v) = inputs(&mut rng, [1, 8, 2, 1, 700, 64, 64], 50.0);
     let opts = AttentionOptions::default().path(form);
     common::assert_parity_conditioned(ctx, &format!("{form:?} x50"), &q, &k, &v, &opts);
+    // 7 rows per kv head: one invocation of 8 rows (decode::invocation_tile_rows), each
+    // row with its own running max.
+    let (q, k, v) = inputs(&mut rng, [1, 14, 2, 1, 700, 64, 64], 50.0);
+    common::assert_parity_conditioned(ctx, &format!("{form:?} x50, 7 rows"), &q, &k, &v, &opts);
 }
 
 #[test]

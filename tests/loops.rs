@@ -240,8 +240,9 @@ fn decode_runs_up_to_the_loop_limit() {
         return;
     }
     let cap = max_keys(decode_block(), 4);
-    // 64 invocations a workgroup, 4 query rows each.
-    let lq = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD * 64 * 4;
+    // 64 invocations a workgroup, 8 query rows each (decode::invocation_tile_rows).
+    let tile = wgpu_attention::decode::invocation_tile_rows(5);
+    let lq = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD * 64 * tile;
     let mut rng = Rng::new(74);
     let shape = [1, 1, 1, lq, 4, 4];
     decode_at_the_limit(&ctx, &mut rng, PathChoice::Decode, shape, cap, 4);
@@ -251,8 +252,9 @@ fn decode_runs_up_to_the_loop_limit() {
 /// for a V of width 132. Until its 64-trip loops over D and Dv became two rounds of 32 that
 /// the driver unrolls, they took 131 iterations a 4-key block, and splits were capped at
 /// 1 968 keys; at 18 iterations a block or more these splits would cross the limit and come
-/// back wrong. 64 query rows, so that the CPU rule wants as few splits as give each
-/// thread's two workgroups their 64 invocations (decode::split_for_threads).
+/// back wrong. 16 tiles of query rows (of 8 rows: decode::invocation_tile_rows), so that the
+/// CPU rule wants as few splits (16 on 2 threads) as give each thread's two workgroups their
+/// 64 invocations (decode::split_for_threads).
 #[test]
 fn wide_decode_splits_fill_a_binding() {
     use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
@@ -261,9 +263,10 @@ fn wide_decode_splits_fill_a_binding() {
         eprintln!("not llvmpipe: no loop limit to test");
         return;
     }
-    let lq = 64;
+    let tile = wgpu_attention::decode::invocation_tile_rows(16 * 4);
+    let lq = 16 * tile;
     let threads = wgpu_attention::fused::cpu_adapter_threads();
-    let splits = (threads * CPU_WORKGROUPS_PER_THREAD * 64).div_ceil(lq / 4);
+    let splits = (threads * CPU_WORKGROUPS_PER_THREAD * 64).div_ceil(lq / tile);
     let keys = common::keys_in_a_binding(&ctx, splits, 132, 4);
     assert!(
         keys as u64 / 4 * 18 > LLVMPIPE_LOOP_LIMIT,
