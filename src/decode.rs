@@ -523,14 +523,13 @@ pub(crate) fn run(
     let part_o = ctx.scratch_buffer("decode partial outputs", partial_o)?;
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
     let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
-    if form == Form::Invocation {
-        partial_key.constants.push(("TILE", tile_rows as u32));
-    }
-    if form == Form::Workgroup {
-        partial_key.constants.push(("ROWS", tile_rows as u32));
-        partial_key
-            .constants
-            .push(("COLS", workgroup_cols(d.dv) as u32));
+    // Rows per invocation (TILE) or per workgroup (ROWS, with its output columns COLS).
+    match form {
+        Form::Invocation => partial_key.constants.push(("TILE", tile_rows as u32)),
+        Form::Workgroup => partial_key.constants.extend([
+            ("ROWS", tile_rows as u32),
+            ("COLS", workgroup_cols(d.dv) as u32),
+        ]),
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
     let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
