@@ -1,6 +1,6 @@
 // decode_partial.wgsl — split-K attention for few query rows over many keys (flash-decoding).
-// Each invocation takes one split of the keys for one (batch, kv head) group and up to TILE
-// (4 or 8) of that group's query rows, runs an online softmax over its keys, and writes a normalised
+// Each invocation takes one split of the keys for one (batch, kv head) group and TILE (up to
+// 16) of that group's query rows, runs an online softmax over its keys, and writes a normalised
 // partial output and its log-sum-exp. merge.wgsl combines the splits. With allow bits it
 // runs only the keys of its split between the first and the last key its rows may see
 // (allowed_span(), decode_common.wgsl).
@@ -25,7 +25,8 @@
 // file and the loads file in front.
 //
 // Specialisation: D, DV (multiples of 4, at most 4 x D4_HI x D4_LO), TILE (rows per
-// invocation: 4, or 8 for groups of more than 4 rows, crate::decode::invocation_tile_rows),
+// invocation: a group's rows, at most 16, 8 on the wide variant, crate::decode::
+// invocation_tile_rows),
 // CAUSAL, HAS_BIAS, HAS_ALLOW.
 //
 // Dispatch: one invocation per (group, tile of TILE rows, split), numbered linearly (split fastest),
@@ -56,11 +57,11 @@ fn hmax(s: vec4<f32>) -> f32 {
     return max(max(s.x, s.y), max(s.z, s.w));
 }
 
-// Query rows per invocation (4 or 8, specialised by the host: crate::decode, Layout::of):
+// Query rows per invocation (1 to MAX_TILE, specialised by the host: crate::decode, Layout::of):
 // every K/V load is shared by the TILE rows. Loops over rows run MAX_TILE times with a guard
 // that folds once TILE is specialised, so the per-row arrays keep constant indices.
 override TILE: u32 = 4u;
-const MAX_TILE: u32 = 8u;
+const MAX_TILE: u32 = 16u;
 
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -11,14 +11,16 @@
 //!   ([`crate::kernel::Kernel::FusedSubgroupTexture16`]): every lane loads a key row of its own and
 //!   the subgroup shares it, so each load feeds twice the rows and each vector instruction
 //!   twice the lanes. B1 H8 L1024 D64 went from about 28 to 40-51 GFLOP/s.
-//! - 8 lanes suit decode (up to 4 query rows per kv head over many keys, and up to 8 from
-//!   1024 keys). Its loads are not shared across lanes, and per-lane loads took twice as
+//! - 8 lanes suit decode (up to 4 query rows per kv head over many keys, up to 8 from
+//!   1024 keys, and up to 16 of widths up to 128 from 2048 keys). Its loads are not shared across lanes, and per-lane loads took twice as
 //!   long at 512 bits: decode at B1 Hq32 Hkv8 Lk4096 D128 took 27 ms against 12 ms, and a
 //!   plain copy kernel 40 ms against 18 ms. From 5 rows per kv head the subgroup tier at 16
 //!   lanes beats decode at 16 (crate::decode::auto_rows), and over fewer than 1024 keys
 //!   decode at 8 as well; from 1024 keys decode at 8 lanes beats it up to 8 rows
 //!   (crate::decode::EIGHT_LANE_DECODE_MIN_KEYS: the rule was 4 rows everywhere until
-//!   2026-12-02, measured before decode's 64-bit loads).
+//!   2026-12-02, measured before decode's 64-bit loads), and from 2048 keys up to 16 rows
+//!   of widths up to 128, which decode takes in one invocation
+//!   (crate::decode::EIGHT_LANE_GROUP_MIN_KEYS).
 //! - Widths above 128 compiled slowly at 512 bits while the subgroup tier's wide loops
 //!   stayed rolled (about 2 minutes at D = 256); unrolled since 2026-12-01, they take 28 s
 //!   there and run faster at 512 bits, so only widths above the subgroup tier's 640 (and
@@ -56,10 +58,12 @@ pub fn cpu_has_512() -> bool {
 /// Whether 16-lane vectors suit a problem with `rows_per_kv_head` query rows per kv head
 /// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
 /// planner sends to decode at 16 lanes (up to 4 query rows per kv head:
-/// [`crate::decode::auto_rows`]), and 5-8 rows from
+/// [`crate::decode::auto_rows`]), 5-8 rows from
 /// [`crate::decode::EIGHT_LANE_DECODE_MIN_KEYS`] keys, which decode at 8 lanes runs 1.2-1.9
 /// times as fast as the subgroup tier at 16 (below that many keys the subgroup tier at 16
-/// lanes runs them; [`crate::decode::suits_eight_lanes`]); for widths
+/// lanes runs them), and 9-16 rows of widths up to 128 from
+/// [`crate::decode::EIGHT_LANE_GROUP_MIN_KEYS`] keys (1.2-2.4 times;
+/// [`crate::decode::suits_eight_lanes`]); for widths
 /// above 256, up to [`crate::decode::CPU_WIDE_DECODE_ROWS`], decode's workgroup form, which
 /// ran as fast or faster at 256 bits), and widths above
 /// [`crate::fused::SUBGROUP_WIDE_MAX_WIDTH`], which only decode's workgroup form and the

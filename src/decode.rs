@@ -96,7 +96,8 @@ pub const MIN_AUTO_KEYS: usize = 256;
 /// width), 8 at 8 lanes and 4 at 16. There the subgroup tier serves a GQA group's query
 /// heads from one K/V load, and it beat decode from 9 rows at 8 lanes (256-bit vectors) and
 /// from 5 at 16 lanes, measured on lavapipe over Lk 256-4096 and D 64-256
-/// (docs/measurements.md: "Decode or the subgroup tier").
+/// (docs/measurements.md: "Decode or the subgroup tier"). At 8 lanes decode takes up to 16
+/// rows from [`EIGHT_LANE_GROUP_MIN_KEYS`] keys at widths up to 128 ([`auto_rows_at`]).
 pub fn auto_rows(cpu_subgroup_lanes: Option<usize>) -> usize {
     match cpu_subgroup_lanes {
         None => MAX_AUTO_ROWS,
@@ -150,27 +151,51 @@ pub const CPU_WIDE_DECODE_ROWS: usize = 2;
 /// 12.7 ms at 1,32,1,4096,128 (now 4.2-8.4).
 pub const EIGHT_LANE_DECODE_MIN_KEYS: usize = 1024;
 
+/// Fewest keys from which auto takes decode at 8 lanes (256-bit vectors) for 9 to
+/// [`MAX_AUTO_ROWS`] query rows per kv head, at widths up to 128 (decode's invocation form
+/// takes them in one tile: [`invocation_tile_rows`]); crate::cpu_vectors::suits_wide keeps 8
+/// lanes for them too. Measured on lavapipe (Intel Xeon, 2026-12-02, `bench --shape S
+/// --kv-heads 8 --path decode,fused-subgroup --reps 5 --json` with `LP_NATIVE_VECTOR_WIDTH`
+/// 256, and `--path fused-subgroup` at 512, two rounds, ms, decode at 256 against the
+/// subgroup tier at 256 and at 512): 12 rows (1,32,3,2048,128) 4.8 / 4.2 against 8.1 / 8.2
+/// and 6.8 / 6.8; 16 rows (1,32,4,2048,128) 5.4 / 5.4 against 8.4 / 8.4 and 6.7 / 7.1, at
+/// D 64 (1,8,16,2048,64) 2.6 / 2.7 against 4.2 / 4.1 and 3.0 / 3.3; 10 rows
+/// (1,40,2,2048,128) 3.9 / 3.7 against 8.5 / 7.8 and 6.7 / 6.7, (1,8,10,2048,64) 2.2 / 2.0
+/// against 4.4 / 4.1 and 3.0 / 3.0; longer rows more so (1,32,4,16384,128: 34.5 / 37.2
+/// against 84.1 / 86.0 at 512). At 1024 keys the subgroup tier at 512 bits ties or wins:
+/// 12 rows (1,8,12,1024,64) 1.6 / 1.6 against 1.6 / 1.6, 16 rows (1,32,4,1024,128) 3.8 /
+/// 3.8 against 3.3 / 3.0.
+pub const EIGHT_LANE_GROUP_MIN_KEYS: usize = 2048;
+
 /// Whether decode at 8 lanes suits `rows_per_kv_head` query rows per kv head over `lk` keys
 /// at width `width` (the wider of D and Dv) better than anything at 16 lanes: what decode
-/// takes at 16 lanes ([`auto_rows_at`]), and up to 8 rows per kv head of widths up to
-/// [`MAX_WIDTH`] from [`EIGHT_LANE_DECODE_MIN_KEYS`] keys. crate::cpu_vectors::suits_wide
-/// keeps 8 lanes for these.
+/// takes at 16 lanes ([`auto_rows_at`]), and from [`EIGHT_LANE_DECODE_MIN_KEYS`] keys what
+/// it takes at 8 lanes at widths up to [`MAX_WIDTH`] (up to 8 rows per kv head, and up to 16
+/// from [`EIGHT_LANE_GROUP_MIN_KEYS`] keys at widths up to 128).
+/// crate::cpu_vectors::suits_wide keeps 8 lanes for these.
 pub fn suits_eight_lanes(rows_per_kv_head: usize, lk: usize, width: usize) -> bool {
-    is_decode_shape(rows_per_kv_head, lk, auto_rows_at(Some(16), width))
+    is_decode_shape(rows_per_kv_head, lk, auto_rows_at(Some(16), width, lk))
         || (width <= MAX_WIDTH
-            && is_decode_shape(rows_per_kv_head, lk, auto_rows(Some(8)))
+            && is_decode_shape(rows_per_kv_head, lk, auto_rows_at(Some(8), width, lk))
             && lk >= EIGHT_LANE_DECODE_MIN_KEYS)
 }
 
-/// Rows per kv head up to which auto prefers decode for a problem whose wider width is
-/// `width`: [`auto_rows`], but [`CPU_WIDE_DECODE_ROWS`] above [`MAX_WIDTH`] on CPU adapters
-/// where the subgroup tier runs the problem (`cpu_subgroup_lanes`). The planner and
-/// crate::cpu_vectors::suits_wide both follow it.
-pub fn auto_rows_at(cpu_subgroup_lanes: Option<usize>, width: usize) -> usize {
-    if cpu_subgroup_lanes.is_some() && width > MAX_WIDTH {
-        CPU_WIDE_DECODE_ROWS
-    } else {
-        auto_rows(cpu_subgroup_lanes)
+/// Rows per kv head up to which auto prefers decode for a problem of `lk` keys whose wider
+/// width is `width`: [`auto_rows`], but [`CPU_WIDE_DECODE_ROWS`] above [`MAX_WIDTH`] on CPU
+/// adapters where the subgroup tier runs the problem (`cpu_subgroup_lanes`), and
+/// [`MAX_AUTO_ROWS`] at 8 lanes from [`EIGHT_LANE_GROUP_MIN_KEYS`] keys at widths up to
+/// 128. The planner and crate::cpu_vectors::suits_wide both follow it.
+pub fn auto_rows_at(cpu_subgroup_lanes: Option<usize>, width: usize, lk: usize) -> usize {
+    match cpu_subgroup_lanes {
+        Some(_) if width > MAX_WIDTH => CPU_WIDE_DECODE_ROWS,
+        Some(lanes)
+            if lanes < 16
+                && width <= crate::fused::MAX_WIDTH
+                && lk >= EIGHT_LANE_GROUP_MIN_KEYS =>
+        {
+            MAX_AUTO_ROWS
+        }
+        lanes => auto_rows(lanes),
     }
 }
 
@@ -267,20 +292,35 @@ fn split_of(lk: usize, keys: usize, max_keys_per_split: usize) -> Split {
     }
 }
 
+/// Most query rows one invocation of the invocation form takes (the shader's `MAX_TILE`), at
+/// widths up to 128; its wide variant takes half as many. Compile time grows with rows x
+/// width: lavapipe, 256 bits, Mesa's shader cache off, `bench --path decode --reps 1` (the
+/// first call's ms): D 128 at 4, 8, 12 and 16 rows an invocation 7.4, 18.3, 36.0 and 61.5 s;
+/// D 64 at 16 rows 15.2 s; D 256 at 4 and 8 rows 30.9 and 87.3 s.
+pub const MAX_TILE_ROWS: usize = 16;
+
 /// Query rows per invocation of the invocation form (the shader's `TILE`) for a group of
-/// `rows` query rows: 4, or 8 where the group has more than 4, so that every K/V load feeds
-/// up to 8 rows. Measured on lavapipe (Intel Xeon, 256 bits, `bench --shape S --kv-heads 8
-/// --path decode --reps 10`, three rounds alternating with the 4-row build, ms): 8 rows
-/// (1,64,1,4096,128) 5.1 / 6.2 / 5.5 against 7.3 / 7.6 / 7.1; 5 rows (1,40,1,4096,128) 5.4 /
-/// 5.1 / 5.6 against 6.7 / 7.1 / 7.1; 8 rows at D 64 (1,64,1,4096,64) 4.8 / 2.7 / 3.0 against
-/// 3.5 / 3.6 / 3.5; 8 rows (1,32,2,1024,128) 2.2 / 1.9 / 1.9 against 2.2 / 2.2 / 2.2. At 4
-/// rows a tile of 8 is padding: 1,32,1,4096,128 took 5.0 / 4.8 against 4.0 / 3.9.
-pub fn invocation_tile_rows(rows: usize) -> usize {
-    if rows > 4 {
-        8
+/// `rows` query rows, `wide` where D or Dv is above 128: all of them up to
+/// [`MAX_TILE_ROWS`] (half that for `wide`), so that one K/V load feeds the whole group and
+/// no row is padding; past that as few tiles as hold them, the rows spread evenly.
+/// Measured on lavapipe (Intel Xeon, 256 bits, `bench --shape S --kv-heads K --path decode
+/// --reps 7`, two rounds, ms, tiles of the group's rows against the tiles of 4 and 8 rows of
+/// the build before, 2026-12-02): 1 row (1,32,1,4096,128 kv32, multi-head attention) 18.9 /
+/// 23.2 against 22.3 / 29.0, at D 64 8.2 / 7.5 against 13.2 / 8.4; 2 rows (1,16,2,4096,128
+/// kv16) 10.1 / 9.7 against 11.0 / 10.4; 3 rows (1,24,1,4096,128 kv8) 4.8 against 5.4 in the
+/// second round; 6 rows (1,48,1,4096,128 kv8) 6.4 against 7.0 in the second; 12 rows
+/// (1,32,3,4096,128) 10.0 / 9.5 against 19.0 / 11.6 (a tile of 16, 4 rows of it padding, in
+/// an intermediate build); 16 rows (1,32,4,16384,128) 34.5 / 37.2
+/// against 54.0 / 55.0, (1,8,16,4096,64) 4.5 / 4.3 against 5.2 / 5.2. Until 65215b1 every
+/// tile held 4 rows: 8 rows (1,64,1,4096,128) took 7.1-7.6 ms, with tiles of 8 5.1-6.2.
+pub fn invocation_tile_rows(rows: usize, wide: bool) -> usize {
+    let most = if wide {
+        MAX_TILE_ROWS / 2
     } else {
-        4
-    }
+        MAX_TILE_ROWS
+    };
+    let tiles = rows.div_ceil(most).max(1);
+    rows.div_ceil(tiles).max(1)
 }
 
 /// How a problem maps onto the decode kernels: shared by planning and dispatch.
@@ -311,7 +351,7 @@ impl Layout {
                 // The form for CPU adapters (Form::for_adapter). Splits are chosen for the
                 // whole problem; one split into chunks by device limits has more groups
                 // than the threads need anyway.
-                let tile_rows = invocation_tile_rows(rows);
+                let tile_rows = invocation_tile_rows(rows, crate::fused::wide(p));
                 let tiles = rows.div_ceil(tile_rows);
                 let split = split_for_threads(
                     d.lk,
@@ -400,6 +440,10 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
     let half = match (form, p.kv_half) {
         (Form::Workgroup, Some(format)) => format!("; K/V read as {}", format.name()),
         _ => String::new(),
+    };
+    let how = match form {
+        Form::Invocation => format!("{} query rows an invocation, {how}", layout.tile_rows),
+        Form::Workgroup => how,
     };
     format!(
         "{} key splits of {} keys, merged; {how}{half}",

@@ -122,7 +122,7 @@ fn fused_or_fallback(
     // (decode::CPU_WIDE_DECODE_ROWS), else for few query positions, whatever the GQA group,
     // against the unfused path (decode::CPU_WIDE_AUTO_LQ).
     let cpu_wide = on_cpu && form == decode::Form::Workgroup;
-    let max_rows = decode::auto_rows_at(cpu_subgroup_lanes, d.d.max(d.dv));
+    let max_rows = decode::auto_rows_at(cpu_subgroup_lanes, d.d.max(d.dv), d.lk);
     let decode_shape = if cpu_wide && cpu_subgroup_lanes.is_none() {
         d.lq <= decode::CPU_WIDE_AUTO_LQ && d.lk >= decode::MIN_AUTO_KEYS
     } else {

@@ -167,8 +167,9 @@ fn planner_picks_decode_for_few_rows() {
 }
 
 /// Rows per kv head up to which auto takes decode: 16 on GPUs, fewer on CPU adapters whose
-/// subgroup tier serves a GQA group's heads from one K/V load (8 at 8 lanes, 4 at 16; the
-/// 16-lane case runs in tests/lanes16.rs). Either way the answer matches the reference.
+/// subgroup tier serves a GQA group's heads from one K/V load (8 at 8 lanes, 16 there from 2048 keys,
+/// 4 at 16; the 16-lane case runs in tests/lanes16.rs). Either way the answer matches the
+/// reference.
 #[test]
 fn decode_rows_follow_the_adapter() {
     use wgpu_attention::decode::{auto_rows, is_decode_shape, MAX_AUTO_ROWS};
@@ -186,7 +187,19 @@ fn decode_rows_follow_the_adapter() {
     assert!(!wgpu_attention::cpu_vectors::suits_wide(8, 4096, 64, 64));
     assert!(wgpu_attention::cpu_vectors::suits_wide(5, 1023, 128, 128));
     assert!(wgpu_attention::cpu_vectors::suits_wide(8, 256, 64, 64));
-    assert!(wgpu_attention::cpu_vectors::suits_wide(9, 4096, 128, 128));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(9, 2047, 128, 128));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(17, 4096, 128, 128));
+    assert!(wgpu_attention::cpu_vectors::suits_wide(9, 4096, 132, 132));
+    // From 2048 keys decode at 8 lanes takes up to 16 rows of widths up to 128 in one tile
+    // (decode::EIGHT_LANE_GROUP_MIN_KEYS).
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(9, 2048, 128, 128));
+    assert!(!wgpu_attention::cpu_vectors::suits_wide(16, 4096, 64, 64));
+    use wgpu_attention::decode::auto_rows_at;
+    assert_eq!(auto_rows_at(Some(8), 128, 2048), MAX_AUTO_ROWS);
+    assert_eq!(auto_rows_at(Some(8), 128, 2047), 8);
+    assert_eq!(auto_rows_at(Some(8), 132, 4096), 8);
+    assert_eq!(auto_rows_at(Some(16), 128, 4096), 4);
+    assert_eq!(auto_rows_at(None, 128, 256), MAX_AUTO_ROWS);
     assert!(!wgpu_attention::cpu_vectors::suits_wide(5, 4096, 160, 160));
     assert!(wgpu_attention::cpu_vectors::suits_wide(5, 4096, 260, 260));
     // Above 256 decode's workgroup form takes up to 2 rows per kv head at 8 lanes; the
@@ -201,17 +214,18 @@ fn decode_rows_follow_the_adapter() {
         && tier_obstacle(&ctx, Tier::Subgroup).is_none();
     let lanes = subgroup_keys(ctx.adapter_info());
     let mut rng = Rng::new(56);
-    // Hq 16 over Hkv 4 (4 heads a group) with Lq 1, 2 and 3: 4, 8 and 12 rows per kv head.
-    for lq in [1, 2, 3] {
+    // Hq 16 over Hkv 4 (4 heads a group) with Lq 1, 2 and 3: 4, 8 and 12 rows per kv head
+    // over 300 keys, and 12 and 16 over 2100 (decode at 8 lanes from 2048 keys).
+    for (lq, lk) in [(1, 300), (2, 300), (3, 300), (3, 2100), (4, 2100)] {
         let rows = 4 * lq;
-        let (q, k, v) = inputs(&mut rng, [1, 16, 4, lq, 300, 32, 32], 1.0);
+        let (q, k, v) = inputs(&mut rng, [1, 16, 4, lq, lk, 32, 32], 1.0);
         let opts = AttentionOptions::default()
             .causal(Causal::BottomRight)
             .with_lse();
-        let what = format!("{rows} rows per kv head");
+        let what = format!("{rows} rows per kv head over {lk} keys");
         let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
         let max_rows = if cpu_subgroups {
-            auto_rows(Some(lanes))
+            auto_rows_at(Some(lanes), 32, lk)
         } else {
             MAX_AUTO_ROWS
         };
@@ -222,6 +236,11 @@ fn decode_rows_follow_the_adapter() {
             "fused-subgroup"
         };
         assert_eq!(r.plan.path, want, "{what}: {}", r.plan.reason);
+        // The invocation form takes the whole group in one tile.
+        if r.plan.path == "decode" {
+            let tile = format!("; {rows} query rows an invocation,");
+            assert!(r.plan.reason.contains(&tile), "{what}: {}", r.plan.reason);
+        }
     }
 }
 

@@ -240,8 +240,8 @@ fn decode_runs_up_to_the_loop_limit() {
         return;
     }
     let cap = max_keys(decode_block(), 4);
-    // 64 invocations a workgroup, 8 query rows each (decode::invocation_tile_rows).
-    let tile = wgpu_attention::decode::invocation_tile_rows(5);
+    // 64 invocations a workgroup, 16 query rows each (decode::invocation_tile_rows).
+    let tile = wgpu_attention::decode::MAX_TILE_ROWS;
     let lq = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD * 64 * tile;
     let mut rng = Rng::new(74);
     let shape = [1, 1, 1, lq, 4, 4];
@@ -252,7 +252,8 @@ fn decode_runs_up_to_the_loop_limit() {
 /// for a V of width 132. Until its 64-trip loops over D and Dv became two rounds of 32 that
 /// the driver unrolls, they took 131 iterations a 4-key block, and splits were capped at
 /// 1 968 keys; at 18 iterations a block or more these splits would cross the limit and come
-/// back wrong. 16 tiles of query rows (of 8 rows: decode::invocation_tile_rows), so that the
+/// back wrong. 16 tiles of query rows (of 8 rows, the wide variant's most: decode::
+/// invocation_tile_rows), so that the
 /// CPU rule wants as few splits (16 on 2 threads) as give each thread's two workgroups their
 /// 64 invocations (decode::split_for_threads).
 #[test]
@@ -263,8 +264,9 @@ fn wide_decode_splits_fill_a_binding() {
         eprintln!("not llvmpipe: no loop limit to test");
         return;
     }
-    let tile = wgpu_attention::decode::invocation_tile_rows(16 * 4);
+    let tile = wgpu_attention::decode::MAX_TILE_ROWS / 2;
     let lq = 16 * tile;
+    assert_eq!(wgpu_attention::decode::invocation_tile_rows(lq, true), tile);
     let threads = wgpu_attention::fused::cpu_adapter_threads();
     let splits = (threads * CPU_WORKGROUPS_PER_THREAD * 64).div_ceil(lq / tile);
     let keys = common::keys_in_a_binding(&ctx, splits, 132, 4);

@@ -30,9 +30,7 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
         | Kernel::FusedPortableBf16
         | Kernel::FusedTiled
         | Kernel::FusedTiledF16
-        | Kernel::FusedTiledBf16
-        | Kernel::DecodePartial
-        | Kernel::DecodePartialU64 => vec![
+        | Kernel::FusedTiledBf16 => vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -55,9 +53,7 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
         | Kernel::FusedSubgroupWideTexture16Bf16
         | Kernel::FusedTiledWide
         | Kernel::FusedTiledWideF16
-        | Kernel::FusedTiledWideBf16
-        | Kernel::DecodePartialWide
-        | Kernel::DecodePartialWideU64 => vec![
+        | Kernel::FusedTiledWideBf16 => vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -67,6 +63,31 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
                 ("HAS_ALLOW", 1.0),
             ],
             vec![("D", 256.0), ("DV", 132.0)],
+        ],
+        // Decode's invocation form also takes 1 to 16 rows an invocation (TILE).
+        Kernel::DecodePartial | Kernel::DecodePartialU64 => vec![
+            vec![],
+            vec![
+                ("D", 4.0),
+                ("DV", 128.0),
+                ("TILE", 16.0),
+                ("CAUSAL", 1.0),
+                ("HAS_BIAS", 1.0),
+                ("HAS_ALLOW", 1.0),
+            ],
+            vec![("D", 128.0), ("DV", 4.0), ("TILE", 1.0)],
+        ],
+        Kernel::DecodePartialWide | Kernel::DecodePartialWideU64 => vec![
+            vec![],
+            vec![
+                ("D", 4.0),
+                ("DV", 256.0),
+                ("TILE", 8.0),
+                ("CAUSAL", 1.0),
+                ("HAS_BIAS", 1.0),
+                ("HAS_ALLOW", 1.0),
+            ],
+            vec![("D", 256.0), ("DV", 132.0), ("TILE", 1.0)],
         ],
         _ => vec![vec![]],
     }
@@ -230,7 +251,8 @@ fn constant(module: &naga::Module, name: &str) -> Option<u32> {
 /// The arrays over D and Dv of the subgroup tier and of decode are D4_HI rounds of D4_LO
 /// vec4, with D4_LO at most 32 (Mesa unrolls no loop of more trips, and a rolled loop over D
 /// ran the wide variants at a third of their speed: shaders/fused_subgroup.wgsl), and hold
-/// the widths the planner gives them; the rows per invocation the planner picks fit MAX_R.
+/// the widths the planner gives them; the rows per invocation the planner picks fit MAX_R
+/// (the subgroup tier) and MAX_TILE (decode).
 #[test]
 fn array_sizes_match_the_planner() {
     use wgpu_attention::fused::{
@@ -263,6 +285,26 @@ fn array_sizes_match_the_planner() {
                 standard
             };
             assert!(subgroup_rows(d, dv) <= most, "D {d} Dv {dv}");
+        }
+    }
+    use wgpu_attention::decode::{invocation_tile_rows, MAX_TILE_ROWS};
+    for kernel in [Kernel::DecodePartial, Kernel::DecodePartialWide] {
+        let most = constant(&module(kernel).0, "MAX_TILE").expect("MAX_TILE") as usize;
+        assert_eq!(most, MAX_TILE_ROWS, "{}", kernel.label());
+    }
+    for rows in 1..=200 {
+        for wide in [false, true] {
+            let tile = invocation_tile_rows(rows, wide);
+            let most = if wide {
+                MAX_TILE_ROWS / 2
+            } else {
+                MAX_TILE_ROWS
+            };
+            assert!((1..=most).contains(&tile), "{rows} rows: {tile}");
+            // As few tiles as hold the rows, none of them all padding.
+            let tiles = rows.div_ceil(tile);
+            assert_eq!(tiles, rows.div_ceil(most), "{rows} rows");
+            assert!((tiles - 1) * tile < rows, "{rows} rows");
         }
     }
 }
