@@ -314,13 +314,18 @@ pub const MAX_TILE_ROWS: usize = 16;
 /// against 54.0 / 55.0, (1,8,16,4096,64) 4.5 / 4.3 against 5.2 / 5.2. Until 65215b1 every
 /// tile held 4 rows: 8 rows (1,64,1,4096,128) took 7.1-7.6 ms, with tiles of 8 5.1-6.2.
 pub fn invocation_tile_rows(rows: usize, wide: bool) -> usize {
-    let most = if wide {
+    let tiles = rows.div_ceil(most_tile_rows(wide)).max(1);
+    rows.div_ceil(tiles).max(1)
+}
+
+/// The most rows [`invocation_tile_rows`] puts in one invocation: [`MAX_TILE_ROWS`], half
+/// that on the wide variant (`wide`: D or Dv above 128).
+pub fn most_tile_rows(wide: bool) -> usize {
+    if wide {
         MAX_TILE_ROWS / 2
     } else {
         MAX_TILE_ROWS
-    };
-    let tiles = rows.div_ceil(most).max(1);
-    rows.div_ceil(tiles).max(1)
+    }
 }
 
 /// How a problem maps onto the decode kernels: shared by planning and dispatch.

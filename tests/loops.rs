@@ -241,7 +241,7 @@ fn decode_runs_up_to_the_loop_limit() {
     }
     let cap = max_keys(decode_block(), 4);
     // 64 invocations a workgroup, 16 query rows each (decode::invocation_tile_rows).
-    let tile = wgpu_attention::decode::MAX_TILE_ROWS;
+    let tile = wgpu_attention::decode::most_tile_rows(false);
     let lq = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD * 64 * tile;
     let mut rng = Rng::new(74);
     let shape = [1, 1, 1, lq, 4, 4];
@@ -264,7 +264,7 @@ fn wide_decode_splits_fill_a_binding() {
         eprintln!("not llvmpipe: no loop limit to test");
         return;
     }
-    let tile = wgpu_attention::decode::MAX_TILE_ROWS / 2;
+    let tile = wgpu_attention::decode::most_tile_rows(true);
     let lq = 16 * tile;
     assert_eq!(wgpu_attention::decode::invocation_tile_rows(lq, true), tile);
     let threads = wgpu_attention::fused::cpu_adapter_threads();

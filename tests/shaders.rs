@@ -287,19 +287,17 @@ fn array_sizes_match_the_planner() {
             assert!(subgroup_rows(d, dv) <= most, "D {d} Dv {dv}");
         }
     }
-    use wgpu_attention::decode::{invocation_tile_rows, MAX_TILE_ROWS};
+    use wgpu_attention::decode::{invocation_tile_rows, most_tile_rows, MAX_TILE_ROWS};
     for kernel in [Kernel::DecodePartial, Kernel::DecodePartialWide] {
         let most = constant(&module(kernel).0, "MAX_TILE").expect("MAX_TILE") as usize;
         assert_eq!(most, MAX_TILE_ROWS, "{}", kernel.label());
     }
+    assert_eq!(most_tile_rows(false), MAX_TILE_ROWS);
+    assert!(most_tile_rows(true) <= MAX_TILE_ROWS);
     for rows in 1..=200 {
         for wide in [false, true] {
             let tile = invocation_tile_rows(rows, wide);
-            let most = if wide {
-                MAX_TILE_ROWS / 2
-            } else {
-                MAX_TILE_ROWS
-            };
+            let most = most_tile_rows(wide);
             assert!((1..=most).contains(&tile), "{rows} rows: {tile}");
             // As few tiles as hold the rows, none of them all padding.
             let tiles = rows.div_ceil(tile);
