@@ -314,7 +314,13 @@ pub const MAX_TILE_ROWS: usize = 16;
 /// against 54.0 / 55.0, (1,8,16,4096,64) 4.5 / 4.3 against 5.2 / 5.2. Until 65215b1 every
 /// tile held 4 rows: 8 rows (1,64,1,4096,128) took 7.1-7.6 ms, with tiles of 8 5.1-6.2.
 pub fn invocation_tile_rows(rows: usize, wide: bool) -> usize {
-    let tiles = rows.div_ceil(most_tile_rows(wide)).max(1);
+    even_tile_rows(rows, most_tile_rows(wide))
+}
+
+/// Rows a tile for `rows` rows in tiles of at most `most`: as few tiles as hold them, the
+/// rows spread evenly over them (both forms of decode tile a group this way).
+fn even_tile_rows(rows: usize, most: usize) -> usize {
+    let tiles = rows.div_ceil(most.max(1)).max(1);
     rows.div_ceil(tiles).max(1)
 }
 
@@ -367,10 +373,8 @@ impl Layout {
                 (tiles, tile_rows, split)
             }
             Form::Workgroup => {
-                // As few tiles as hold the rows, then rows spread evenly over them.
-                let max_rows = WORKGROUP_ROWS / workgroup_cols(d.dv);
-                let tiles = rows.div_ceil(max_rows.max(1)).max(1);
-                let tile_rows = rows.div_ceil(tiles).max(1);
+                let tile_rows = even_tile_rows(rows, WORKGROUP_ROWS / workgroup_cols(d.dv));
+                let tiles = rows.div_ceil(tile_rows).max(1);
                 let target = if info.device_type == wgpu::DeviceType::Cpu {
                     crate::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD
                 } else {
