@@ -33,6 +33,10 @@
 // 64 per workgroup, spread over x and y (how many splits: crate::decode::split_for_threads,
 // as few as keep every thread of the CPU adapter busy); surplus invocations return at once (this kernel has no barriers or subgroup operations). Keys are read in
 // blocks of 4 so the partial output is rescaled once per block.
+// Tried and slower on lavapipe (B1 Hq32 Hkv8 Lk4096 D128, 256 bits; docs/measurements.md,
+// "Decode: two forms tried and dropped"): blocks of 8 keys (7.1-7.6 ms against 6.2-6.5),
+// and K and V from textures as the subgroup tier reads them (10.9 ms for the kernel alone
+// against 6.0: each lane walks its own split, so the fetches share nothing).
 
 // Scores of one row against keys j0 .. j0 + 3 (j0 % 4 == 0, so one allow word holds
 // them; masked_bits(): decode_common.wgsl), and NO_SCORE for keys past Lk.
