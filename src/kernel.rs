@@ -1,11 +1,16 @@
-//! The kernel registry: one variant per WGSL file, with its source, binding table and label.
+//! The kernel registry: one entry per kernel in the table below, with its label, its WGSL
+//! source (shader files concatenated at compile time), its binding table and its parameter
+//! struct.
 //!
-//! Pipelines and bind-group layouts are built from the binding table, so adding a kernel is
-//! one `.wgsl` file plus one variant here. Specialisation is done with WGSL `override`
-//! constants, which are part of the cache key.
+//! Pipelines and bind-group layouts are built from the binding table
+//! (`PipelineKey::build`), so adding a kernel is one `.wgsl` file plus one entry in the
+//! table. Specialisation is done with WGSL `override` constants, which are part of the cache
+//! key ([`PipelineKey`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod pipeline;
+
+pub(crate) use pipeline::KernelRegistry;
+pub use pipeline::{Pipeline, PipelineKey};
 
 /// How a shader binding is declared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,758 +28,537 @@ pub enum BindingKind {
     TextureUint,
 }
 
-/// Every compute kernel of the crate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kernel {
+// Binding tables of group 0, in binding order; each must match the WGSL declarations of
+// the kernels that use it (tests/shaders.rs checks every kernel against its shader).
+use BindingKind::{
+    StorageRead as R, StorageReadWrite as RW, Texture as T, TextureUint as TU, Uniform as U,
+};
+/// params, q, k, bias, allow, s
+const SCORES: &[BindingKind] = &[U, R, R, R, R, RW];
+/// params, bias, allow, s, lse
+const SOFTMAX: &[BindingKind] = &[U, R, R, RW, RW];
+/// params, p, v, o
+const WEIGHTED_SUM: &[BindingKind] = &[U, R, R, RW];
+/// The fused tiers and decode: params, q, k, v, bias, allow, o, lse (decode: its partial
+/// outputs and their LSEs).
+const ONE_PASS: &[BindingKind] = &[U, R, R, R, R, R, RW, RW];
+/// [`ONE_PASS`] with K and V as float textures (shaders/kv_loads_texture.wgsl).
+const ONE_PASS_TEXTURES: &[BindingKind] = &[U, R, T, T, R, R, RW, RW];
+/// [`ONE_PASS`] with K and V as u32 textures (shaders/kv_loads_texture_bf16.wgsl).
+const ONE_PASS_UINT_TEXTURES: &[BindingKind] = &[U, R, TU, TU, R, R, RW, RW];
+/// params, part_o, part_l, o, lse
+const MERGE: &[BindingKind] = &[U, R, R, RW, RW];
+/// params, src, dst
+const COPY: &[BindingKind] = &[U, R, RW];
+/// params, a, b, bias, c
+const MATMUL: &[BindingKind] = &[U, R, R, R, RW];
+/// params, table, x
+const ROPE: &[BindingKind] = &[U, R, RW];
+/// params, src, dst (16-bit conversions and column padding)
+const CONVERT: &[BindingKind] = &[U, R, RW];
+
+// WGSL has no include: a kernel's source is its files concatenated in order, shared
+// declarations first. The macros name the files under shaders/ without `.wgsl`.
+
+/// These shader files, concatenated at compile time.
+macro_rules! wgsl {
+    ($($file:literal),+) => {
+        concat!($(include_str!(concat!("../shaders/", $file, ".wgsl"))),+)
+    };
+}
+/// A kernel that reads mask parameters: shaders/mask.wgsl in front.
+macro_rules! masked {
+    ($($file:literal),+) => {
+        wgsl!("mask", $($file),+)
+    };
+}
+/// A fused tier: shaders/mask.wgsl and fused_common.wgsl (the tiers' parameters, bindings
+/// and masking rule) in front of its K/V loads, its array sizes and its body.
+macro_rules! fused {
+    ($($file:literal),+) => {
+        wgsl!("mask", "fused_common", $($file),+)
+    };
+}
+/// The subgroup tier: [`fused!`] with its loads, array sizes and key block (lanes) files in
+/// front of shaders/fused_subgroup.wgsl.
+macro_rules! subgroup {
+    ($loads:literal, $width:literal, $lanes:literal) => {
+        fused!($loads, $width, $lanes, "fused_subgroup")
+    };
+}
+/// Decode: its array sizes and K/V loads files, then shaders/mask.wgsl, decode_common.wgsl
+/// (parameters, bindings, masking rule) and the body.
+macro_rules! decode {
+    ($($file:literal),+ => $body:literal) => {
+        wgsl!($($file),+, "mask", "decode_common", $body)
+    };
+}
+
+/// What the registry holds for one kernel.
+struct Spec {
+    label: &'static str,
+    source: &'static str,
+    bindings: &'static [BindingKind],
+    params_size: usize,
+}
+
+/// Defines [`Kernel`] with one variant per entry, [`Kernel::ALL`] in table order, and the
+/// entries' [`Spec`]s. Each entry: the variant's docs and name, then its label, source (one
+/// of the macros above), binding table and parameter struct (in crate::params).
+macro_rules! kernels {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident {
+            label: $label:literal,
+            source: $source:expr,
+            bindings: $bindings:ident,
+            params: $params:ident,
+        }
+    )+) => {
+        /// Every compute kernel of the crate.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Kernel {
+            $($(#[$doc])* $name,)+
+        }
+
+        impl Kernel {
+            /// All kernels, for tests that check every shader.
+            pub const ALL: [Kernel; [$(stringify!($name)),+].len()] = [$(Kernel::$name),+];
+
+            fn spec(self) -> Spec {
+                match self {
+                    $(Kernel::$name => Spec {
+                        label: $label,
+                        source: $source,
+                        bindings: $bindings,
+                        params_size: std::mem::size_of::<crate::params::$params>(),
+                    },)+
+                }
+            }
+        }
+    };
+}
+
+kernels! {
     /// `shaders/scores.wgsl`: S = scale * Q Kᵀ + bias, masked entries as a sentinel.
-    Scores,
+    Scores {
+        label: "scores",
+        source: masked!("scores"),
+        bindings: SCORES,
+        params: ChunkParams,
+    }
     /// `shaders/softmax.wgsl`: in-place row softmax of S into P, with log-sum-exp.
-    Softmax,
+    Softmax {
+        label: "softmax",
+        source: masked!("softmax"),
+        bindings: SOFTMAX,
+        params: ChunkParams,
+    }
     /// `shaders/weighted_sum.wgsl`: O = P V.
-    WeightedSum,
+    WeightedSum {
+        label: "weighted_sum",
+        source: masked!("weighted_sum"),
+        bindings: WEIGHTED_SUM,
+        params: ChunkParams,
+    }
     /// `shaders/fused_subgroup.wgsl`: one-pass online softmax, K/V shared by subgroup broadcast
     /// (D and Dv up to 128: `shaders/subgroup_width_128.wgsl`).
-    FusedSubgroup,
+    FusedSubgroup {
+        label: "fused_subgroup",
+        source: subgroup!("kv_loads_f32", "subgroup_width_128", "subgroup_lanes_8"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// The same kernel for D and Dv up to 640, with fewer query rows per invocation
     /// (`shaders/subgroup_width_640.wgsl`).
-    FusedSubgroupWide,
+    FusedSubgroupWide {
+        label: "fused_subgroup_wide",
+        source: subgroup!("kv_loads_f32", "subgroup_width_640", "subgroup_lanes_8"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroup`] in 16-key blocks, for subgroups of 16 lanes or more
     /// (`shaders/subgroup_lanes_16.wgsl`; lavapipe with 512-bit vectors).
-    FusedSubgroup16,
+    FusedSubgroup16 {
+        label: "fused_subgroup_16",
+        source: subgroup!("kv_loads_f32", "subgroup_width_128", "subgroup_lanes_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupWide`] in 16-key blocks, for subgroups of 16 lanes or more.
-    FusedSubgroupWide16,
+    FusedSubgroupWide16 {
+        label: "fused_subgroup_wide_16",
+        source: subgroup!("kv_loads_f32", "subgroup_width_640", "subgroup_lanes_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroup16`] reading K and V from rgba32float textures
     /// (`shaders/kv_loads_texture.wgsl`), which the host fills from the K/V windows before
     /// the pass (crate::fused::reads_textures): what 16-lane CPU adapters run.
-    FusedSubgroupTexture16,
+    FusedSubgroupTexture16 {
+        label: "fused_subgroup_texture_16",
+        source: subgroup!("kv_loads_texture", "subgroup_width_128", "subgroup_lanes_16"),
+        bindings: ONE_PASS_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupWide16`] reading K and V from textures.
-    FusedSubgroupWideTexture16,
+    FusedSubgroupWideTexture16 {
+        label: "fused_subgroup_wide_texture_16",
+        source: subgroup!("kv_loads_texture", "subgroup_width_640", "subgroup_lanes_16"),
+        bindings: ONE_PASS_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroup`] (8-key blocks) reading K and V from textures: what CPU
     /// adapters with 8-lane subgroups run.
-    FusedSubgroupTexture,
+    FusedSubgroupTexture {
+        label: "fused_subgroup_texture",
+        source: subgroup!("kv_loads_texture", "subgroup_width_128", "subgroup_lanes_8"),
+        bindings: ONE_PASS_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupWide`] reading K and V from textures.
-    FusedSubgroupWideTexture,
+    FusedSubgroupWideTexture {
+        label: "fused_subgroup_wide_texture",
+        source: subgroup!("kv_loads_texture", "subgroup_width_640", "subgroup_lanes_8"),
+        bindings: ONE_PASS_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupTexture16`] reading bfloat16 K and V from rg32uint textures
     /// (`shaders/kv_loads_texture_bf16.wgsl`). (f16 K and V need no kernels of their own:
     /// the texture kernels read them from rgba16float textures.)
-    FusedSubgroupTexture16Bf16,
+    FusedSubgroupTexture16Bf16 {
+        label: "fused_subgroup_texture_16_bf16",
+        source: subgroup!("kv_loads_texture_bf16", "subgroup_width_128", "subgroup_lanes_16"),
+        bindings: ONE_PASS_UINT_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupWideTexture16`] reading bfloat16 K and V from textures.
-    FusedSubgroupWideTexture16Bf16,
+    FusedSubgroupWideTexture16Bf16 {
+        label: "fused_subgroup_wide_texture_16_bf16",
+        source: subgroup!("kv_loads_texture_bf16", "subgroup_width_640", "subgroup_lanes_16"),
+        bindings: ONE_PASS_UINT_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupTexture`] reading bfloat16 K and V from textures.
-    FusedSubgroupTextureBf16,
+    FusedSubgroupTextureBf16 {
+        label: "fused_subgroup_texture_bf16",
+        source: subgroup!("kv_loads_texture_bf16", "subgroup_width_128", "subgroup_lanes_8"),
+        bindings: ONE_PASS_UINT_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupWideTexture`] reading bfloat16 K and V from textures.
-    FusedSubgroupWideTextureBf16,
+    FusedSubgroupWideTextureBf16 {
+        label: "fused_subgroup_wide_texture_bf16",
+        source: subgroup!("kv_loads_texture_bf16", "subgroup_width_640", "subgroup_lanes_8"),
+        bindings: ONE_PASS_UINT_TEXTURES,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroup`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64` too), for CPU adapters
     /// with 8-lane subgroups (crate::cpu_vectors::kv_words).
-    FusedSubgroupU64,
+    FusedSubgroupU64 {
+        label: "fused_subgroup_u64",
+        source: subgroup!("kv_loads_u64", "subgroup_width_128", "subgroup_lanes_8"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedSubgroupWide`] reading K and V as 64-bit words.
-    FusedSubgroupWideU64,
+    FusedSubgroupWideU64 {
+        label: "fused_subgroup_wide_u64",
+        source: subgroup!("kv_loads_u64", "subgroup_width_640", "subgroup_lanes_8"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory
     /// (D and Dv up to 128: `shaders/portable_width_128.wgsl`).
-    FusedPortable,
+    FusedPortable {
+        label: "fused_portable",
+        source: fused!("kv_loads_f32", "portable_width_128", "fused_portable"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// The same kernel for D and Dv up to 256 (`shaders/portable_width_256.wgsl`).
-    FusedPortableWide,
+    FusedPortableWide {
+        label: "fused_portable_wide",
+        source: fused!("kv_loads_f32", "portable_width_256", "fused_portable"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// `shaders/fused_tiled.wgsl`: one-pass online softmax over 64 x 64 tiles staged in
     /// workgroup memory, register-tiled for GPUs (D and Dv up to 128:
     /// `shaders/tiled_width_128.wgsl`).
-    FusedTiled,
+    FusedTiled {
+        label: "fused_tiled",
+        source: fused!("kv_loads_f32", "tiled_width_128", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// The same kernel for Dv up to 256 (and D up to 4096, beyond 256 since 2026-12-02), with
     /// twice the output columns per invocation (`shaders/tiled_width_256.wgsl`).
-    FusedTiledWide,
+    FusedTiledWide {
+        label: "fused_tiled_wide",
+        source: fused!("kv_loads_f32", "tiled_width_256", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedPortable`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
-    FusedPortableF16,
+    FusedPortableF16 {
+        label: "fused_portable_f16",
+        source: fused!("kv_loads_f16", "portable_width_128", "fused_portable"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedPortable`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
-    FusedPortableBf16,
+    FusedPortableBf16 {
+        label: "fused_portable_bf16",
+        source: fused!("kv_loads_bf16", "portable_width_128", "fused_portable"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedPortableWide`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
-    FusedPortableWideF16,
-    /// [`Kernel::FusedPortableWide`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
-    FusedPortableWideBf16,
+    FusedPortableWideF16 {
+        label: "fused_portable_wide_f16",
+        source: fused!("kv_loads_f16", "portable_width_256", "fused_portable"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
+    /// [`Kernel::FusedPortableWide`] reading K and V stored as bfloat16
+    /// (`shaders/kv_loads_bf16.wgsl`).
+    FusedPortableWideBf16 {
+        label: "fused_portable_wide_bf16",
+        source: fused!("kv_loads_bf16", "portable_width_256", "fused_portable"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedTiled`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
-    FusedTiledF16,
+    FusedTiledF16 {
+        label: "fused_tiled_f16",
+        source: fused!("kv_loads_f16", "tiled_width_128", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedTiled`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
-    FusedTiledBf16,
+    FusedTiledBf16 {
+        label: "fused_tiled_bf16",
+        source: fused!("kv_loads_bf16", "tiled_width_128", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedTiledWide`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
-    FusedTiledWideF16,
-    /// [`Kernel::FusedTiledWide`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
-    FusedTiledWideBf16,
+    FusedTiledWideF16 {
+        label: "fused_tiled_wide_f16",
+        source: fused!("kv_loads_f16", "tiled_width_256", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
+    /// [`Kernel::FusedTiledWide`] reading K and V stored as bfloat16
+    /// (`shaders/kv_loads_bf16.wgsl`).
+    FusedTiledWideBf16 {
+        label: "fused_tiled_wide_bf16",
+        source: fused!("kv_loads_bf16", "tiled_width_256", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// The tiled kernel for Dv up to 512 (D up to 4096, as every tiled variant: no array is
     /// sized by D), with 16 output vec4 per row of an invocation
     /// (`shaders/tiled_width_512.wgsl`).
-    FusedTiledWider,
+    FusedTiledWider {
+        label: "fused_tiled_wider",
+        source: fused!("kv_loads_f32", "tiled_width_512", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedTiledWider`] reading K and V stored as f16.
-    FusedTiledWiderF16,
+    FusedTiledWiderF16 {
+        label: "fused_tiled_wider_f16",
+        source: fused!("kv_loads_f16", "tiled_width_512", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// [`Kernel::FusedTiledWider`] reading K and V stored as bfloat16.
-    FusedTiledWiderBf16,
+    FusedTiledWiderBf16 {
+        label: "fused_tiled_wider_bf16",
+        source: fused!("kv_loads_bf16", "tiled_width_512", "fused_tiled"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+    }
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
     /// up to 128: `shaders/decode_width_128.wgsl`).
-    DecodePartial,
+    DecodePartial {
+        label: "decode_partial",
+        source: decode!("decode_width_128", "kv_loads_f32" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// The same kernel for D and Dv up to 256 (`shaders/decode_width_256.wgsl`).
-    DecodePartialWide,
+    DecodePartialWide {
+        label: "decode_partial_wide",
+        source: decode!("decode_width_256", "kv_loads_f32" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodePartial`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64`), for CPU adapters.
-    DecodePartialU64,
+    DecodePartialU64 {
+        label: "decode_partial_u64",
+        source: decode!("decode_width_128", "kv_loads_u64" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodePartialWide`] reading K and V as 64-bit words.
-    DecodePartialWideU64,
+    DecodePartialWideU64 {
+        label: "decode_partial_wide_u64",
+        source: decode!("decode_width_256", "kv_loads_u64" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// `shaders/decode_workgroup.wgsl`: split-K partial attention with one workgroup per
     /// split, for GPUs (D and Dv up to 4096; rows per tile and output columns per
     /// invocation as the `ROWS` and `COLS` overrides).
-    DecodeWorkgroup,
+    DecodeWorkgroup {
+        label: "decode_workgroup",
+        source: decode!("kv_loads_f32" => "decode_workgroup"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodePartial`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
-    DecodePartialF16,
+    DecodePartialF16 {
+        label: "decode_partial_f16",
+        source: decode!("decode_width_128", "kv_loads_f16" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodePartialWide`] reading K and V stored as f16.
-    DecodePartialWideF16,
+    DecodePartialWideF16 {
+        label: "decode_partial_wide_f16",
+        source: decode!("decode_width_256", "kv_loads_f16" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodeWorkgroup`] reading K and V stored as f16.
-    DecodeWorkgroupF16,
+    DecodeWorkgroupF16 {
+        label: "decode_workgroup_f16",
+        source: decode!("kv_loads_f16" => "decode_workgroup"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodePartial`] reading K and V stored as bfloat16
     /// (`shaders/kv_loads_bf16.wgsl`).
-    DecodePartialBf16,
+    DecodePartialBf16 {
+        label: "decode_partial_bf16",
+        source: decode!("decode_width_128", "kv_loads_bf16" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodePartialWide`] reading K and V stored as bfloat16.
-    DecodePartialWideBf16,
+    DecodePartialWideBf16 {
+        label: "decode_partial_wide_bf16",
+        source: decode!("decode_width_256", "kv_loads_bf16" => "decode_partial"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// [`Kernel::DecodeWorkgroup`] reading K and V stored as bfloat16.
-    DecodeWorkgroupBf16,
+    DecodeWorkgroupBf16 {
+        label: "decode_workgroup_bf16",
+        source: decode!("kv_loads_bf16" => "decode_workgroup"),
+        bindings: ONE_PASS,
+        params: DecodeParams,
+    }
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
-    Merge,
+    Merge {
+        label: "merge",
+        source: wgsl!("merge"),
+        bindings: MERGE,
+        params: MergeParams,
+    }
     /// `shaders/merge_segment.wgsl`: folds one key segment's output and LSE into the running
     /// result (crate::segments).
-    MergeSegment,
+    MergeSegment {
+        label: "merge_segment",
+        source: wgsl!("merge_segment"),
+        bindings: MERGE,
+        params: SegmentMergeParams,
+    }
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
-    Copy,
+    Copy {
+        label: "copy",
+        source: wgsl!("copy"),
+        bindings: COPY,
+        params: CopyParams,
+    }
     /// `shaders/matmul.wgsl`: C = A B + bias, optionally in head-split layouts.
-    Matmul,
+    Matmul {
+        label: "matmul",
+        source: wgsl!("matmul"),
+        bindings: MATMUL,
+        params: MatmulParams,
+    }
     /// `shaders/rope.wgsl`: rotary position embedding in place.
-    Rope,
+    Rope {
+        label: "rope",
+        source: wgsl!("rope"),
+        bindings: ROPE,
+        params: RopeParams,
+    }
     /// `shaders/widen_f16.wgsl`: packed f16 storage to f32.
-    WidenF16,
+    WidenF16 {
+        label: "widen_f16",
+        source: wgsl!("widen_f16"),
+        bindings: CONVERT,
+        params: ConvertParams,
+    }
     /// `shaders/narrow_f16.wgsl`: f32 to packed f16 storage.
-    NarrowF16,
+    NarrowF16 {
+        label: "narrow_f16",
+        source: wgsl!("narrow_f16"),
+        bindings: CONVERT,
+        params: ConvertParams,
+    }
     /// `shaders/widen_bf16.wgsl`: packed bfloat16 storage to f32.
-    WidenBf16,
+    WidenBf16 {
+        label: "widen_bf16",
+        source: wgsl!("widen_bf16"),
+        bindings: CONVERT,
+        params: ConvertParams,
+    }
     /// `shaders/narrow_bf16.wgsl`: f32 to packed bfloat16 storage (round to nearest even).
-    NarrowBf16,
+    NarrowBf16 {
+        label: "narrow_bf16",
+        source: wgsl!("narrow_bf16"),
+        bindings: CONVERT,
+        params: ConvertParams,
+    }
     /// `shaders/pad_columns.wgsl`: a matrix copied to another row width (zero columns added
     /// or columns dropped).
-    PadColumns,
+    PadColumns {
+        label: "pad_columns",
+        source: wgsl!("pad_columns"),
+        bindings: CONVERT,
+        params: PadParams,
+    }
 }
 
 impl Kernel {
-    /// All kernels, for tests that check every shader.
-    pub const ALL: [Kernel; 53] = [
-        Kernel::Scores,
-        Kernel::Softmax,
-        Kernel::WeightedSum,
-        Kernel::FusedSubgroup,
-        Kernel::FusedSubgroupWide,
-        Kernel::FusedSubgroup16,
-        Kernel::FusedSubgroupWide16,
-        Kernel::FusedSubgroupTexture16,
-        Kernel::FusedSubgroupWideTexture16,
-        Kernel::FusedSubgroupTexture,
-        Kernel::FusedSubgroupWideTexture,
-        Kernel::FusedSubgroupTexture16Bf16,
-        Kernel::FusedSubgroupWideTexture16Bf16,
-        Kernel::FusedSubgroupTextureBf16,
-        Kernel::FusedSubgroupWideTextureBf16,
-        Kernel::FusedSubgroupU64,
-        Kernel::FusedSubgroupWideU64,
-        Kernel::FusedPortable,
-        Kernel::FusedPortableWide,
-        Kernel::FusedTiled,
-        Kernel::FusedTiledWide,
-        Kernel::FusedPortableF16,
-        Kernel::FusedPortableBf16,
-        Kernel::FusedPortableWideF16,
-        Kernel::FusedPortableWideBf16,
-        Kernel::FusedTiledF16,
-        Kernel::FusedTiledBf16,
-        Kernel::FusedTiledWideF16,
-        Kernel::FusedTiledWideBf16,
-        Kernel::FusedTiledWider,
-        Kernel::FusedTiledWiderF16,
-        Kernel::FusedTiledWiderBf16,
-        Kernel::DecodePartial,
-        Kernel::DecodePartialWide,
-        Kernel::DecodePartialU64,
-        Kernel::DecodePartialWideU64,
-        Kernel::DecodeWorkgroup,
-        Kernel::DecodePartialF16,
-        Kernel::DecodePartialWideF16,
-        Kernel::DecodeWorkgroupF16,
-        Kernel::DecodePartialBf16,
-        Kernel::DecodePartialWideBf16,
-        Kernel::DecodeWorkgroupBf16,
-        Kernel::Merge,
-        Kernel::MergeSegment,
-        Kernel::Copy,
-        Kernel::Matmul,
-        Kernel::Rope,
-        Kernel::WidenF16,
-        Kernel::NarrowF16,
-        Kernel::WidenBf16,
-        Kernel::NarrowBf16,
-        Kernel::PadColumns,
-    ];
-
     /// WGSL source, embedded at compile time: every kernel that carries mask parameters with
     /// shaders/mask.wgsl in front, the fused tiers then shaders/fused_common.wgsl, decode
     /// shaders/decode_common.wgsl.
     pub fn source(self) -> &'static str {
-        match self {
-            Kernel::Scores => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/scores.wgsl")
-            ),
-            Kernel::Softmax => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/softmax.wgsl")
-            ),
-            Kernel::WeightedSum => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/weighted_sum.wgsl")
-            ),
-            // The fused tiers share their parameters, bindings and masking rule
-            // (shaders/fused_common.wgsl); WGSL has no include, so it is prepended here.
-            Kernel::FusedSubgroup => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/subgroup_width_128.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupWide => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/subgroup_width_640.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroup16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/subgroup_width_128.wgsl"),
-                include_str!("../shaders/subgroup_lanes_16.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupWide16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/subgroup_width_640.wgsl"),
-                include_str!("../shaders/subgroup_lanes_16.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupTexture16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture.wgsl"),
-                include_str!("../shaders/subgroup_width_128.wgsl"),
-                include_str!("../shaders/subgroup_lanes_16.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupWideTexture16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture.wgsl"),
-                include_str!("../shaders/subgroup_width_640.wgsl"),
-                include_str!("../shaders/subgroup_lanes_16.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupTexture => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture.wgsl"),
-                include_str!("../shaders/subgroup_width_128.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupWideTexture => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture.wgsl"),
-                include_str!("../shaders/subgroup_width_640.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupTexture16Bf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
-                include_str!("../shaders/subgroup_width_128.wgsl"),
-                include_str!("../shaders/subgroup_lanes_16.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupWideTexture16Bf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
-                include_str!("../shaders/subgroup_width_640.wgsl"),
-                include_str!("../shaders/subgroup_lanes_16.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupTextureBf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
-                include_str!("../shaders/subgroup_width_128.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupWideTextureBf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_texture_bf16.wgsl"),
-                include_str!("../shaders/subgroup_width_640.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupU64 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_u64.wgsl"),
-                include_str!("../shaders/subgroup_width_128.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedSubgroupWideU64 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_u64.wgsl"),
-                include_str!("../shaders/subgroup_width_640.wgsl"),
-                include_str!("../shaders/subgroup_lanes_8.wgsl"),
-                include_str!("../shaders/fused_subgroup.wgsl")
-            ),
-            Kernel::FusedPortable => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/portable_width_128.wgsl"),
-                include_str!("../shaders/fused_portable.wgsl")
-            ),
-            Kernel::FusedPortableWide => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/portable_width_256.wgsl"),
-                include_str!("../shaders/fused_portable.wgsl")
-            ),
-            Kernel::FusedTiled => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/tiled_width_128.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedTiledWide => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/tiled_width_256.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedPortableF16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/portable_width_128.wgsl"),
-                include_str!("../shaders/fused_portable.wgsl")
-            ),
-            Kernel::FusedPortableBf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/portable_width_128.wgsl"),
-                include_str!("../shaders/fused_portable.wgsl")
-            ),
-            Kernel::FusedPortableWideF16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/portable_width_256.wgsl"),
-                include_str!("../shaders/fused_portable.wgsl")
-            ),
-            Kernel::FusedPortableWideBf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/portable_width_256.wgsl"),
-                include_str!("../shaders/fused_portable.wgsl")
-            ),
-            Kernel::FusedTiledF16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/tiled_width_128.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedTiledBf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/tiled_width_128.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedTiledWideF16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/tiled_width_256.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedTiledWideBf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/tiled_width_256.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedTiledWider => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/tiled_width_512.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedTiledWiderF16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/tiled_width_512.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::FusedTiledWiderBf16 => concat!(
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/fused_common.wgsl"),
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/tiled_width_512.wgsl"),
-                include_str!("../shaders/fused_tiled.wgsl")
-            ),
-            Kernel::DecodePartial => concat!(
-                include_str!("../shaders/decode_width_128.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodePartialWide => concat!(
-                include_str!("../shaders/decode_width_256.wgsl"),
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodePartialU64 => concat!(
-                include_str!("../shaders/decode_width_128.wgsl"),
-                include_str!("../shaders/kv_loads_u64.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodePartialWideU64 => concat!(
-                include_str!("../shaders/decode_width_256.wgsl"),
-                include_str!("../shaders/kv_loads_u64.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodeWorkgroup => concat!(
-                include_str!("../shaders/kv_loads_f32.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_workgroup.wgsl")
-            ),
-            Kernel::DecodePartialF16 => concat!(
-                include_str!("../shaders/decode_width_128.wgsl"),
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodePartialWideF16 => concat!(
-                include_str!("../shaders/decode_width_256.wgsl"),
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodeWorkgroupF16 => concat!(
-                include_str!("../shaders/kv_loads_f16.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_workgroup.wgsl")
-            ),
-            Kernel::DecodePartialBf16 => concat!(
-                include_str!("../shaders/decode_width_128.wgsl"),
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodePartialWideBf16 => concat!(
-                include_str!("../shaders/decode_width_256.wgsl"),
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_partial.wgsl")
-            ),
-            Kernel::DecodeWorkgroupBf16 => concat!(
-                include_str!("../shaders/kv_loads_bf16.wgsl"),
-                include_str!("../shaders/mask.wgsl"),
-                include_str!("../shaders/decode_common.wgsl"),
-                include_str!("../shaders/decode_workgroup.wgsl")
-            ),
-            Kernel::Merge => include_str!("../shaders/merge.wgsl"),
-            Kernel::MergeSegment => include_str!("../shaders/merge_segment.wgsl"),
-            Kernel::Copy => include_str!("../shaders/copy.wgsl"),
-            Kernel::Matmul => include_str!("../shaders/matmul.wgsl"),
-            Kernel::Rope => include_str!("../shaders/rope.wgsl"),
-            Kernel::WidenF16 => include_str!("../shaders/widen_f16.wgsl"),
-            Kernel::NarrowF16 => include_str!("../shaders/narrow_f16.wgsl"),
-            Kernel::WidenBf16 => include_str!("../shaders/widen_bf16.wgsl"),
-            Kernel::NarrowBf16 => include_str!("../shaders/narrow_bf16.wgsl"),
-            Kernel::PadColumns => include_str!("../shaders/pad_columns.wgsl"),
-        }
+        self.spec().source
     }
 
     /// Label used for the module and pipeline (shows up in validation errors).
     pub fn label(self) -> &'static str {
-        match self {
-            Kernel::Scores => "scores",
-            Kernel::Softmax => "softmax",
-            Kernel::WeightedSum => "weighted_sum",
-            Kernel::FusedSubgroup => "fused_subgroup",
-            Kernel::FusedSubgroupWide => "fused_subgroup_wide",
-            Kernel::FusedSubgroup16 => "fused_subgroup_16",
-            Kernel::FusedSubgroupWide16 => "fused_subgroup_wide_16",
-            Kernel::FusedSubgroupTexture16 => "fused_subgroup_texture_16",
-            Kernel::FusedSubgroupWideTexture16 => "fused_subgroup_wide_texture_16",
-            Kernel::FusedSubgroupTexture => "fused_subgroup_texture",
-            Kernel::FusedSubgroupWideTexture => "fused_subgroup_wide_texture",
-            Kernel::FusedSubgroupTexture16Bf16 => "fused_subgroup_texture_16_bf16",
-            Kernel::FusedSubgroupWideTexture16Bf16 => "fused_subgroup_wide_texture_16_bf16",
-            Kernel::FusedSubgroupTextureBf16 => "fused_subgroup_texture_bf16",
-            Kernel::FusedSubgroupWideTextureBf16 => "fused_subgroup_wide_texture_bf16",
-            Kernel::FusedSubgroupU64 => "fused_subgroup_u64",
-            Kernel::FusedSubgroupWideU64 => "fused_subgroup_wide_u64",
-            Kernel::FusedPortable => "fused_portable",
-            Kernel::FusedPortableWide => "fused_portable_wide",
-            Kernel::FusedTiled => "fused_tiled",
-            Kernel::FusedTiledWide => "fused_tiled_wide",
-            Kernel::FusedPortableF16 => "fused_portable_f16",
-            Kernel::FusedPortableBf16 => "fused_portable_bf16",
-            Kernel::FusedPortableWideF16 => "fused_portable_wide_f16",
-            Kernel::FusedPortableWideBf16 => "fused_portable_wide_bf16",
-            Kernel::FusedTiledF16 => "fused_tiled_f16",
-            Kernel::FusedTiledBf16 => "fused_tiled_bf16",
-            Kernel::FusedTiledWideF16 => "fused_tiled_wide_f16",
-            Kernel::FusedTiledWideBf16 => "fused_tiled_wide_bf16",
-            Kernel::FusedTiledWider => "fused_tiled_wider",
-            Kernel::FusedTiledWiderF16 => "fused_tiled_wider_f16",
-            Kernel::FusedTiledWiderBf16 => "fused_tiled_wider_bf16",
-            Kernel::DecodePartial => "decode_partial",
-            Kernel::DecodePartialWide => "decode_partial_wide",
-            Kernel::DecodePartialU64 => "decode_partial_u64",
-            Kernel::DecodePartialWideU64 => "decode_partial_wide_u64",
-            Kernel::DecodeWorkgroup => "decode_workgroup",
-            Kernel::DecodePartialF16 => "decode_partial_f16",
-            Kernel::DecodePartialWideF16 => "decode_partial_wide_f16",
-            Kernel::DecodeWorkgroupF16 => "decode_workgroup_f16",
-            Kernel::DecodePartialBf16 => "decode_partial_bf16",
-            Kernel::DecodePartialWideBf16 => "decode_partial_wide_bf16",
-            Kernel::DecodeWorkgroupBf16 => "decode_workgroup_bf16",
-            Kernel::Merge => "merge",
-            Kernel::MergeSegment => "merge_segment",
-            Kernel::Copy => "copy",
-            Kernel::Matmul => "matmul",
-            Kernel::Rope => "rope",
-            Kernel::WidenF16 => "widen_f16",
-            Kernel::NarrowF16 => "narrow_f16",
-            Kernel::WidenBf16 => "widen_bf16",
-            Kernel::NarrowBf16 => "narrow_bf16",
-            Kernel::PadColumns => "pad_columns",
-        }
+        self.spec().label
     }
 
     /// Binding table of group 0, in binding order. Must match the WGSL declarations.
     pub fn bindings(self) -> &'static [BindingKind] {
-        use BindingKind::*;
-        match self {
-            // params, q, k, bias, allow, s
-            Kernel::Scores => &[
-                Uniform,
-                StorageRead,
-                StorageRead,
-                StorageRead,
-                StorageRead,
-                StorageReadWrite,
-            ],
-            // params, bias, allow, s, lse
-            Kernel::Softmax => &[
-                Uniform,
-                StorageRead,
-                StorageRead,
-                StorageReadWrite,
-                StorageReadWrite,
-            ],
-            // params, p, v, o
-            Kernel::WeightedSum => &[Uniform, StorageRead, StorageRead, StorageReadWrite],
-            // params, q, k, v (textures), bias, allow, o, lse
-            Kernel::FusedSubgroupTexture16
-            | Kernel::FusedSubgroupWideTexture16
-            | Kernel::FusedSubgroupTexture
-            | Kernel::FusedSubgroupWideTexture => &[
-                Uniform,
-                StorageRead,
-                Texture,
-                Texture,
-                StorageRead,
-                StorageRead,
-                StorageReadWrite,
-                StorageReadWrite,
-            ],
-            // params, q, k, v (u32 textures), bias, allow, o, lse
-            Kernel::FusedSubgroupTexture16Bf16
-            | Kernel::FusedSubgroupWideTexture16Bf16
-            | Kernel::FusedSubgroupTextureBf16
-            | Kernel::FusedSubgroupWideTextureBf16 => &[
-                Uniform,
-                StorageRead,
-                TextureUint,
-                TextureUint,
-                StorageRead,
-                StorageRead,
-                StorageReadWrite,
-                StorageReadWrite,
-            ],
-            // params, q, k, v, bias, allow, o, lse
-            Kernel::FusedSubgroup
-            | Kernel::FusedSubgroupWide
-            | Kernel::FusedSubgroup16
-            | Kernel::FusedSubgroupWide16
-            | Kernel::FusedSubgroupU64
-            | Kernel::FusedSubgroupWideU64
-            | Kernel::FusedPortable
-            | Kernel::FusedPortableWide
-            | Kernel::FusedTiled
-            | Kernel::FusedTiledWide
-            | Kernel::FusedPortableF16
-            | Kernel::FusedPortableBf16
-            | Kernel::FusedPortableWideF16
-            | Kernel::FusedPortableWideBf16
-            | Kernel::FusedTiledF16
-            | Kernel::FusedTiledBf16
-            | Kernel::FusedTiledWideF16
-            | Kernel::FusedTiledWideBf16
-            | Kernel::FusedTiledWider
-            | Kernel::FusedTiledWiderF16
-            | Kernel::FusedTiledWiderBf16
-            | Kernel::DecodePartial
-            | Kernel::DecodePartialWide
-            | Kernel::DecodePartialU64
-            | Kernel::DecodePartialWideU64
-            | Kernel::DecodeWorkgroup
-            | Kernel::DecodePartialF16
-            | Kernel::DecodePartialWideF16
-            | Kernel::DecodeWorkgroupF16
-            | Kernel::DecodePartialBf16
-            | Kernel::DecodePartialWideBf16
-            | Kernel::DecodeWorkgroupBf16 => &[
-                Uniform,
-                StorageRead,
-                StorageRead,
-                StorageRead,
-                StorageRead,
-                StorageRead,
-                StorageReadWrite,
-                StorageReadWrite,
-            ],
-            // params, part_o, part_l, o, lse
-            Kernel::Merge | Kernel::MergeSegment => &[
-                Uniform,
-                StorageRead,
-                StorageRead,
-                StorageReadWrite,
-                StorageReadWrite,
-            ],
-            // params, src, dst
-            Kernel::Copy => &[Uniform, StorageRead, StorageReadWrite],
-            // params, a, b, bias, c
-            Kernel::Matmul => &[
-                Uniform,
-                StorageRead,
-                StorageRead,
-                StorageRead,
-                StorageReadWrite,
-            ],
-            // params, table, x
-            Kernel::Rope => &[Uniform, StorageRead, StorageReadWrite],
-            // params, src, dst
-            Kernel::WidenF16
-            | Kernel::NarrowF16
-            | Kernel::WidenBf16
-            | Kernel::NarrowBf16
-            | Kernel::PadColumns => &[Uniform, StorageRead, StorageReadWrite],
-        }
+        self.spec().bindings
     }
 
     /// Size in bytes of the uniform parameter struct the kernel reads at binding 0.
     pub fn params_size(self) -> usize {
-        match self {
-            Kernel::Scores | Kernel::Softmax | Kernel::WeightedSum => {
-                std::mem::size_of::<crate::params::ChunkParams>()
-            }
-            Kernel::FusedSubgroup
-            | Kernel::FusedSubgroupWide
-            | Kernel::FusedSubgroup16
-            | Kernel::FusedSubgroupWide16
-            | Kernel::FusedSubgroupTexture16
-            | Kernel::FusedSubgroupWideTexture16
-            | Kernel::FusedSubgroupTexture
-            | Kernel::FusedSubgroupWideTexture
-            | Kernel::FusedSubgroupTexture16Bf16
-            | Kernel::FusedSubgroupWideTexture16Bf16
-            | Kernel::FusedSubgroupTextureBf16
-            | Kernel::FusedSubgroupWideTextureBf16
-            | Kernel::FusedSubgroupU64
-            | Kernel::FusedSubgroupWideU64
-            | Kernel::FusedPortable
-            | Kernel::FusedPortableWide
-            | Kernel::FusedTiled
-            | Kernel::FusedTiledWide
-            | Kernel::FusedPortableF16
-            | Kernel::FusedPortableBf16
-            | Kernel::FusedPortableWideF16
-            | Kernel::FusedPortableWideBf16
-            | Kernel::FusedTiledF16
-            | Kernel::FusedTiledBf16
-            | Kernel::FusedTiledWideF16
-            | Kernel::FusedTiledWideBf16
-            | Kernel::FusedTiledWider
-            | Kernel::FusedTiledWiderF16
-            | Kernel::FusedTiledWiderBf16 => std::mem::size_of::<crate::params::FusedParams>(),
-            Kernel::DecodePartial
-            | Kernel::DecodePartialWide
-            | Kernel::DecodePartialU64
-            | Kernel::DecodePartialWideU64
-            | Kernel::DecodeWorkgroup
-            | Kernel::DecodePartialF16
-            | Kernel::DecodePartialWideF16
-            | Kernel::DecodeWorkgroupF16
-            | Kernel::DecodePartialBf16
-            | Kernel::DecodePartialWideBf16
-            | Kernel::DecodeWorkgroupBf16 => std::mem::size_of::<crate::params::DecodeParams>(),
-            Kernel::Merge => std::mem::size_of::<crate::params::MergeParams>(),
-            Kernel::MergeSegment => std::mem::size_of::<crate::params::SegmentMergeParams>(),
-            Kernel::Copy => std::mem::size_of::<crate::params::CopyParams>(),
-            Kernel::Matmul => std::mem::size_of::<crate::params::MatmulParams>(),
-            Kernel::Rope => std::mem::size_of::<crate::params::RopeParams>(),
-            Kernel::WidenF16 | Kernel::NarrowF16 | Kernel::WidenBf16 | Kernel::NarrowBf16 => {
-                std::mem::size_of::<crate::params::ConvertParams>()
-            }
-            Kernel::PadColumns => std::mem::size_of::<crate::params::PadParams>(),
-        }
+        self.spec().params_size
     }
 
     /// Optional device features the kernel needs.
@@ -816,207 +600,5 @@ impl Kernel {
     /// Entry point name.
     pub fn entry_point(self) -> &'static str {
         "main"
-    }
-}
-
-/// A kernel plus the values of its `override` constants: what a pipeline is built from.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PipelineKey {
-    /// Which shader.
-    pub kernel: Kernel,
-    /// `override` constants by name; integers only, which covers every specialisation we use.
-    pub constants: Vec<(&'static str, u32)>,
-}
-
-impl PipelineKey {
-    /// A kernel specialised for an attention problem: D, DV, causal rule and mask kind, as
-    /// the fused and decode kernels declare them (`override D`, `DV`, `CAUSAL`, `HAS_BIAS`,
-    /// `HAS_ALLOW`).
-    pub(crate) fn for_problem(kernel: Kernel, p: &crate::problem::Problem) -> Self {
-        let (has_bias, has_allow) = p
-            .mask
-            .as_ref()
-            .map_or((false, false), |m| (m.bias.is_some(), m.allow.is_some()));
-        let constants = vec![
-            ("D", p.dims.d as u32),
-            ("DV", p.dims.dv as u32),
-            ("CAUSAL", u32::from(p.causal_offset.is_some())),
-            ("HAS_BIAS", u32::from(has_bias)),
-            ("HAS_ALLOW", u32::from(has_allow)),
-        ];
-        PipelineKey { kernel, constants }
-    }
-
-    /// The subgroup tier's key for `rows` query rows per invocation (its `override R`,
-    /// chosen per chunk by crate::fused::subgroup_layout).
-    pub(crate) fn with_rows_per_invocation(mut self, rows: usize) -> Self {
-        self.constants.push(("R", rows as u32));
-        self
-    }
-
-    /// A kernel without specialisation constants.
-    pub fn plain(kernel: Kernel) -> Self {
-        PipelineKey {
-            kernel,
-            constants: Vec::new(),
-        }
-    }
-
-    pub(crate) fn build(&self, device: &wgpu::Device, checked: bool) -> Pipeline {
-        let kernel = self.kernel;
-        let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
-            .bindings()
-            .iter()
-            .enumerate()
-            .map(|(i, kind)| {
-                let buffer = |ty| wgpu::BindingType::Buffer {
-                    ty,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                };
-                wgpu::BindGroupLayoutEntry {
-                    binding: i as u32,
-                    visibility: wgpu::ShaderStages::COMPUTE,
-                    ty: match kind {
-                        BindingKind::Uniform => buffer(wgpu::BufferBindingType::Uniform),
-                        BindingKind::StorageRead => {
-                            buffer(wgpu::BufferBindingType::Storage { read_only: true })
-                        }
-                        BindingKind::StorageReadWrite => {
-                            buffer(wgpu::BufferBindingType::Storage { read_only: false })
-                        }
-                        BindingKind::Texture => wgpu::BindingType::Texture {
-                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
-                            view_dimension: wgpu::TextureViewDimension::D2,
-                            multisampled: false,
-                        },
-                        BindingKind::TextureUint => wgpu::BindingType::Texture {
-                            sample_type: wgpu::TextureSampleType::Uint,
-                            view_dimension: wgpu::TextureViewDimension::D2,
-                            multisampled: false,
-                        },
-                    },
-                    count: None,
-                }
-            })
-            .collect();
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(kernel.label()),
-            entries: &entries,
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(kernel.label()),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let desc = wgpu::ShaderModuleDescriptor {
-            label: Some(kernel.label()),
-            source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
-        };
-        // Trusted modules skip wgpu's runtime checks (bounds checks and forced loop bounding).
-        // Both hide trip counts and induction variables from the driver's compiler, so loops
-        // do not unroll and per-invocation arrays become indexed scratch memory: measured 2x
-        // slower on lavapipe. Our kernels clamp every read index into its binding and guard
-        // every write, and every loop is bounded by a constant, an override, or a uniform
-        // length that host validation bounds. `ContextOptions::shader_runtime_checks` turns
-        // the checks back on (the test suite runs parity both ways).
-        let checks = if checked {
-            wgpu::ShaderRuntimeChecks::checked()
-        } else {
-            wgpu::ShaderRuntimeChecks::unchecked()
-        };
-        // SAFETY: see above; the shaders are this crate's own, reviewed for in-range access.
-        let module = unsafe { device.create_shader_module_trusted(desc, checks) };
-        let constants: Vec<(&str, f64)> = self
-            .constants
-            .iter()
-            .map(|(k, v)| (*k, f64::from(*v)))
-            .collect();
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(kernel.label()),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some(kernel.entry_point()),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &constants,
-                // Every kernel writes workgroup memory before reading it.
-                zero_initialize_workgroup_memory: false,
-            },
-            cache: None,
-        });
-        Pipeline {
-            kernel,
-            layout,
-            pipeline,
-        }
-    }
-}
-
-/// A compiled compute pipeline with its bind-group layout.
-#[derive(Debug)]
-pub struct Pipeline {
-    kernel: Kernel,
-    layout: wgpu::BindGroupLayout,
-    pipeline: wgpu::ComputePipeline,
-}
-
-impl Pipeline {
-    /// The compute pipeline.
-    pub fn compute(&self) -> &wgpu::ComputePipeline {
-        &self.pipeline
-    }
-
-    /// Builds a bind group from buffer bindings given in binding order.
-    pub fn bind_group(
-        &self,
-        device: &wgpu::Device,
-        resources: &[wgpu::BufferBinding<'_>],
-    ) -> wgpu::BindGroup {
-        let resources: Vec<wgpu::BindingResource> = resources
-            .iter()
-            .map(|b| wgpu::BindingResource::Buffer(b.clone()))
-            .collect();
-        self.bind_group_of(device, resources)
-    }
-
-    /// A bind group of any resources, one per binding in order (textures as views).
-    pub fn bind_group_of(
-        &self,
-        device: &wgpu::Device,
-        resources: Vec<wgpu::BindingResource<'_>>,
-    ) -> wgpu::BindGroup {
-        let entries: Vec<wgpu::BindGroupEntry> = resources
-            .into_iter()
-            .enumerate()
-            .map(|(i, resource)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource,
-            })
-            .collect();
-        device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(self.kernel.label()),
-            layout: &self.layout,
-            entries: &entries,
-        })
-    }
-}
-
-/// Cache of built pipelines, shared by clones of a context.
-#[derive(Default)]
-pub(crate) struct KernelRegistry {
-    built: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
-}
-
-impl KernelRegistry {
-    pub(crate) fn get(&self, key: &PipelineKey) -> Option<Arc<Pipeline>> {
-        self.built.lock().ok().and_then(|m| m.get(key).cloned())
-    }
-
-    pub(crate) fn insert(&self, key: PipelineKey, pipeline: Pipeline) -> Arc<Pipeline> {
-        let pipeline = Arc::new(pipeline);
-        if let Ok(mut m) = self.built.lock() {
-            return Arc::clone(m.entry(key).or_insert(pipeline));
-        }
-        pipeline
     }
 }

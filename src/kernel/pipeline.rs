@@ -1,0 +1,210 @@
+//! Pipelines built from the registry's kernels: the key a pipeline is built from (a kernel
+//! and its `override` constants), the built pipeline with its bind-group layout, and the
+//! cache of built pipelines that a context shares.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::{BindingKind, Kernel};
+
+/// A kernel plus the values of its `override` constants: what a pipeline is built from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PipelineKey {
+    /// Which shader.
+    pub kernel: Kernel,
+    /// `override` constants by name; integers only, which covers every specialisation we use.
+    pub constants: Vec<(&'static str, u32)>,
+}
+
+impl PipelineKey {
+    /// A kernel specialised for an attention problem: D, DV, causal rule and mask kind, as
+    /// the fused and decode kernels declare them (`override D`, `DV`, `CAUSAL`, `HAS_BIAS`,
+    /// `HAS_ALLOW`).
+    pub(crate) fn for_problem(kernel: Kernel, p: &crate::problem::Problem) -> Self {
+        let (has_bias, has_allow) = p
+            .mask
+            .as_ref()
+            .map_or((false, false), |m| (m.bias.is_some(), m.allow.is_some()));
+        let constants = vec![
+            ("D", p.dims.d as u32),
+            ("DV", p.dims.dv as u32),
+            ("CAUSAL", u32::from(p.causal_offset.is_some())),
+            ("HAS_BIAS", u32::from(has_bias)),
+            ("HAS_ALLOW", u32::from(has_allow)),
+        ];
+        PipelineKey { kernel, constants }
+    }
+
+    /// The subgroup tier's key for `rows` query rows per invocation (its `override R`,
+    /// chosen per chunk by crate::fused::subgroup_layout).
+    pub(crate) fn with_rows_per_invocation(mut self, rows: usize) -> Self {
+        self.constants.push(("R", rows as u32));
+        self
+    }
+
+    /// A kernel without specialisation constants.
+    pub fn plain(kernel: Kernel) -> Self {
+        PipelineKey {
+            kernel,
+            constants: Vec::new(),
+        }
+    }
+
+    pub(crate) fn build(&self, device: &wgpu::Device, checked: bool) -> Pipeline {
+        let kernel = self.kernel;
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = kernel
+            .bindings()
+            .iter()
+            .enumerate()
+            .map(|(i, kind)| {
+                let buffer = |ty| wgpu::BindingType::Buffer {
+                    ty,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                };
+                wgpu::BindGroupLayoutEntry {
+                    binding: i as u32,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: match kind {
+                        BindingKind::Uniform => buffer(wgpu::BufferBindingType::Uniform),
+                        BindingKind::StorageRead => {
+                            buffer(wgpu::BufferBindingType::Storage { read_only: true })
+                        }
+                        BindingKind::StorageReadWrite => {
+                            buffer(wgpu::BufferBindingType::Storage { read_only: false })
+                        }
+                        BindingKind::Texture => wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                            multisampled: false,
+                        },
+                        BindingKind::TextureUint => wgpu::BindingType::Texture {
+                            sample_type: wgpu::TextureSampleType::Uint,
+                            view_dimension: wgpu::TextureViewDimension::D2,
+                            multisampled: false,
+                        },
+                    },
+                    count: None,
+                }
+            })
+            .collect();
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(kernel.label()),
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(kernel.label()),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let desc = wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.label()),
+            source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+        };
+        // Trusted modules skip wgpu's runtime checks (bounds checks and forced loop bounding).
+        // Both hide trip counts and induction variables from the driver's compiler, so loops
+        // do not unroll and per-invocation arrays become indexed scratch memory: measured 2x
+        // slower on lavapipe. Our kernels clamp every read index into its binding and guard
+        // every write, and every loop is bounded by a constant, an override, or a uniform
+        // length that host validation bounds. `ContextOptions::shader_runtime_checks` turns
+        // the checks back on (the test suite runs parity both ways).
+        let checks = if checked {
+            wgpu::ShaderRuntimeChecks::checked()
+        } else {
+            wgpu::ShaderRuntimeChecks::unchecked()
+        };
+        // SAFETY: see above; the shaders are this crate's own, reviewed for in-range access.
+        let module = unsafe { device.create_shader_module_trusted(desc, checks) };
+        let constants: Vec<(&str, f64)> = self
+            .constants
+            .iter()
+            .map(|(k, v)| (*k, f64::from(*v)))
+            .collect();
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(kernel.label()),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(kernel.entry_point()),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &constants,
+                // Every kernel writes workgroup memory before reading it.
+                zero_initialize_workgroup_memory: false,
+            },
+            cache: None,
+        });
+        Pipeline {
+            kernel,
+            layout,
+            pipeline,
+        }
+    }
+}
+
+/// A compiled compute pipeline with its bind-group layout.
+#[derive(Debug)]
+pub struct Pipeline {
+    kernel: Kernel,
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::ComputePipeline,
+}
+
+impl Pipeline {
+    /// The compute pipeline.
+    pub fn compute(&self) -> &wgpu::ComputePipeline {
+        &self.pipeline
+    }
+
+    /// Builds a bind group from buffer bindings given in binding order.
+    pub fn bind_group(
+        &self,
+        device: &wgpu::Device,
+        resources: &[wgpu::BufferBinding<'_>],
+    ) -> wgpu::BindGroup {
+        let resources: Vec<wgpu::BindingResource> = resources
+            .iter()
+            .map(|b| wgpu::BindingResource::Buffer(b.clone()))
+            .collect();
+        self.bind_group_of(device, resources)
+    }
+
+    /// A bind group of any resources, one per binding in order (textures as views).
+    pub fn bind_group_of(
+        &self,
+        device: &wgpu::Device,
+        resources: Vec<wgpu::BindingResource<'_>>,
+    ) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = resources
+            .into_iter()
+            .enumerate()
+            .map(|(i, resource)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource,
+            })
+            .collect();
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(self.kernel.label()),
+            layout: &self.layout,
+            entries: &entries,
+        })
+    }
+}
+
+/// Cache of built pipelines, shared by clones of a context.
+#[derive(Default)]
+pub(crate) struct KernelRegistry {
+    built: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+}
+
+impl KernelRegistry {
+    pub(crate) fn get(&self, key: &PipelineKey) -> Option<Arc<Pipeline>> {
+        self.built.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    pub(crate) fn insert(&self, key: PipelineKey, pipeline: Pipeline) -> Arc<Pipeline> {
+        let pipeline = Arc::new(pipeline);
+        if let Ok(mut m) = self.built.lock() {
+            return Arc::clone(m.entry(key).or_insert(pipeline));
+        }
+        pipeline
+    }
+}
