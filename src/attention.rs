@@ -1,5 +1,8 @@
 //! The public entry points: [`attention`] on host arrays and [`attention_gpu`] on device
-//! tensors. Both validate every input before anything is encoded.
+//! tensors. Both validate every input before anything is encoded. What a call decides
+//! before it runs (validation, path, chunk plan, memory estimate) is in
+//! `attention/prepare.rs`; keys in segments, where a kv head exceeds a binding, in
+//! `attention/segments.rs`.
 
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
@@ -10,19 +13,17 @@ use crate::empty;
 use crate::error::{Error, Result};
 use crate::fp16::HalfFormat;
 use crate::fused;
-use crate::memory::{buffer_bytes, MemoryEstimate};
+use crate::memory::MemoryEstimate;
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
-use crate::plan::{Chunk, DeviceBudget};
-use crate::planner::{choose_path, Path};
-use crate::problem::{
-    check_problem, max_abs_finite, validate_dims, validate_problem, Dims, Problem, MAX_ELEMENTS,
-};
+use crate::planner::Path;
+use crate::problem::{check_problem, max_abs_finite, validate_dims, Dims, Problem};
 use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
 
+mod prepare;
 mod segments;
-use segments::{SegmentView, Segments};
+use prepare::{estimate, estimate_one, plan_call, plan_one, prepare, Prepared};
 
 /// Outputs of [`attention_gpu`], left on the device.
 #[derive(Debug)]
@@ -261,41 +262,6 @@ enum Inputs {
     Device,
 }
 
-/// A validated problem with its path, the reason for it, and its chunk plan.
-struct Prepared {
-    /// The problem the kernels run: for the vec4 paths (fused, decode) D and Dv are rounded
-    /// up to multiples of 4 (see [`widths`]).
-    problem: Problem,
-    /// The caller's dimensions, which the outputs take.
-    user_dims: Dims,
-    path: Path,
-    reason: String,
-    chunks: Vec<Chunk>,
-    /// Dispatches per chunk, each with its own uniform buffer.
-    dispatches_per_chunk: u64,
-    /// Whether the path copies K and V into textures (fused::reads_textures).
-    kv_textures: bool,
-    /// What the K and V buffers hold; 16-bit ones that the path does not read as they are
-    /// (`problem.kv_half` None) are widened to f32 first.
-    kv_storage: KvStorage,
-    /// Rows per kv head in the caller's K and V buffers (`problem.kv_rows` unless they are
-    /// widened into compact copies).
-    kv_source_rows: usize,
-    /// Row of each kv head's first key in the caller's K and V buffers (`problem.kv_first`
-    /// unless they are widened into compact copies).
-    kv_source_first: usize,
-    /// Where one kv head's K or V rows exceed a binding: how the keys split into segments,
-    /// of which this is the plan of the first (`segments.rs`).
-    segments: Option<Segments>,
-}
-
-impl Prepared {
-    /// Whether the call widens f16 K and V to f32 before the path runs.
-    fn widens_kv(&self) -> bool {
-        self.kv_storage != KvStorage::F32 && self.problem.kv_half.is_none()
-    }
-}
-
 /// Peak device memory that [`attention`] would hold for inputs of these shapes (and the
 /// mask in `opts`), with the path it would take. Nothing is allocated, so a caller can size
 /// batches to the device; compare with [`Context::device_memory`] less
@@ -323,303 +289,6 @@ pub fn memory_estimate(
         estimate(ctx, &plan, opts.return_weights, Inputs::Host),
         info,
     ))
-}
-
-/// Validates, picks the path, plans its chunks and checks the call's peak device memory
-/// against what the device has free: everything that can fail before allocating.
-fn prepare(
-    ctx: &Context,
-    dims: Dims,
-    kv: (usize, KvStorage),
-    opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
-    inputs: Inputs,
-) -> Result<Prepared> {
-    let plan = plan_call(ctx, dims, kv, opts, max_abs)?;
-    ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
-    Ok(plan)
-}
-
-/// Validation, path choice and chunk plan of a call whose K and V hold `kv_rows` rows per kv
-/// head (`dims.lk`, or a cache's capacity) stored as `kv_storage`; where one kv head's rows
-/// exceed a binding, the plan of its first key segment (`segments.rs`).
-fn plan_call(
-    ctx: &Context,
-    dims: Dims,
-    (kv_rows, kv_storage): (usize, KvStorage),
-    opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
-) -> Result<Prepared> {
-    let causal_offset = opts.causal.offset(dims.lq, dims.lk);
-    let Some(mut seg) = Segments::plan(ctx, &dims, kv_rows, causal_offset) else {
-        return plan_one(ctx, dims, (kv_rows, kv_storage), opts, max_abs, None);
-    };
-    // The whole call is checked first, so that an error names the caller's shapes and
-    // indices; each segment then packs its own columns of the mask.
-    check_problem(dims, opts, max_abs)?;
-    segments::check(&seg, opts, kv_storage)?;
-    let (mut plan, in_place) = seg.plan_segment(ctx, 0, kv_storage, opts, max_abs)?;
-    let budget = DeviceBudget::from_limits(&ctx.limits());
-    plan.reason = format!("{}; {}", seg.describe(&budget, in_place), plan.reason);
-    seg.first_in_place = in_place;
-    plan.segments = Some(seg);
-    Ok(plan)
-}
-
-/// [`plan_call`] without segments, or of one key segment (`segment`: its first key, where
-/// its rows are read in place, and its causal rule, shifted to that key).
-fn plan_one(
-    ctx: &Context,
-    dims: Dims,
-    (kv_rows, kv_storage): (usize, KvStorage),
-    opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
-    segment: Option<SegmentView>,
-) -> Result<Prepared> {
-    let mut problem = validate_problem(dims, opts, max_abs)?;
-    problem.kv_rows = kv_rows;
-    if let Some(view) = segment {
-        problem.causal_offset = view.causal_offset;
-        problem.kv_first = view.first;
-    }
-    check_element_counts(&problem, opts.return_weights)?;
-    let (path, mut reason) = choose_path(ctx, &problem, opts)?;
-    // The scale was fixed from the caller's D by validation; padding leaves it alone.
-    problem.dims = match path {
-        Path::Unfused => widths::nonzero_dims(dims),
-        Path::Fused(_) | Path::Decode(_) => widths::kernel_dims(dims),
-    };
-    if problem.dims != dims {
-        let mut zero = Vec::new();
-        if dims.d == 0 {
-            zero.push("D = 0: every score is 0");
-        }
-        if dims.dv == 0 {
-            zero.push("Dv = 0: the output is empty");
-        }
-        let why = if zero.is_empty() {
-            "zero columns for vec4 loads".to_string()
-        } else {
-            format!("zero columns ({})", zero.join("; "))
-        };
-        reason = format!(
-            "{reason}; D {} and Dv {} padded to {} and {} with {why}",
-            dims.d, dims.dv, problem.dims.d, problem.dims.dv
-        );
-        check_element_counts(&problem, opts.return_weights)?;
-    }
-    // 16-bit K and V: decode and the fused tiers read them as they are (the subgroup tier
-    // through its textures: fused::reads_half), unless their widths were padded
-    // (the padded copies are f32); otherwise the call widens the first Lk rows of each kv
-    // head into a compact f32 copy (of a cache, not its whole capacity), which the kernels
-    // then index with kv_rows = Lk.
-    if let Some(format) = kv_storage.half() {
-        let direct = problem.dims == dims
-            && match path {
-                Path::Decode(_) => true,
-                Path::Fused(tier) => fused::reads_half(ctx, &problem, tier),
-                Path::Unfused => false,
-            };
-        if direct {
-            problem.kv_half = Some(format);
-            if let Path::Fused(_) = path {
-                reason = format!("{reason}; K/V read as {}", format.name());
-            }
-        } else {
-            problem.kv_rows = dims.lk;
-            problem.kv_first = 0;
-            reason = format!("{reason}; K/V widened from {} to f32 first", format.name());
-        }
-    }
-    let chunks = match path {
-        Path::Unfused => unfused::plan(ctx, &problem)?,
-        Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
-        Path::Decode(form) => decode::plan(ctx, &problem, form)?,
-    };
-    // Kernels that read 16-bit K and V bind the same elements at half the bytes.
-    let chunks = if problem.kv_half.is_some() {
-        let budget = DeviceBudget::from_limits(&ctx.limits());
-        chunks
-            .iter()
-            .map(|c| c.with_half_kv(&budget))
-            .collect::<Result<Vec<_>>>()?
-    } else {
-        chunks
-    };
-    // Passes over the keys: several only for a fused tier on llvmpipe with long rows, or on
-    // the subgroup tier where its row blocks alone would leave threads idle.
-    let passes = match path {
-        Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
-        Path::Unfused | Path::Decode(_) => 1,
-    };
-    if let Path::Decode(form) = path {
-        reason = format!("{reason}; {}", decode::describe(ctx, &problem, form));
-    }
-    // Whether the path copies K and V into textures: the reason says so, the estimate counts them.
-    let kv_textures =
-        matches!(path, Path::Fused(tier) if fused::reads_textures(ctx, &problem, tier));
-    if path == Path::Fused(fused::Tier::Subgroup) {
-        if fused::subgroup_keys(ctx.adapter_info()) == 16 {
-            reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
-        }
-        if kv_textures {
-            reason = format!("{reason}; K/V copied into textures and read from them");
-        } else if fused::reads_words(ctx, fused::Tier::Subgroup) {
-            reason = format!("{reason}; K/V read as 64-bit words");
-        }
-        if let Some(layout) = chunks
-            .first()
-            .map(|c| fused::chunk_layout(&problem, c, passes))
-        {
-            reason = format!(
-                "{reason}; {} rows per invocation",
-                layout.rows_per_invocation
-            );
-            if layout.unit_heads > 1 {
-                reason = format!(
-                    "{reason}; the {} query heads of a GQA group share workgroups",
-                    layout.unit_heads
-                );
-            }
-        }
-    }
-    if path == Path::Fused(fused::Tier::Tiled) {
-        let heads = chunks
-            .first()
-            .map_or(1, |c| fused::tiled_unit_heads(&problem, c));
-        if heads > 1 {
-            reason = format!("{reason}; the {heads} query heads of a GQA group share blocks");
-        }
-    }
-    if let (Path::Fused(tier), true) = (path, passes > 1) {
-        let why = fused::key_passes_reason(ctx.adapter_info(), &problem, tier);
-        let how = if tier == fused::Tier::Subgroup {
-            "key ranges side by side"
-        } else {
-            "passes over the keys"
-        };
-        reason = format!("{reason}; in {passes} {how} ({why}), merged");
-    }
-    let dispatches_per_chunk = match path {
-        Path::Unfused => 3,
-        Path::Fused(tier) if passes > 1 => {
-            (passes / fused::passes_per_dispatch(tier, passes)) as u64 + 1
-        }
-        Path::Fused(_) => 1,
-        Path::Decode(_) => 2,
-    };
-    Ok(Prepared {
-        kv_textures,
-        kv_storage,
-        kv_source_rows: kv_rows,
-        kv_source_first: segment.map_or(0, |view| view.first),
-        problem,
-        user_dims: dims,
-        path,
-        reason,
-        chunks,
-        dispatches_per_chunk,
-        segments: None,
-    })
-}
-
-impl Prepared {
-    /// What the plan tells the caller before anything runs: path, reason, chunks.
-    fn info(&self) -> PlanInfo {
-        PlanInfo {
-            path: self.path.name(),
-            reason: self.reason.clone(),
-            // Segments: each as many as the first.
-            chunks: self.chunks.len() * self.segments.as_ref().map_or(1, Segments::count),
-        }
-    }
-}
-
-/// Peak device bytes of a prepared call on `ctx` (see [`MemoryEstimate`] for what each part
-/// holds).
-fn estimate(ctx: &Context, plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
-    let Some(seg) = &plan.segments else {
-        return estimate_one(ctx, plan, weights, inputs);
-    };
-    // One segment's call on inputs already on the device, and beside it the caller's
-    // inputs, the segment's K/V copies and the running result.
-    let mut e = estimate_one(ctx, plan, false, Inputs::Device);
-    let d = &seg.caller_dims;
-    let q_bytes = buffer_bytes(d.rows() * d.d);
-    let kv_bytes = buffer_bytes(d.b * d.hkv * d.lk * d.d) + buffer_bytes(d.b * d.hkv * d.lk * d.dv);
-    e.inputs = match inputs {
-        Inputs::Host => q_bytes + kv_bytes,
-        Inputs::HostQuery => q_bytes,
-        Inputs::Device => 0,
-    };
-    e.staging += e.inputs;
-    if inputs != Inputs::Device {
-        e.readback = buffer_bytes(d.rows() * d.dv);
-    }
-    e.scratch += seg.extra_bytes(plan.kv_storage);
-    e
-}
-
-/// [`estimate`] of a call in one piece.
-fn estimate_one(ctx: &Context, plan: &Prepared, weights: bool, inputs: Inputs) -> MemoryEstimate {
-    let d = &plan.user_dims;
-    let kv_rows = d.b * d.hkv * d.lk;
-    let input_bytes =
-        buffer_bytes(d.rows() * d.d) + buffer_bytes(kv_rows * d.d) + buffer_bytes(kv_rows * d.dv);
-    let mask = plan.problem.mask.as_ref().map_or(0, |m| {
-        m.bias.as_ref().map_or(0, |b| buffer_bytes(b.values.len()))
-            + m.allow.as_ref().map_or(0, |a| buffer_bytes(a.values.len()))
-    });
-    let out = buffer_bytes(d.rows() * d.dv);
-    let weights_bytes = if weights {
-        buffer_bytes(d.rows() * d.lk)
-    } else {
-        0
-    };
-    let outputs = out + buffer_bytes(d.rows()) + weights_bytes;
-    let path_scratch = match plan.path {
-        Path::Unfused => unfused::scratch_bytes(&plan.chunks),
-        Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks, plan.kv_textures),
-        Path::Decode(_) => decode::scratch_bytes(&plan.problem, &plan.chunks),
-    } + widths::copy_bytes(d, &plan.problem.dims, plan.problem.kv_rows)
-        + widened_kv_bytes(plan);
-    // One uniform buffer per dispatch.
-    let uniforms = plan.chunks.len() as u64 * plan.dispatches_per_chunk * buffer_bytes(64);
-    let host_inputs = match inputs {
-        Inputs::Host => input_bytes,
-        Inputs::HostQuery => buffer_bytes(d.rows() * d.d),
-        Inputs::Device => 0,
-    };
-    let readback = if inputs == Inputs::Device {
-        0
-    } else {
-        out.max(weights_bytes)
-    };
-    MemoryEstimate {
-        inputs: host_inputs,
-        mask,
-        outputs,
-        // The context's NaN source for the outputs, where this call would be the first.
-        scratch: path_scratch + uniforms + ctx.nan_source_pending_bytes(),
-        staging: host_inputs + mask,
-        readback,
-    }
-}
-
-/// Bytes of the f32 copies of f16 K and V that a call widens first (0 where it reads them as
-/// they are), and of the compact f16 copies of a cache's rows they are widened from.
-fn widened_kv_bytes(plan: &Prepared) -> u64 {
-    if !plan.widens_kv() {
-        return 0;
-    }
-    let d = &plan.user_dims;
-    let rows = d.b * d.hkv * plan.problem.kv_rows;
-    let compact = if plan.kv_source_rows != plan.problem.kv_rows || plan.kv_source_first != 0 {
-        buffer_bytes((rows * d.d).div_ceil(2)) + buffer_bytes((rows * d.dv).div_ceil(2))
-    } else {
-        0
-    };
-    buffer_bytes(rows * d.d) + buffer_bytes(rows * d.dv) + compact
 }
 
 /// Runs the prepared call: in one piece, or segment by segment (`segments.rs`).
@@ -724,25 +393,6 @@ fn execute_one(
             chunks,
         },
     })
-}
-
-fn check_element_counts(p: &Problem, weights: bool) -> Result<()> {
-    let d = &p.dims;
-    let sizes = [
-        ("q", d.rows() * d.d),
-        ("k", d.b * d.hkv * p.kv_rows * d.d),
-        ("v", d.b * d.hkv * p.kv_rows * d.dv),
-        ("out", d.rows() * d.dv),
-        ("weights", if weights { d.rows() * d.lk } else { 0 }),
-    ];
-    for (name, n) in sizes {
-        if n > MAX_ELEMENTS {
-            return Err(Error::too_large(format_args!(
-                "{name} has {n} elements; kernels index with u32, so at most {MAX_ELEMENTS}"
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn upload_mask(ctx: &Context, p: &Problem) -> Result<(Option<wgpu::Buffer>, Option<wgpu::Buffer>)> {
