@@ -57,6 +57,12 @@ const ROPE: &[BindingKind] = &[U, R, RW];
 /// params, src, dst (16-bit conversions and column padding)
 const CONVERT: &[BindingKind] = &[U, R, RW];
 
+// Optional device features of the kernels.
+const NONE: wgpu::Features = wgpu::Features::empty();
+const SUBGROUP: wgpu::Features = wgpu::Features::SUBGROUP;
+const INT64: wgpu::Features = wgpu::Features::SHADER_INT64;
+const SUBGROUP_INT64: wgpu::Features = SUBGROUP.union(INT64);
+
 // WGSL has no include: a kernel's source is its files concatenated in order, shared
 // declarations first. The macros name the files under shaders/ without `.wgsl`.
 
@@ -100,11 +106,13 @@ struct Spec {
     source: &'static str,
     bindings: &'static [BindingKind],
     params_size: usize,
+    features: wgpu::Features,
 }
 
 /// Defines [`Kernel`] with one variant per entry, [`Kernel::ALL`] in table order, and the
 /// entries' [`Spec`]s. Each entry: the variant's docs and name, then its label, source (one
-/// of the macros above), binding table and parameter struct (in crate::params).
+/// of the macros above), binding table, parameter struct (in crate::params) and the
+/// optional device features it needs.
 macro_rules! kernels {
     ($(
         $(#[$doc:meta])*
@@ -113,6 +121,7 @@ macro_rules! kernels {
             source: $source:expr,
             bindings: $bindings:ident,
             params: $params:ident,
+            features: $features:ident,
         }
     )+) => {
         /// Every compute kernel of the crate.
@@ -132,6 +141,7 @@ macro_rules! kernels {
                         source: $source,
                         bindings: $bindings,
                         params_size: std::mem::size_of::<crate::params::$params>(),
+                        features: $features,
                     },)+
                 }
             }
@@ -146,6 +156,7 @@ kernels! {
         source: masked!("scores"),
         bindings: SCORES,
         params: ChunkParams,
+        features: NONE,
     }
     /// `shaders/softmax.wgsl`: in-place row softmax of S into P, with log-sum-exp.
     Softmax {
@@ -153,6 +164,7 @@ kernels! {
         source: masked!("softmax"),
         bindings: SOFTMAX,
         params: ChunkParams,
+        features: NONE,
     }
     /// `shaders/weighted_sum.wgsl`: O = P V.
     WeightedSum {
@@ -160,6 +172,7 @@ kernels! {
         source: masked!("weighted_sum"),
         bindings: WEIGHTED_SUM,
         params: ChunkParams,
+        features: NONE,
     }
     /// `shaders/fused_subgroup.wgsl`: one-pass online softmax, K/V shared by subgroup broadcast
     /// (D and Dv up to 128: `shaders/subgroup_width_128.wgsl`).
@@ -168,6 +181,7 @@ kernels! {
         source: subgroup!("kv_loads_f32", "subgroup_width_128", "subgroup_lanes_8"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// The same kernel for D and Dv up to 640, with fewer query rows per invocation
     /// (`shaders/subgroup_width_640.wgsl`).
@@ -176,6 +190,7 @@ kernels! {
         source: subgroup!("kv_loads_f32", "subgroup_width_640", "subgroup_lanes_8"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroup`] in 16-key blocks, for subgroups of 16 lanes or more
     /// (`shaders/subgroup_lanes_16.wgsl`; lavapipe with 512-bit vectors).
@@ -184,6 +199,7 @@ kernels! {
         source: subgroup!("kv_loads_f32", "subgroup_width_128", "subgroup_lanes_16"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroupWide`] in 16-key blocks, for subgroups of 16 lanes or more.
     FusedSubgroupWide16 {
@@ -191,6 +207,7 @@ kernels! {
         source: subgroup!("kv_loads_f32", "subgroup_width_640", "subgroup_lanes_16"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroup16`] reading K and V from rgba32float textures
     /// (`shaders/kv_loads_texture.wgsl`), which the host fills from the K/V windows before
@@ -200,6 +217,7 @@ kernels! {
         source: subgroup!("kv_loads_texture", "subgroup_width_128", "subgroup_lanes_16"),
         bindings: ONE_PASS_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroupWide16`] reading K and V from textures.
     FusedSubgroupWideTexture16 {
@@ -207,6 +225,7 @@ kernels! {
         source: subgroup!("kv_loads_texture", "subgroup_width_640", "subgroup_lanes_16"),
         bindings: ONE_PASS_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroup`] (8-key blocks) reading K and V from textures: what CPU
     /// adapters with 8-lane subgroups run.
@@ -215,6 +234,7 @@ kernels! {
         source: subgroup!("kv_loads_texture", "subgroup_width_128", "subgroup_lanes_8"),
         bindings: ONE_PASS_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroupWide`] reading K and V from textures.
     FusedSubgroupWideTexture {
@@ -222,6 +242,7 @@ kernels! {
         source: subgroup!("kv_loads_texture", "subgroup_width_640", "subgroup_lanes_8"),
         bindings: ONE_PASS_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroupTexture16`] reading bfloat16 K and V from rg32uint textures
     /// (`shaders/kv_loads_texture_bf16.wgsl`). (f16 K and V need no kernels of their own:
@@ -231,6 +252,7 @@ kernels! {
         source: subgroup!("kv_loads_texture_bf16", "subgroup_width_128", "subgroup_lanes_16"),
         bindings: ONE_PASS_UINT_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroupWideTexture16`] reading bfloat16 K and V from textures.
     FusedSubgroupWideTexture16Bf16 {
@@ -238,6 +260,7 @@ kernels! {
         source: subgroup!("kv_loads_texture_bf16", "subgroup_width_640", "subgroup_lanes_16"),
         bindings: ONE_PASS_UINT_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroupTexture`] reading bfloat16 K and V from textures.
     FusedSubgroupTextureBf16 {
@@ -245,6 +268,7 @@ kernels! {
         source: subgroup!("kv_loads_texture_bf16", "subgroup_width_128", "subgroup_lanes_8"),
         bindings: ONE_PASS_UINT_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroupWideTexture`] reading bfloat16 K and V from textures.
     FusedSubgroupWideTextureBf16 {
@@ -252,6 +276,7 @@ kernels! {
         source: subgroup!("kv_loads_texture_bf16", "subgroup_width_640", "subgroup_lanes_8"),
         bindings: ONE_PASS_UINT_TEXTURES,
         params: FusedParams,
+        features: SUBGROUP,
     }
     /// [`Kernel::FusedSubgroup`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64` too), for CPU adapters
@@ -261,6 +286,7 @@ kernels! {
         source: subgroup!("kv_loads_u64", "subgroup_width_128", "subgroup_lanes_8"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: SUBGROUP_INT64,
     }
     /// [`Kernel::FusedSubgroupWide`] reading K and V as 64-bit words.
     FusedSubgroupWideU64 {
@@ -268,6 +294,7 @@ kernels! {
         source: subgroup!("kv_loads_u64", "subgroup_width_640", "subgroup_lanes_8"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: SUBGROUP_INT64,
     }
     /// `shaders/fused_portable.wgsl`: one-pass online softmax, K/V shared in workgroup memory
     /// (D and Dv up to 128: `shaders/portable_width_128.wgsl`).
@@ -276,6 +303,7 @@ kernels! {
         source: fused!("kv_loads_f32", "portable_width_128", "fused_portable"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// The same kernel for D and Dv up to 256 (`shaders/portable_width_256.wgsl`).
     FusedPortableWide {
@@ -283,6 +311,7 @@ kernels! {
         source: fused!("kv_loads_f32", "portable_width_256", "fused_portable"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// `shaders/fused_tiled.wgsl`: one-pass online softmax over 64 x 64 tiles staged in
     /// workgroup memory, register-tiled for GPUs (D and Dv up to 128:
@@ -292,6 +321,7 @@ kernels! {
         source: fused!("kv_loads_f32", "tiled_width_128", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// The same kernel for Dv up to 256 (and D up to 4096, beyond 256 since 2026-12-02), with
     /// twice the output columns per invocation (`shaders/tiled_width_256.wgsl`).
@@ -300,6 +330,7 @@ kernels! {
         source: fused!("kv_loads_f32", "tiled_width_256", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedPortable`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
     FusedPortableF16 {
@@ -307,6 +338,7 @@ kernels! {
         source: fused!("kv_loads_f16", "portable_width_128", "fused_portable"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedPortable`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
     FusedPortableBf16 {
@@ -314,6 +346,7 @@ kernels! {
         source: fused!("kv_loads_bf16", "portable_width_128", "fused_portable"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedPortableWide`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
     FusedPortableWideF16 {
@@ -321,6 +354,7 @@ kernels! {
         source: fused!("kv_loads_f16", "portable_width_256", "fused_portable"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedPortableWide`] reading K and V stored as bfloat16
     /// (`shaders/kv_loads_bf16.wgsl`).
@@ -329,6 +363,7 @@ kernels! {
         source: fused!("kv_loads_bf16", "portable_width_256", "fused_portable"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedTiled`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
     FusedTiledF16 {
@@ -336,6 +371,7 @@ kernels! {
         source: fused!("kv_loads_f16", "tiled_width_128", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedTiled`] reading K and V stored as bfloat16 (`shaders/kv_loads_bf16.wgsl`).
     FusedTiledBf16 {
@@ -343,6 +379,7 @@ kernels! {
         source: fused!("kv_loads_bf16", "tiled_width_128", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedTiledWide`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
     FusedTiledWideF16 {
@@ -350,6 +387,7 @@ kernels! {
         source: fused!("kv_loads_f16", "tiled_width_256", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedTiledWide`] reading K and V stored as bfloat16
     /// (`shaders/kv_loads_bf16.wgsl`).
@@ -358,6 +396,7 @@ kernels! {
         source: fused!("kv_loads_bf16", "tiled_width_256", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// The tiled kernel for Dv up to 512 (D up to 4096, as every tiled variant: no array is
     /// sized by D), with 16 output vec4 per row of an invocation
@@ -367,6 +406,7 @@ kernels! {
         source: fused!("kv_loads_f32", "tiled_width_512", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedTiledWider`] reading K and V stored as f16.
     FusedTiledWiderF16 {
@@ -374,6 +414,7 @@ kernels! {
         source: fused!("kv_loads_f16", "tiled_width_512", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// [`Kernel::FusedTiledWider`] reading K and V stored as bfloat16.
     FusedTiledWiderBf16 {
@@ -381,6 +422,7 @@ kernels! {
         source: fused!("kv_loads_bf16", "tiled_width_512", "fused_tiled"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: NONE,
     }
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
     /// up to 128: `shaders/decode_width_128.wgsl`).
@@ -389,6 +431,7 @@ kernels! {
         source: decode!("decode_width_128", "kv_loads_f32" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// The same kernel for D and Dv up to 256 (`shaders/decode_width_256.wgsl`).
     DecodePartialWide {
@@ -396,6 +439,7 @@ kernels! {
         source: decode!("decode_width_256", "kv_loads_f32" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// [`Kernel::DecodePartial`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64`), for CPU adapters.
@@ -404,6 +448,7 @@ kernels! {
         source: decode!("decode_width_128", "kv_loads_u64" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: INT64,
     }
     /// [`Kernel::DecodePartialWide`] reading K and V as 64-bit words.
     DecodePartialWideU64 {
@@ -411,6 +456,7 @@ kernels! {
         source: decode!("decode_width_256", "kv_loads_u64" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: INT64,
     }
     /// `shaders/decode_workgroup.wgsl`: split-K partial attention with one workgroup per
     /// split, for GPUs (D and Dv up to 4096; rows per tile and output columns per
@@ -420,6 +466,7 @@ kernels! {
         source: decode!("kv_loads_f32" => "decode_workgroup"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// [`Kernel::DecodePartial`] reading K and V stored as f16 (`shaders/kv_loads_f16.wgsl`).
     DecodePartialF16 {
@@ -427,6 +474,7 @@ kernels! {
         source: decode!("decode_width_128", "kv_loads_f16" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// [`Kernel::DecodePartialWide`] reading K and V stored as f16.
     DecodePartialWideF16 {
@@ -434,6 +482,7 @@ kernels! {
         source: decode!("decode_width_256", "kv_loads_f16" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// [`Kernel::DecodeWorkgroup`] reading K and V stored as f16.
     DecodeWorkgroupF16 {
@@ -441,6 +490,7 @@ kernels! {
         source: decode!("kv_loads_f16" => "decode_workgroup"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// [`Kernel::DecodePartial`] reading K and V stored as bfloat16
     /// (`shaders/kv_loads_bf16.wgsl`).
@@ -449,6 +499,7 @@ kernels! {
         source: decode!("decode_width_128", "kv_loads_bf16" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// [`Kernel::DecodePartialWide`] reading K and V stored as bfloat16.
     DecodePartialWideBf16 {
@@ -456,6 +507,7 @@ kernels! {
         source: decode!("decode_width_256", "kv_loads_bf16" => "decode_partial"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// [`Kernel::DecodeWorkgroup`] reading K and V stored as bfloat16.
     DecodeWorkgroupBf16 {
@@ -463,6 +515,7 @@ kernels! {
         source: decode!("kv_loads_bf16" => "decode_workgroup"),
         bindings: ONE_PASS,
         params: DecodeParams,
+        features: NONE,
     }
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     Merge {
@@ -470,6 +523,7 @@ kernels! {
         source: wgsl!("merge"),
         bindings: MERGE,
         params: MergeParams,
+        features: NONE,
     }
     /// `shaders/merge_segment.wgsl`: folds one key segment's output and LSE into the running
     /// result (crate::segments).
@@ -478,6 +532,7 @@ kernels! {
         source: wgsl!("merge_segment"),
         bindings: MERGE,
         params: SegmentMergeParams,
+        features: NONE,
     }
     /// `shaders/copy.wgsl`: a plain copy, the bandwidth baseline of the benchmarks.
     Copy {
@@ -485,6 +540,7 @@ kernels! {
         source: wgsl!("copy"),
         bindings: COPY,
         params: CopyParams,
+        features: NONE,
     }
     /// `shaders/matmul.wgsl`: C = A B + bias, optionally in head-split layouts.
     Matmul {
@@ -492,6 +548,7 @@ kernels! {
         source: wgsl!("matmul"),
         bindings: MATMUL,
         params: MatmulParams,
+        features: NONE,
     }
     /// `shaders/rope.wgsl`: rotary position embedding in place.
     Rope {
@@ -499,6 +556,7 @@ kernels! {
         source: wgsl!("rope"),
         bindings: ROPE,
         params: RopeParams,
+        features: NONE,
     }
     /// `shaders/widen_f16.wgsl`: packed f16 storage to f32.
     WidenF16 {
@@ -506,6 +564,7 @@ kernels! {
         source: wgsl!("widen_f16"),
         bindings: CONVERT,
         params: ConvertParams,
+        features: NONE,
     }
     /// `shaders/narrow_f16.wgsl`: f32 to packed f16 storage.
     NarrowF16 {
@@ -513,6 +572,7 @@ kernels! {
         source: wgsl!("narrow_f16"),
         bindings: CONVERT,
         params: ConvertParams,
+        features: NONE,
     }
     /// `shaders/widen_bf16.wgsl`: packed bfloat16 storage to f32.
     WidenBf16 {
@@ -520,6 +580,7 @@ kernels! {
         source: wgsl!("widen_bf16"),
         bindings: CONVERT,
         params: ConvertParams,
+        features: NONE,
     }
     /// `shaders/narrow_bf16.wgsl`: f32 to packed bfloat16 storage (round to nearest even).
     NarrowBf16 {
@@ -527,6 +588,7 @@ kernels! {
         source: wgsl!("narrow_bf16"),
         bindings: CONVERT,
         params: ConvertParams,
+        features: NONE,
     }
     /// `shaders/pad_columns.wgsl`: a matrix copied to another row width (zero columns added
     /// or columns dropped).
@@ -535,6 +597,7 @@ kernels! {
         source: wgsl!("pad_columns"),
         bindings: CONVERT,
         params: PadParams,
+        features: NONE,
     }
 }
 
@@ -563,38 +626,15 @@ impl Kernel {
 
     /// Optional device features the kernel needs.
     pub fn required_features(self) -> wgpu::Features {
-        match self {
-            Kernel::FusedSubgroupU64 | Kernel::FusedSubgroupWideU64 => {
-                wgpu::Features::SUBGROUP.union(wgpu::Features::SHADER_INT64)
-            }
-            k if k.is_subgroup_tier() => wgpu::Features::SUBGROUP,
-            Kernel::DecodePartialU64 | Kernel::DecodePartialWideU64 => wgpu::Features::SHADER_INT64,
-            _ => wgpu::Features::empty(),
-        }
+        self.spec().features
     }
 
-    /// Whether this is one of the subgroup tier's fourteen variants (standard or wide; 8-key
-    /// blocks with vec4, 64-bit or texture loads, or 16-key blocks with vec4 or texture
-    /// loads; the texture forms also for bfloat16): they need `Features::SUBGROUP`
-    /// and take the override R.
+    /// Whether this is one of the subgroup tier's variants (standard or wide; 8-key blocks
+    /// with vec4, 64-bit or texture loads, or 16-key blocks with vec4 or texture loads; the
+    /// texture forms also for bfloat16): the kernels that need `Features::SUBGROUP`, which
+    /// take the override R.
     pub fn is_subgroup_tier(self) -> bool {
-        matches!(
-            self,
-            Kernel::FusedSubgroup
-                | Kernel::FusedSubgroupWide
-                | Kernel::FusedSubgroup16
-                | Kernel::FusedSubgroupWide16
-                | Kernel::FusedSubgroupTexture16
-                | Kernel::FusedSubgroupWideTexture16
-                | Kernel::FusedSubgroupTexture
-                | Kernel::FusedSubgroupWideTexture
-                | Kernel::FusedSubgroupTexture16Bf16
-                | Kernel::FusedSubgroupWideTexture16Bf16
-                | Kernel::FusedSubgroupTextureBf16
-                | Kernel::FusedSubgroupWideTextureBf16
-                | Kernel::FusedSubgroupU64
-                | Kernel::FusedSubgroupWideU64
-        )
+        self.required_features().contains(wgpu::Features::SUBGROUP)
     }
 
     /// Entry point name.
