@@ -8,13 +8,21 @@
 //! merge.wgsl combines them, as it does decode's splits. Memory stays O(L) per pass.
 //!
 //! The subgroup tier's row layout and key ranges are in `fused/subgroup_layout.rs`, its K/V
-//! textures in `fused/textures.rs`; the tiers, their obstacles, the plan and the dispatch here.
+//! textures in `fused/textures.rs`; why a tier cannot run a problem in `fused/obstacles.rs`,
+//! how many passes it takes over the keys in `fused/key_passes.rs`; the tiers, the plan and
+//! the dispatch here.
 
+mod key_passes;
+mod obstacles;
 mod subgroup_layout;
 mod textures;
 
+pub use key_passes::{key_passes, key_passes_reason, keys_per_pass, passes_per_dispatch};
+pub use obstacles::{
+    problem_obstacle, tier_obstacle, weights_obstacle, width_obstacle, widths_obstacle,
+};
+
 pub(crate) use subgroup_layout::chunk_layout;
-use subgroup_layout::side_by_side;
 pub use subgroup_layout::{
     cpu_adapter_threads, subgroup_layout, subgroup_rows, subgroup_split_layout, subgroup_splits,
     SubgroupLayout, MIN_SPLIT_KEYS, SUBGROUP_INVOCATIONS,
@@ -26,7 +34,6 @@ pub use textures::{kv_textures_available, kv_textures_pay_off, reads_textures, K
 use crate::context::Context;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
-use crate::loops;
 use crate::params::{FusedParams, MergeParams};
 use crate::plan::{
     mask_params, merge_bindings, partial_windows, plan_chunks, Chunk, ChunkCost, DeviceBudget,
@@ -224,195 +231,6 @@ pub fn wide(p: &Problem) -> bool {
 /// problems with D or Dv above [`MAX_WIDTH`], D above 256 included.
 pub fn tiled_wider(p: &Problem) -> bool {
     crate::widths::padded(p.dims.dv) > WIDE_MAX_WIDTH
-}
-
-/// Why no fused kernel (nor decode) can return what was asked: only the unfused path
-/// materialises the attention weights.
-pub fn weights_obstacle(want_weights: bool) -> Option<String> {
-    want_weights.then(|| {
-        "the attention weights were requested; only the unfused path materialises them".into()
-    })
-}
-
-/// Why a path whose kernels take widths up to `max` cannot run the problem's D and Dv, or
-/// `None` when it can. Widths that are not multiples of 4 run padded (crate::widths), which
-/// must stay in range.
-pub fn width_obstacle(p: &Problem, max: usize) -> Option<String> {
-    widths_obstacle(p, (max, max))
-}
-
-/// [`width_obstacle`] with a limit for D and another for Dv.
-pub fn widths_obstacle(p: &Problem, (max_d, max_dv): (usize, usize)) -> Option<String> {
-    let d = &p.dims;
-    let d_over = crate::widths::padded(d.d) > max_d;
-    let dv_over = crate::widths::padded(d.dv) > max_dv;
-    match (d_over, dv_over) {
-        (false, false) => None,
-        _ if max_d == max_dv => Some(format!(
-            "D = {} and Dv = {} must be at most {max_d}",
-            d.d, d.dv
-        )),
-        (true, false) => Some(format!("D = {} must be at most {max_d}", d.d)),
-        (false, true) => Some(format!("Dv = {} must be at most {max_dv}", d.dv)),
-        (true, true) => Some(format!(
-            "D = {} and Dv = {} must be at most {max_d} and {max_dv}",
-            d.d, d.dv
-        )),
-    }
-}
-
-/// Why this tier cannot run this problem on this adapter, or `None` when it can: the
-/// tier's widths, then what the adapter lacks ([`tier_obstacle`], and the wide portable
-/// variant's 16 KiB of workgroup memory).
-pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
-    if let Some(why) = widths_obstacle(p, tier.max_widths()) {
-        return Some(why);
-    }
-    if let Some(why) = loop_obstacle(ctx, p, tier) {
-        return Some(why);
-    }
-    if tier == Tier::Portable && wide(p) {
-        let have = ctx.limits().max_compute_workgroup_storage_size;
-        if have < PORTABLE_WIDE_WORKGROUP_BYTES {
-            return Some(format!(
-                "the portable tier needs {PORTABLE_WIDE_WORKGROUP_BYTES} bytes of workgroup memory for D or Dv above {MAX_WIDTH}; the device allows {have}"
-            ));
-        }
-    }
-    tier_obstacle(ctx, tier)
-}
-
-/// The tiled tier's variant for `p`, for the loop estimate: 0 standard, 1 wide, 2 widest.
-fn tiled_variant(p: &Problem) -> u8 {
-    if tiled_wider(p) {
-        2
-    } else {
-        u8::from(wide(p))
-    }
-}
-
-/// Keys per block of the tier's key loop, and the loop iterations one block takes on
-/// llvmpipe (crate::loops).
-fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) {
-    let d4 = crate::widths::padded(p.dims.d) as u64 / 4;
-    let dv4 = crate::widths::padded(p.dims.dv) as u64 / 4;
-    match tier {
-        Tier::Subgroup => (subgroup_keys(info), loops::subgroup_block()),
-        Tier::Portable => (8, loops::portable_block(d4, dv4)),
-        Tier::Tiled => (64, loops::tiled_block(d4, tiled_variant(p))),
-    }
-}
-
-/// Keys one pass of the tier visits: all of them, or on llvmpipe as many key blocks as fit
-/// its loop limit (crate::loops); more keys run in several passes whose partial outputs
-/// merge.wgsl combines. The subgroup tier also splits the keys where its row blocks alone
-/// would leave the adapter's threads idle ([`subgroup_splits`]), and runs its passes side by
-/// side in one dispatch; the other tiers run theirs one after another.
-pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
-    let lk = p.dims.lk.max(1);
-    let (block, _) = key_block(info, p, tier);
-    let mut keys = lk;
-    if tier == Tier::Subgroup {
-        keys = lk.div_ceil(side_by_side(p)).next_multiple_of(block);
-    }
-    if let Some(most) = loop_limited_keys(info, p, tier) {
-        keys = keys.min(most);
-    }
-    keys.min(lk.next_multiple_of(block))
-}
-
-/// The most keys one pass of the tier may visit within llvmpipe's loop limit, or `None` on
-/// adapters without the limit.
-fn loop_limited_keys(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> Option<usize> {
-    loops::limited(info).then(|| {
-        let (block, per_block) = key_block(info, p, tier);
-        let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::SLACK) / per_block;
-        (blocks as usize * block).max(block)
-    })
-}
-
-/// Key passes one dispatch of the tier runs: the subgroup tier runs all of them side by
-/// side (`FusedParams::splits`), the other tiers one a dispatch.
-pub fn passes_per_dispatch(tier: Tier, passes: usize) -> usize {
-    if tier == Tier::Subgroup {
-        passes.max(1)
-    } else {
-        1
-    }
-}
-
-/// Key passes of the tier on this adapter (1 but on llvmpipe with long rows, or on the
-/// subgroup tier where [`subgroup_splits`] asks for more).
-pub fn key_passes(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
-    p.dims.lk.div_ceil(keys_per_pass(info, p, tier)).max(1)
-}
-
-/// Why the tier runs its keys in several passes ([`key_passes`]), for the planner's
-/// explanation.
-pub fn key_passes_reason(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> &'static str {
-    let lk = p.dims.lk.max(1);
-    if loop_limited_keys(info, p, tier).is_some_and(|most| lk > most) {
-        "llvmpipe's loop limit"
-    } else {
-        "to keep the adapter's threads busy"
-    }
-}
-
-/// Why the merge of the tier's key passes would cross llvmpipe's loop limit (it loops over
-/// the passes twice), or `None`. Never in practice: that takes over 32 000 passes.
-fn loop_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
-    let passes = key_passes(ctx.adapter_info(), p, tier) as u64;
-    loops::obstacle(
-        ctx.adapter_info(),
-        "the merge of key passes",
-        loops::keyed(passes, 2),
-    )
-}
-
-/// Why the adapter cannot run a tier, or `None` when it can.
-pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
-    match tier {
-        Tier::Portable => {
-            // k_tile and v_tile in fused_portable.wgsl: 2 x 256 vec4<f32>.
-            let have = ctx.limits().max_compute_workgroup_storage_size;
-            (have < PORTABLE_WORKGROUP_BYTES).then(|| {
-                format!("the portable tier needs {PORTABLE_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}")
-            })
-        }
-        Tier::Tiled => {
-            let limits = ctx.limits();
-            let have = limits.max_compute_workgroup_storage_size;
-            if have < TILED_WORKGROUP_BYTES {
-                return Some(format!("the tiled tier needs {TILED_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}"));
-            }
-            let threads = limits
-                .max_compute_invocations_per_workgroup
-                .min(limits.max_compute_workgroup_size_x);
-            (threads < TILED_INVOCATIONS).then(|| {
-                format!("the tiled tier needs {TILED_INVOCATIONS} invocations per workgroup; the device allows {threads}")
-            })
-        }
-        Tier::Subgroup => {
-            if !ctx.features().contains(wgpu::Features::SUBGROUP) {
-                return Some("the adapter lacks Features::SUBGROUP".into());
-            }
-            // Built for CPU adapters: its per-invocation arrays (up to 16 rows of 128 floats,
-            // twice) are what lavapipe's vector registers want, not what a GPU can hold, and
-            // NVIDIA's Vulkan driver (580.159) lost the device creating its pipeline. Only
-            // CPU adapters get it, so no caller can take a GPU down with it.
-            if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
-                return Some(format!(
-                    "the subgroup tier is built for CPU adapters (lavapipe); this adapter is a {:?} (use fused-tiled)",
-                    ctx.adapter_info().device_type
-                ));
-            }
-            let min = ctx.adapter_info().subgroup_min_size;
-            if min < 8 {
-                return Some(format!("the adapter's smallest subgroup ({min}) is below the 8 lanes the kernel shares keys across"));
-            }
-            None
-        }
-    }
 }
 
 /// The chunks this path runs in, planned against the device's limits. In one key pass the
