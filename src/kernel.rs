@@ -1,6 +1,6 @@
 //! The kernel registry: one entry per kernel in the table below, with its label, its WGSL
-//! source (shader files concatenated at compile time), its binding table and its parameter
-//! struct.
+//! source (shader files concatenated at compile time), its binding table, its parameter
+//! struct and the optional device features it needs.
 //!
 //! Pipelines and bind-group layouts are built from the binding table
 //! (`PipelineKey::build`), so adding a kernel is one `.wgsl` file plus one entry in the
@@ -63,8 +63,10 @@ const SUBGROUP: wgpu::Features = wgpu::Features::SUBGROUP;
 const INT64: wgpu::Features = wgpu::Features::SHADER_INT64;
 const SUBGROUP_INT64: wgpu::Features = SUBGROUP.union(INT64);
 
-// WGSL has no include: a kernel's source is its files concatenated in order, shared
-// declarations first. The macros name the files under shaders/ without `.wgsl`.
+// WGSL has no include: a kernel's source is its files concatenated. Module-scope
+// declarations may come in any order in WGSL; each family keeps the order it has always had,
+// so that naga's SPIR-V, and with it the driver's shader cache (Mesa's on disk), stays the
+// same. The macros name the files under shaders/ without `.wgsl`.
 
 /// These shader files, concatenated at compile time.
 macro_rules! wgsl {
