@@ -9,18 +9,18 @@
 //!
 //! The subgroup tier's row layout and key ranges are in `fused/subgroup_layout.rs`, its K/V
 //! textures in `fused/textures.rs`; why a tier cannot run a problem in `fused/obstacles.rs`,
-//! how many passes it takes over the keys in `fused/key_passes.rs`; the tiers, the plan and
+//! how many passes it takes over the keys in `fused/passes.rs`; the tiers, the plan and
 //! the dispatch here.
 
-mod key_passes;
 mod obstacles;
+mod passes;
 mod subgroup_layout;
 mod textures;
 
-pub use key_passes::{key_passes, key_passes_reason, keys_per_pass, passes_per_dispatch};
 pub use obstacles::{
     problem_obstacle, tier_obstacle, weights_obstacle, width_obstacle, widths_obstacle,
 };
+pub use passes::{key_passes, key_passes_reason, keys_per_pass, passes_per_dispatch};
 
 pub(crate) use subgroup_layout::chunk_layout;
 pub use subgroup_layout::{
