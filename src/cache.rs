@@ -1,7 +1,7 @@
 //! [`KvCache`]: keys and values kept on the device and appended to token by token.
 //!
 //! Decoding a sequence attends the newest query rows to every key so far. With host arrays
-//! ([`crate::attention`]) each step uploads the whole cache again; a `KvCache` holds K and
+//! ([`crate::attention()`]) each step uploads the whole cache again; a `KvCache` holds K and
 //! V on the device with room for `capacity` rows per kv head, [`KvCache::append`] uploads
 //! only the new rows, and [`KvCache::attention`] runs any path over the rows appended so
 //! far. The kernels read kv head h's rows from `h × capacity` (the problem's `kv_rows`), so
@@ -262,7 +262,7 @@ impl KvCache {
     }
 
     /// Attention of `q`, of shape `(B, Hq, Lq, D)` with Hq a multiple of the cache's kv
-    /// heads, over the cached positions, as [`crate::attention`] would compute it with the
+    /// heads, over the cached positions, as [`crate::attention()`] would compute it with the
     /// cached K and V as arrays of length [`KvCache::len`]: every option, path and causal
     /// alignment applies (`Causal::BottomRight` puts the last query row at the last cached
     /// position). Only q is uploaded.

@@ -395,7 +395,7 @@ pub(crate) fn upload_packed<T: HalfElem>(
 }
 
 /// Scaled dot-product attention on f16 arrays: same shapes, options and paths as
-/// [`crate::attention`], f32 accumulation inside, f16 output.
+/// [`crate::attention()`], f32 accumulation inside, f16 output.
 pub fn attention_f16<Sq, Sk, Sv, D>(
     ctx: &Context,
     q: &ArrayBase<Sq, D>,

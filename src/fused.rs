@@ -141,7 +141,7 @@ impl Tier {
     }
 
     /// Query rows one workgroup of this tier covers; on the subgroup tier the fewest it may
-    /// cover (R = 2, see [`subgroup_layout`]).
+    /// cover (R = 2, see [`subgroup_layout()`]).
     pub fn rows_per_group(self) -> usize {
         match self {
             Tier::Subgroup => SUBGROUP_INVOCATIONS * 2,

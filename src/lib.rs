@@ -6,7 +6,7 @@
 //!
 //! Map of the API:
 //! - [`Context`]: adapter choice and device ([`Context::new`], [`Context::from_device`]).
-//! - [`attention`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
+//! - [`attention()`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
 //! - [`KvCache`]: keys and values on the device for token-by-token decoding; appends upload
 //!   only the new rows, and every path reads the cache in place; f32, f16 or bfloat16

@@ -39,7 +39,7 @@ pub struct MemoryEstimate {
     /// staging buffer of its own size that lives until the submission completes. (Outputs
     /// are filled with NaN on the device, from the context's NaN source, since 2026-12-02.)
     pub staging: u64,
-    /// The staging buffer of the largest readback ([`crate::attention`] only).
+    /// The staging buffer of the largest readback ([`crate::attention()`] only).
     pub readback: u64,
 }
 

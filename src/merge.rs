@@ -11,7 +11,7 @@ use ndarray::{ArrayD, ArrayViewD, Dimension, IxDyn};
 use crate::error::{Error, Result};
 
 /// Merges partial results `(O_s, LSE_s)`. Every O has the same shape `(.., Dv)` and every LSE
-/// that shape without its last dimension (exactly what [`crate::attention`] returns with
+/// that shape without its last dimension (exactly what [`crate::attention()`] returns with
 /// `with_lse()`). Computed in f64.
 ///
 /// ```

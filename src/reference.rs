@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::problem::{max_abs_finite, validate_dims, validate_problem, Problem};
 
-/// Attention on the CPU, in f64, with the same contract as [`crate::attention`].
+/// Attention on the CPU, in f64, with the same contract as [`crate::attention()`].
 ///
 /// ```
 /// use ndarray::array;
