@@ -1,7 +1,7 @@
 //! Counting and timing, shared by the self-check, the `bench` command and the criterion
 //! benchmarks, so every figure is computed one way.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::attention::attention_gpu;
 use crate::context::Context;
@@ -79,9 +79,30 @@ impl Timing {
     }
 }
 
-/// Times `attention_gpu` on device-resident inputs: submit plus wait, after `warmup` runs
-/// (the first dispatch compiles pipelines and JITs shaders). GPU time too when the context
-/// has GPU timing on ([`Context::enable_gpu_timing`]).
+/// The least time a warm-up of [`time_gpu`], [`time_calls`] and [`time_copy`] lasts, when
+/// they are asked for one: more runs follow the `warmup` they are given until this much time
+/// has passed since the first. Why: right after lavapipe compiled a pipeline, the same kernel
+/// ran up to twice as slow for about 0.1-0.3 s (decode at B1 Hq64 Hkv8 Lk4096, 7.3-8.7 ms
+/// a run against 3.5-4.1 after; `bench --reps 20` on a shape it had not compiled before
+/// gave a median of 8.9 ms, then 4.9-5.1 when run again), so a fixed count of warm-up runs
+/// left the first timed runs, and for short kernels the median, in that window.
+pub const MIN_WARMUP: Duration = Duration::from_millis(500);
+
+/// Runs `run` at least `warmup` times and, when `warmup` is not 0, until [`MIN_WARMUP`]
+/// has passed.
+fn warm_up(warmup: usize, mut run: impl FnMut() -> Result<()>) -> Result<()> {
+    let start = Instant::now();
+    let mut runs = 0;
+    while runs < warmup || (warmup > 0 && start.elapsed() < MIN_WARMUP) {
+        run()?;
+        runs += 1;
+    }
+    Ok(())
+}
+
+/// Times `attention_gpu` on device-resident inputs: submit plus wait, after a warm-up of
+/// `warmup` runs and at least [`MIN_WARMUP`] (the first dispatch compiles pipelines and JITs
+/// shaders). GPU time too when the context has GPU timing on ([`Context::enable_gpu_timing`]).
 pub fn time_gpu(
     ctx: &Context,
     q: &GpuTensor,
@@ -98,17 +119,17 @@ pub fn time_gpu(
 
 /// Times `call`, any device work that leaves its outputs on the device (an attention call
 /// on a [`crate::KvCache`], say), as [`time_gpu`] times `attention_gpu`: submit plus wait
-/// after `warmup` runs, with GPU time where the context has GPU timing on.
+/// after the warm-up, with GPU time where the context has GPU timing on.
 pub fn time_calls(
     ctx: &Context,
     warmup: usize,
     reps: usize,
     mut call: impl FnMut() -> Result<()>,
 ) -> Result<Timing> {
-    for _ in 0..warmup {
+    warm_up(warmup, || {
         call()?;
-        ctx.wait()?;
-    }
+        ctx.wait()
+    })?;
     // The GPU clock window opens at the first submission since the last read: close the one
     // the warm-up (and any earlier upload or check) opened, or the first rep would span it.
     ctx.last_gpu_ms()?;
@@ -124,8 +145,9 @@ pub fn time_calls(
 }
 
 /// Bandwidth of a plain copy kernel over `bytes` bytes (rounded down to whole vec4s, capped
-/// at one binding): the baseline the decode path is compared against. Returns the timing of
-/// one copy; GB/s = 2 * bytes / time (read plus write).
+/// at one binding): the baseline the decode path is compared against, timed after a warm-up
+/// as in [`time_gpu`]. Returns the timing of one copy; GB/s = 2 * bytes / time (read plus
+/// write).
 pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Result<(u64, Timing)> {
     use crate::kernel::{Kernel, PipelineKey};
     use crate::params::CopyParams;
@@ -149,9 +171,7 @@ pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Resul
         ctx.run_pass("copy", |pass| budget.dispatch(pass, &pipe, &bg, groups))?;
         ctx.wait()
     };
-    for _ in 0..warmup {
-        run()?;
-    }
+    warm_up(warmup, run)?;
     ctx.last_gpu_ms()?; // as in time_gpu: the first rep's window starts at the first rep
     let mut timing = Timing::default();
     for _ in 0..reps.max(1) {

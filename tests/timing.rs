@@ -2,12 +2,14 @@
 //! GPU timestamps span from the first submission since the previous read to the last one,
 //! so a read must close the window the warm-up opened; before it did, the first rep's GPU
 //! time also counted the warm-up run, and `bench --reps 2` reported medians longer than the
-//! wall clock.
+//! wall clock. A warm-up also lasts at least `perf::MIN_WARMUP`, because lavapipe runs a
+//! kernel slower for a moment after compiling it.
 
 mod common;
 
 use common::{inputs, Rng};
-use wgpu_attention::perf::{time_copy, time_gpu};
+use std::time::Instant;
+use wgpu_attention::perf::{time_calls, time_copy, time_gpu, MIN_WARMUP};
 use wgpu_attention::{AttentionOptions, GpuTensor};
 
 #[test]
@@ -31,5 +33,32 @@ fn gpu_time_of_a_rep_fits_in_its_wall_clock() {
     assert!(
         gpu <= wall + 1.0,
         "copy: GPU {gpu} ms against wall {wall} ms"
+    );
+}
+
+#[test]
+fn a_warm_up_lasts_its_minimum_and_none_is_none() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut calls = 0usize;
+    let start = Instant::now();
+    let t = time_calls(&ctx, 1, 3, || {
+        calls += 1;
+        Ok(())
+    })
+    .expect("timing");
+    assert!(start.elapsed() >= MIN_WARMUP, "{:?}", start.elapsed());
+    assert_eq!(t.runs_ms.len(), 3);
+    // Calls that take microseconds: the half second takes far more than the one asked for.
+    assert!(calls > 1 + 3, "{calls} calls");
+    let mut calls = 0usize;
+    let t = time_calls(&ctx, 0, 3, || {
+        calls += 1;
+        Ok(())
+    })
+    .expect("timing");
+    assert_eq!(
+        (calls, t.runs_ms.len()),
+        (3, 3),
+        "no warm-up asked, none run"
     );
 }
