@@ -135,7 +135,10 @@ pub fn use_wide() {
 }
 
 /// `wgpu-attention-512-bit` in the user's cache directory (`$XDG_CACHE_HOME`, else
-/// `$HOME/.cache`, as Mesa looks for its own); Mesa adds `mesa_shader_cache` inside.
+/// `$HOME/.cache`); Mesa adds `mesa_shader_cache` inside. Mesa finds its own default the
+/// same way except that it takes the home directory from the password database, not
+/// `$HOME` (seen with Mesa 22.3: `HOME=/elsewhere` moved this directory, not Mesa's), so
+/// the two differ only where `HOME` is overridden; `XDG_CACHE_HOME` moves both.
 pub fn wide_cache_dir() -> Option<std::path::PathBuf> {
     let absolute = |v: std::ffi::OsString| {
         let p = std::path::PathBuf::from(v);

@@ -211,8 +211,8 @@ fn timing(ctx: &Context) -> Result<(), Failure> {
     let wide_child =
         on_cpu && std::env::var_os(cpu_vectors::VAR).is_none() && cpu_vectors::cpu_has_512();
     println!(
-        "\nTiming of the planner's choice ({}, median of 5 after 2 warm-up runs;\n\
-         `wgpu-attention bench --path all` compares every path):",
+        "\nTiming of the planner's choice ({}, median of 5 after a warm-up of 2 runs\n\
+         and at least 0.5 s; `wgpu-attention bench --path all` compares every path):",
         if gpu {
             "GPU timestamps"
         } else {
