@@ -102,24 +102,31 @@ fn sum(part: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + blocks.remainder().iter().sum::<f32>()
 }
 
+/// The arithmetic loops this CPU can run, and their shape.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct Kernels {
+    name: &'static str,
+    /// f32 lanes of a vector register.
+    lanes: usize,
+    /// Independent accumulators (vector registers) each loop round updates.
+    accumulators: usize,
+    /// `n` rounds of FMA instructions; returns a value so that nothing is optimised away.
+    fma: fn(usize) -> f32,
+    /// `n` rounds of a multiply and a separate add.
+    mul_add: fn(usize) -> f32,
+}
+
 #[cfg(target_arch = "x86_64")]
 mod arch {
     //! The arithmetic in inline assembly: the crate's minimum Rust (1.87, wgpu's) has no
     //! AVX-512 intrinsics, and assembly also pins the instructions (nothing fused, nothing
-    //! split). Each loop keeps 16 accumulators in vector registers 0-15, starting at 1, the
-    //! multiplier (just below 1) in register 16 (14 for 8 lanes) and the addend (tiny) in 17
-    //! (15), so the values stay finite; it ends with `vzeroupper` so that the SSE code
-    //! around it pays no transition.
+    //! split). Each loop keeps 16 accumulators (14 with 8 lanes) in vector registers 0-15
+    //! (0-13), starting at 1, the multiplier (just below 1) in register 16 (14) and the
+    //! addend (tiny) in 17 (15), so the values stay finite; it ends with `vzeroupper` so that
+    //! the SSE code around it pays no transition.
 
+    use super::Kernels;
     use std::arch::asm;
-
-    pub struct Kernels {
-        pub name: &'static str,
-        pub lanes: usize,
-        pub accumulators: usize,
-        pub fma: fn(usize) -> f32,
-        pub mul_add: fn(usize) -> f32,
-    }
 
     pub fn kernels() -> Option<Kernels> {
         if is_x86_feature_detected!("avx512f") {
@@ -228,15 +235,7 @@ mod arch {
 
 #[cfg(not(target_arch = "x86_64"))]
 mod arch {
-    pub struct Kernels {
-        pub name: &'static str,
-        pub lanes: usize,
-        pub accumulators: usize,
-        pub fma: fn(usize) -> f32,
-        pub mul_add: fn(usize) -> f32,
-    }
-
-    pub fn kernels() -> Option<Kernels> {
+    pub fn kernels() -> Option<super::Kernels> {
         None
     }
 }
