@@ -153,9 +153,12 @@ mod arch {
     const CONSTANTS: [f32; 3] = [1.0, 0.999_999, 1e-7];
 
     /// A function running `n` rounds of `$body` for every accumulator (register `\r` of
-    /// `$registers`, through `.irp`) after `$setup`, returning lane 0 of accumulator 0.
+    /// `$registers`, through `.irp`), on vector registers named `$vec` (zmm or ymm), the
+    /// multiplier in register `$mul` and the addend in `$add`; returns lane 0 of
+    /// accumulator 0.
     macro_rules! accumulate {
-        ($name:ident, $registers:literal, $setup:literal, $body:literal) => {
+        ($name:ident, $vec:literal, $registers:literal, $mul:literal, $add:literal,
+         $body:literal) => {
             fn $name(n: usize) -> f32 {
                 let mut out = 0.0f32;
                 if n == 0 {
@@ -169,7 +172,12 @@ mod arch {
                 // without AVX; vzeroupper clears the upper halves).
                 unsafe {
                     asm!(
-                        $setup,
+                        // Every accumulator 1, then the multiplier and the addend.
+                        concat!(".irp r,", $registers),
+                        concat!("vbroadcastss ", $vec, "\\r, dword ptr [{constants}]"),
+                        ".endr",
+                        concat!("vbroadcastss ", $vec, $mul, ", dword ptr [{constants} + 4]"),
+                        concat!("vbroadcastss ", $vec, $add, ", dword ptr [{constants} + 8]"),
                         "2:",
                         concat!(".irp r,", $registers),
                         $body,
@@ -195,40 +203,36 @@ mod arch {
 
     accumulate!(
         fma512,
+        "zmm",
         "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15",
-        ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n\
-         vbroadcastss zmm\\r, dword ptr [{constants}]\n.endr\n\
-         vbroadcastss zmm16, dword ptr [{constants} + 4]\n\
-         vbroadcastss zmm17, dword ptr [{constants} + 8]",
+        "16",
+        "17",
         "vfmadd132ps zmm\\r, zmm17, zmm16"
     );
     accumulate!(
         mul_add512,
+        "zmm",
         "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15",
-        ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n\
-         vbroadcastss zmm\\r, dword ptr [{constants}]\n.endr\n\
-         vbroadcastss zmm16, dword ptr [{constants} + 4]\n\
-         vbroadcastss zmm17, dword ptr [{constants} + 8]",
+        "16",
+        "17",
         "vmulps zmm\\r, zmm\\r, zmm16\nvaddps zmm\\r, zmm\\r, zmm17"
     );
     // Without AVX-512 there are 16 vector registers: 14 accumulators, the constants in 14
     // and 15.
     accumulate!(
         fma256,
+        "ymm",
         "0,1,2,3,4,5,6,7,8,9,10,11,12,13",
-        ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13\n\
-         vbroadcastss ymm\\r, dword ptr [{constants}]\n.endr\n\
-         vbroadcastss ymm14, dword ptr [{constants} + 4]\n\
-         vbroadcastss ymm15, dword ptr [{constants} + 8]",
+        "14",
+        "15",
         "vfmadd132ps ymm\\r, ymm15, ymm14"
     );
     accumulate!(
         mul_add256,
+        "ymm",
         "0,1,2,3,4,5,6,7,8,9,10,11,12,13",
-        ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13\n\
-         vbroadcastss ymm\\r, dword ptr [{constants}]\n.endr\n\
-         vbroadcastss ymm14, dword ptr [{constants} + 4]\n\
-         vbroadcastss ymm15, dword ptr [{constants} + 8]",
+        "14",
+        "15",
         "vmulps ymm\\r, ymm\\r, ymm14\nvaddps ymm\\r, ymm\\r, ymm15"
     );
 }
