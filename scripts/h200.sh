@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Parity tests and the benchmark grid on an NVIDIA H200 (Vulkan), for sessions lent the
-# device machine. First run 2026-11-30 (README "Measured" has its table). The device machine
+# device machine. First run 2026-11-30 (docs/h200.md has its tables). The device machine
 # has no Rust toolchain, so binaries are built here and carried (12 MB with the loader, under
 # the 64 MiB carry limit).
 #
 #   here:   scripts/h200.sh prepare         # builds into .h200/, fetches the Vulkan loader
 #   there:  device run, carry [".h200", ".gl"], command:
 #           bash scripts/h200.sh device     # writes $OUT/h200.md and $OUT/log
-#   then:   paste $OUT/h200.md into README "Measured".
+#   then:   paste $OUT/h200.md into docs/h200.md, the headline into README "Measured".
 #
 # To compare builds of the tool side by side (kernel variants, an older revision), build each
 # here first and name them: H200_VARIANTS="old=/tmp/wa-old dc16=/tmp/wa-dc16" scripts/h200.sh

@@ -7,8 +7,8 @@
 // Why a second form: decode_partial.wgsl gives each invocation a split of keys to run alone
 // (on GPUs, until this form, Lk/128 keys), which suits lavapipe (one CPU thread runs a whole workgroup in SIMD
 // lanes) but leaves a GPU nearly empty: B1 Hq32 Hkv8 Lq1 Lk4096 D128 is 1024 invocations,
-// and on an H200 it read K and V at 14.6 GB/s where a copy kernel moved 969 (README
-// "Measured"). Here the 64 invocations of a workgroup share each block of 64 keys:
+// and on an H200 it read K and V at 14.6 GB/s where a copy kernel moved 969
+// (docs/h200.md). Here the 64 invocations of a workgroup share each block of 64 keys:
 // invocation t scores key j0 + t against every row of the tile (its own K row, read as D/4
 // independent vec4 loads), the block's softmax statistics are kept per row in workgroup
 // memory, and then each invocation owns one vec4 column of the output (of one or more

@@ -32,7 +32,7 @@
 //      per d an invocation loads 3 vec4 and does 32 multiply-adds. Each chunk's 16 products
 //      are summed apart (ca, cb) and then added to the score, so a score's rounding error
 //      grows like 16 + D/16 additions rather than D (one sequence over D = 64 missed
-//      PyTorch's output by 3.2e-4 on large logits, README "Testing"; the other paths sum
+//      PyTorch's output by 3.2e-4 on large logits, docs/testing.md; the other paths sum
 //      vec4 dot products). The price: 8 more vec4 registers during the score phase and one
 //      add per 16 multiply-adds, not yet measured on a GPU (the 19.1 TFLOP/s below are
 //      from the kernel before it).
@@ -44,7 +44,7 @@
 // Online softmax as in the other tiers: masked scores become the sentinel NO_SCORE (no real
 // score reaches it: validation bounds |score| <= 2e30) and weigh exactly 0; a row with no
 // visible key ends with l = 0 and writes zeros and an LSE of -inf.
-// Measured (README "Measured", NVIDIA H200, B4 H32 L4096 D128, one run): 19.1 TFLOP/s, where
+// Measured (docs/h200.md, NVIDIA H200, B4 H32 L4096 D128, one run): 19.1 TFLOP/s, where
 // the previous version of this kernel (scalar stores into the transposed tiles, the row
 // maxima in an array of their own) ran 15.9 beside it. Staging 32 values of d per chunk
 // instead of 16 (32 KiB, half the barriers of the score phase) ran slower: 14.2-15.0.

@@ -155,7 +155,7 @@ fn fused_or_fallback(
         };
         return Ok((Path::Decode(form), reason));
     }
-    // Tiers in order of measured speed on this kind of adapter (README "Measured"): on CPU
+    // Tiers in order of measured speed on this kind of adapter (README "Measured", docs/h200.md): on CPU
     // adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x (2-3x at D = 256); on
     // GPUs the tiled tier is 3.3x the portable one on an H200, and the subgroup tier is for
     // CPU adapters only (see fused::tier_obstacle).
