@@ -7,11 +7,14 @@
 // would lose more accuracy than the rest of the layer.
 //
 // One dispatch rotates one run of rows row0 .. of x (crate::projection plans the runs so
-// that each window of x fits a binding and each dispatch the grid).
+// that each window of x fits a binding and each dispatch the grid). Where the whole table
+// does not fit one binding, each run lies within one head and binds only its positions'
+// rows of the table, from pair table_win.
 //
 // Bindings (group 0):
 //   0 params : uniform RopeParams (mirrors src/params.rs)
-//   1 table  : storage read  vec2<f32>, (L, HD/2) pairs (cos, sin), all of it
+//   1 table  : storage read  vec2<f32>, (L, HD/2) pairs (cos, sin), all of it or the
+//              window from pair table_win
 //   2 x      : storage read_write f32, (B, H, L, HD), the window from element x_win
 //
 // Dispatch: one invocation per (row, pair) of the run, 64 per workgroup, numbered linearly
@@ -19,7 +22,7 @@
 
 struct RopeParams {
     total: u32, l: u32, hd: u32, interleaved: u32,
-    row0: u32, x_win: u32, pad1: u32, pad2: u32,
+    row0: u32, x_win: u32, table_win: u32, pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: RopeParams;
@@ -37,7 +40,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i = id % half;
     let row = p.row0 + id / half;  // (b * H + h) * L + l
     let pos = row % p.l;
-    let cs = table[pos * half + i];
+    let cs = table[pos * half + i - p.table_win];
     var i1 = row * p.hd + i - p.x_win;
     var i2 = i1 + half;
     if (p.interleaved != 0u) {

@@ -329,8 +329,11 @@ pub struct RopeParams {
     pub row0: u32,
     /// Element index where the bound window of x starts.
     pub x_win: u32,
+    /// Pair index (vec2) where the bound window of the (cos, sin) table starts: 0 where
+    /// the whole table is bound.
+    pub table_win: u32,
     /// Padding to a multiple of 16 bytes.
-    pub pad: [u32; 2],
+    pub pad: u32,
 }
 
 /// Parameters of `widen_f16.wgsl` and `narrow_f16.wgsl`.

@@ -243,29 +243,56 @@ pub(crate) fn project(ctx: &Context, p: &Projection<'_>) -> Result<()> {
     })
 }
 
-/// The runs of rows (`start .. end`, any heads) in which RoPE rotates `rows` rows of a
-/// head-split tensor of head width `hd`, binding the whole (L, HD/2) table of `l` positions
-/// (as large as one head's K: a layer with positions beyond one binding's worth of table is
-/// refused here, though attention itself would run their keys in segments).
+/// How RoPE rotates `rows` rows of a head-split tensor of head width `hd` and sequence
+/// length `l`: in runs of rows (`start .. end`) whose window of x fits a binding and whose
+/// dispatch fits the grid.
+#[derive(Debug, PartialEq)]
+pub(crate) struct RopePlan {
+    /// The runs, in order, covering `0 .. rows` once.
+    pub runs: Vec<(usize, usize)>,
+    /// Whether each run binds the whole (L, HD/2) table (runs then span heads), or only the
+    /// positions of its own rows (each run within one head): the table of a sequence whose
+    /// positions exceed one binding, as one head's K does where attention runs its keys in
+    /// segments.
+    pub whole_table: bool,
+}
+
+/// Plans the runs of [`rope`] (see [`RopePlan`]).
 pub(crate) fn plan_rope(
     rows: usize,
     l: usize,
     hd: usize,
     budget: &DeviceBudget,
-) -> Result<Vec<(usize, usize)>> {
+) -> Result<RopePlan> {
     let cap = window_capacity(budget);
     let by_grid = (budget.max_groups().saturating_mul(64) as usize) / (hd / 2).max(1);
     let run = (cap / hd.max(1)).min(by_grid);
-    if run == 0 || l * hd > cap {
+    if run == 0 {
         return Err(Error::too_large(format_args!(
-            "multi-head attention: RoPE's table of {l} positions of width {hd} exceeds one storage binding ({} bytes)",
+            "multi-head attention: one RoPE row of width {hd} exceeds one storage binding ({} bytes)",
             budget.max_binding
         )));
     }
-    Ok((0..rows)
-        .step_by(run)
-        .map(|r0| (r0, (r0 + run).min(rows)))
-        .collect())
+    let whole_table = l.saturating_mul(hd) <= cap;
+    let runs = if whole_table {
+        (0..rows)
+            .step_by(run)
+            .map(|r0| (r0, (r0 + run).min(rows)))
+            .collect()
+    } else {
+        // Within each head, so that a run's rows are consecutive positions and its table
+        // window (as many positions as rows, hd floats each) fits as x's window does.
+        (0..rows)
+            .step_by(l.max(1))
+            .flat_map(|h0| {
+                let h1 = (h0 + l).min(rows);
+                (h0..h1)
+                    .step_by(run)
+                    .map(move |r0| (r0, (r0 + run).min(h1)))
+            })
+            .collect()
+    };
+    Ok(RopePlan { runs, whole_table })
 }
 
 /// Rotates `rows` rows of the head-split tensor `x` in place by the (L, HD/2) table of
@@ -277,16 +304,25 @@ pub(crate) fn rope(
     interleaved: bool,
 ) -> Result<()> {
     let budget = DeviceBudget::from_limits(&ctx.limits());
-    let runs = plan_rope(rows, l, hd, &budget)?;
+    let plan = plan_rope(rows, l, hd, &budget)?;
     let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Rope))?;
+    let too_large = |bytes| {
+        Error::too_large(format_args!(
+            "a RoPE window of {bytes} bytes exceeds one binding ({} bytes)",
+            budget.max_binding
+        ))
+    };
     let mut work = Vec::new();
-    for (r0, r1) in runs {
-        let x_win = Window::new(r0 * hd, r1 * hd, &budget).map_err(|bytes| {
-            Error::too_large(format_args!(
-                "a RoPE window of {bytes} bytes exceeds one binding ({} bytes)",
-                budget.max_binding
-            ))
-        })?;
+    for (r0, r1) in plan.runs {
+        let x_win = Window::new(r0 * hd, r1 * hd, &budget).map_err(too_large)?;
+        // The table's positions r0 % l .. : hd floats (hd / 2 pairs) each, from an aligned
+        // offset, which is a whole number of pairs (alignments are multiples of 8 bytes).
+        let table_win = if plan.whole_table {
+            None
+        } else {
+            let p0 = r0 % l.max(1);
+            Some(Window::new(p0 * hd, (p0 + r1 - r0) * hd, &budget).map_err(too_large)?)
+        };
         let total = (r1 - r0) * hd / 2;
         let params = RopeParams {
             total: total as u32,
@@ -295,12 +331,17 @@ pub(crate) fn rope(
             interleaved: u32::from(interleaved),
             row0: r0 as u32,
             x_win: x_win.start,
-            pad: [0; 2],
+            table_win: table_win.as_ref().map_or(0, |w| w.start / 2),
+            pad: 0,
         };
         let uniform = ctx.uniform("rope params", &params);
+        let table_binding = match &table_win {
+            Some(w) => w.bind(table),
+            None => whole(table),
+        };
         let bg = pipe.bind_group(
             ctx.device(),
-            &[whole(&uniform), whole(table), x_win.bind(x)],
+            &[whole(&uniform), table_binding, x_win.bind(x)],
         );
         work.push((bg, (total as u64).div_ceil(64)));
     }
@@ -321,6 +362,38 @@ mod tests {
             align: 256,
             max_groups_per_dim: groups_per_dim,
         }
+    }
+
+    /// RoPE's runs cover every row once, each run's windows of x and of the table fit a
+    /// binding and its dispatch the grid, and where the table does not fit one binding each
+    /// run stays within one head (its rows consecutive positions).
+    #[test]
+    fn rope_runs_cover_each_row_once_and_fit() {
+        let mut split_tables = 0;
+        for (heads, l, hd) in [(6, 300, 8), (3, 1000, 64), (2, 5, 2), (4, 64, 16)] {
+            let rows = heads * l;
+            for (bytes, grid) in [(1 << 30, 65535), (8192, 65535), (1 << 30, 2), (4096, 3)] {
+                let bud = budget(bytes, grid);
+                let plan = plan_rope(rows, l, hd, &bud).expect("plan");
+                assert_eq!(plan.whole_table, l * hd <= window_capacity(&bud));
+                split_tables += usize::from(!plan.whole_table);
+                let mut next = 0;
+                for &(r0, r1) in &plan.runs {
+                    assert_eq!(r0, next, "{heads} {l} {hd} {bytes}: gap or overlap");
+                    assert!(r1 > r0);
+                    next = r1;
+                    assert!(Window::new(r0 * hd, r1 * hd, &bud).is_ok());
+                    if !plan.whole_table {
+                        assert_eq!(r0 / l, (r1 - 1) / l, "a run crosses a head");
+                        let p0 = r0 % l;
+                        assert!(Window::new(p0 * hd, (p0 + r1 - r0) * hd, &bud).is_ok());
+                    }
+                    assert!(((r1 - r0) * hd / 2).div_ceil(64) as u64 <= bud.max_groups());
+                }
+                assert_eq!(next, rows);
+            }
+        }
+        assert!(split_tables >= 3, "{split_tables}");
     }
 
     /// Every (row, head) of a projection is in exactly one piece, and each piece's windows

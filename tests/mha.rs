@@ -287,7 +287,8 @@ fn cached_forward_matches_the_whole_sequence() {
 /// sequence's activations, and whose workgroup grid (2 x 2) holds fewer tiles than a
 /// projection: the layer runs its projections in pieces (rows of one sequence times ranges
 /// of heads, the output projection adding the later heads' partial sums) and RoPE in runs
-/// of rows, and still matches the reference, in one pass and through a cache.
+/// of rows (with windows of its table where the table exceeds a binding), and still matches
+/// the reference, in one pass and through a cache.
 #[test]
 fn layer_splits_to_small_bindings_and_grids() {
     let Some(base) = common::ctx() else { return };
@@ -331,7 +332,9 @@ fn layer_splits_to_small_bindings_and_grids() {
                 path: PathChoice::Auto,
             };
             let layer = MultiHeadAttention::new(&ctx, &w, cfg).expect("layer");
-            for l in [70, 130] {
+            // At L 300 RoPE's table (300 x 8 floats) is larger than a binding too: each run
+            // binds its own positions' rows of it.
+            for l in [70, 130, 300] {
                 let x = rng.array(&[2, l, d_model], 1.0);
                 let got = layer.forward(&x.view()).expect("forward");
                 let want = mha_reference(&w, &cfg, &x.view()).expect("reference");
