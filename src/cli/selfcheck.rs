@@ -302,7 +302,17 @@ fn time_rows(ctx: &Context, shapes: &[Shape]) -> Result<(), Failure> {
 
 pub fn run() -> Result<(), Failure> {
     let ctx = Context::new().map_err(Failure::from_error)?;
-    println!("wgpu-attention self-check on {}\n", ctx.adapter_name());
+    println!("wgpu-attention self-check on {}", ctx.adapter_name());
+    if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        // A first run on a machine spends most of its time compiling (lavapipe: about a
+        // minute in all, against seconds once Mesa's disk cache holds the kernels), with no
+        // output while a row's pipeline compiles: say so, so that it does not look hung.
+        println!(
+            "(a CPU adapter compiles each kernel on its first use on this machine: the first \
+             run takes about a minute, later ones seconds)"
+        );
+    }
+    println!();
     let mut ok = parity(&ctx)?;
     ok &= cache_decode(&ctx)?;
     sentence_weights(&ctx)?;
