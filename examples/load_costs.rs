@@ -1,10 +1,10 @@
 //! Developer probe: what one lane-dependent load of four floats costs on this adapter, by the
 //! kind of binding it comes from. Every invocation sums a run of vec4 at its own addresses
-//! (as a lane of the subgroup tier or of decode reads its own key row) through four
+//! (as a lane of the subgroup tier or of decode reads its own key row) through five
 //! bindings of the same data: a storage buffer read as `vec4<f32>`, the same read as two
-//! 64-bit words (`shaders/kv_loads_u64.wgsl`'s form; needs `Features::SHADER_INT64`), a
-//! 64 KiB uniform buffer, and an `rgba32float` texture read with `textureLoad`. Each sum is
-//! checked against the CPU's before its time counts.
+//! 64-bit words (`shaders/kv_loads_u64.wgsl`'s form; needs `Features::SHADER_INT64`) and as
+//! four (two vec4 a load), a 64 KiB uniform buffer, and an `rgba32float` texture read with
+//! `textureLoad`. Each sum is checked against the CPU's before its time counts.
 //!
 //! Why: llvmpipe (Mesa 22.3) turns a storage-buffer load at lane-dependent addresses into a
 //! loop over the lanes, one component at a time, a uniform-buffer load into a hardware
@@ -159,6 +159,33 @@ fn main() {
                 storage_words,
                 "let w = src[i]; return bitcast<vec4<f32>>(vec4<u32>(u32(w.x), \
                  u32(w.x >> 32u), u32(w.y), u32(w.y >> 32u)));",
+            ),
+            storage.as_entire_binding(),
+        ));
+    }
+    if int64 {
+        // Two vec4 a load: the per-lane loop then moves 32 bytes a lane where the others move 16.
+        kinds.push((
+            "storage 4 x 64-bit",
+            format!(
+                "const RUN: u32 = {RUN}u;\nconst MASK: u32 = {mask}u;\n\
+                 @group(0) @binding(0) var<storage, read> src: array<vec4<u64>>;\n\
+                 @group(0) @binding(1) var<storage, read_write> sums: array<vec4<f32>>;\n\
+                 fn floats(a: u64, b: u64) -> vec4<f32> {{ return bitcast<vec4<f32>>(\
+                 vec4<u32>(u32(a), u32(a >> 32u), u32(b), u32(b >> 32u))); }}\n\
+                 @compute @workgroup_size(64)\n\
+                 fn main(@builtin(global_invocation_id) g: vec3<u32>) {{\n\
+                     let base = g.x * RUN;\n\
+                     var a = vec4<f32>(0.0);\n\
+                     var b = vec4<f32>(0.0);\n\
+                     for (var i = 0u; i < RUN; i = i + 2u) {{\n\
+                         let w = src[((base + i) & MASK) / 2u];\n\
+                         a = a + floats(w.x, w.y);\n\
+                         b = b + floats(w.z, w.w);\n\
+                     }}\n\
+                     sums[g.x] = a + b;\n\
+                 }}\n",
+                mask = ELEMENTS - 1,
             ),
             storage.as_entire_binding(),
         ));
