@@ -31,20 +31,34 @@ const ELEMENTS: u32 = 4096;
 const WIDTH: u32 = 1024;
 const SUBMISSIONS: usize = 30;
 
+/// The loop body of every binding but the 4 x 64-bit one: two vec4, one `load` each.
+const PAIR_OF_LOADS: &str = "a = a + load((base + i) & MASK);\n\
+                             b = b + load((base + i + 1u) & MASK);";
+
+/// A probe whose `load(i)` returns vec4 `i` of `binding` (the function's body given).
 fn shader(binding: &str, load: &str) -> String {
+    shader_with(
+        binding,
+        &format!("fn load(i: u32) -> vec4<f32> {{ {load} }}"),
+        PAIR_OF_LOADS,
+    )
+}
+
+/// Every invocation sums vec4 `base .. base + RUN` of `binding` (wrapped by MASK) into `a` and
+/// `b`: `body` reads vec4 `i` and `i + 1` from `base`, with the `helpers` it calls.
+fn shader_with(binding: &str, helpers: &str, body: &str) -> String {
     format!(
         "const RUN: u32 = {RUN}u;\nconst MASK: u32 = {mask}u;\nconst WIDTH: u32 = {WIDTH}u;\n\
          {binding}\n\
          @group(0) @binding(1) var<storage, read_write> sums: array<vec4<f32>>;\n\
-         fn load(i: u32) -> vec4<f32> {{ {load} }}\n\
+         {helpers}\n\
          @compute @workgroup_size(64)\n\
          fn main(@builtin(global_invocation_id) g: vec3<u32>) {{\n\
              let base = g.x * RUN;\n\
              var a = vec4<f32>(0.0);\n\
              var b = vec4<f32>(0.0);\n\
              for (var i = 0u; i < RUN; i = i + 2u) {{\n\
-                 a = a + load((base + i) & MASK);\n\
-                 b = b + load((base + i + 1u) & MASK);\n\
+                 {body}\n\
              }}\n\
              sums[g.x] = a + b;\n\
          }}\n",
@@ -162,30 +176,16 @@ fn main() {
             ),
             storage.as_entire_binding(),
         ));
-    }
-    if int64 {
         // Two vec4 a load: the per-lane loop then moves 32 bytes a lane where the others move 16.
         kinds.push((
             "storage 4 x 64-bit",
-            format!(
-                "const RUN: u32 = {RUN}u;\nconst MASK: u32 = {mask}u;\n\
-                 @group(0) @binding(0) var<storage, read> src: array<vec4<u64>>;\n\
-                 @group(0) @binding(1) var<storage, read_write> sums: array<vec4<f32>>;\n\
-                 fn floats(a: u64, b: u64) -> vec4<f32> {{ return bitcast<vec4<f32>>(\
-                 vec4<u32>(u32(a), u32(a >> 32u), u32(b), u32(b >> 32u))); }}\n\
-                 @compute @workgroup_size(64)\n\
-                 fn main(@builtin(global_invocation_id) g: vec3<u32>) {{\n\
-                     let base = g.x * RUN;\n\
-                     var a = vec4<f32>(0.0);\n\
-                     var b = vec4<f32>(0.0);\n\
-                     for (var i = 0u; i < RUN; i = i + 2u) {{\n\
-                         let w = src[((base + i) & MASK) / 2u];\n\
-                         a = a + floats(w.x, w.y);\n\
-                         b = b + floats(w.z, w.w);\n\
-                     }}\n\
-                     sums[g.x] = a + b;\n\
-                 }}\n",
-                mask = ELEMENTS - 1,
+            shader_with(
+                "@group(0) @binding(0) var<storage, read> src: array<vec4<u64>>;",
+                "fn floats(a: u64, b: u64) -> vec4<f32> { return bitcast<vec4<f32>>(\
+                 vec4<u32>(u32(a), u32(a >> 32u), u32(b), u32(b >> 32u))); }",
+                "let w = src[((base + i) & MASK) / 2u];\n\
+                 a = a + floats(w.x, w.y);\n\
+                 b = b + floats(w.z, w.w);",
             ),
             storage.as_entire_binding(),
         ));
