@@ -246,7 +246,7 @@ pub(crate) fn project(ctx: &Context, p: &Projection<'_>) -> Result<()> {
 /// How RoPE rotates `rows` rows of a head-split tensor of head width `hd` and sequence
 /// length `l`: in runs of rows (`start .. end`) whose window of x fits a binding and whose
 /// dispatch fits the grid.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub(crate) struct RopePlan {
     /// The runs, in order, covering `0 .. rows` once.
     pub runs: Vec<(usize, usize)>,
@@ -315,8 +315,9 @@ pub(crate) fn rope(
     let mut work = Vec::new();
     for (r0, r1) in plan.runs {
         let x_win = Window::new(r0 * hd, r1 * hd, &budget).map_err(too_large)?;
-        // The table's positions r0 % l .. : hd floats (hd / 2 pairs) each, from an aligned
-        // offset, which is a whole number of pairs (alignments are multiples of 8 bytes).
+        // The table's positions r0 % l .. : hd floats (hd / 2 pairs) each, from the aligned
+        // offset at or before them, which is a whole number of pairs: the positions start
+        // on a multiple of 8 bytes (hd is even) and the alignment is a power of two.
         let table_win = if plan.whole_table {
             None
         } else {
