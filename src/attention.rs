@@ -21,8 +21,10 @@ use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
 
+mod paths;
 mod prepare;
 mod segments;
+pub use paths::{plan, plan_paths, PathReport};
 use prepare::{estimate, estimate_one, plan_call, plan_one, prepare, Prepared};
 
 /// Outputs of [`attention_gpu`], left on the device.

@@ -17,6 +17,56 @@ const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::SHADER_F16)
     .union(wgpu::Features::SHADER_INT64);
 
+/// The feature the cooperative-matrix tier needs, requested only where the adapter has a
+/// configuration the tier uses.
+const COOP_FEATURE: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+
+/// Whether `adapter` runs the cooperative-matrix tier in `mode`, with `wanted` features:
+/// 16x16x16 f16 inputs with f32 accumulators (the tier's operations), `SHADER_F16`, and
+/// one subgroup size (the kernel partitions its invocations into subgroups by it).
+fn coop_support(adapter: &wgpu::Adapter, mode: CoopMode, wanted: wgpu::Features) -> CoopSupport {
+    let features = adapter.features() & wanted;
+    let info = adapter.get_info();
+    match mode {
+        CoopMode::Off => return CoopSupport::Unavailable("turned off (CoopMode::Off)".into()),
+        CoopMode::Emulated if features.contains(wgpu::Features::SHADER_F16) => {
+            return CoopSupport::Emulated
+        }
+        CoopMode::Emulated => {
+            return CoopSupport::Unavailable(
+                "emulation needs Features::SHADER_F16, which this adapter lacks".into(),
+            )
+        }
+        CoopMode::Hardware => {}
+    }
+    if !features.contains(COOP_FEATURE) {
+        return CoopSupport::Unavailable(
+            "the adapter has no cooperative matrices (Features::EXPERIMENTAL_COOPERATIVE_MATRIX)"
+                .into(),
+        );
+    }
+    if !features.contains(wgpu::Features::SHADER_F16) {
+        return CoopSupport::Unavailable("the adapter lacks Features::SHADER_F16".into());
+    }
+    let f16 = wgpu::CooperativeScalarType::F16;
+    let f32 = wgpu::CooperativeScalarType::F32;
+    let has_16 = adapter.cooperative_matrix_properties().iter().any(|c| {
+        (c.m_size, c.n_size, c.k_size) == (16, 16, 16) && c.ab_type == f16 && c.cr_type == f32
+    });
+    if !has_16 {
+        return CoopSupport::Unavailable(
+            "the adapter's cooperative matrices have no 16x16x16 configuration with f16 inputs and f32 accumulators".into(),
+        );
+    }
+    let (min, max) = (info.subgroup_min_size, info.subgroup_max_size);
+    if min != max || !(16..=128).contains(&min) {
+        return CoopSupport::Unavailable(format!(
+            "the adapter's subgroups have {min} to {max} lanes; the tier needs one size from 16 to 128"
+        ));
+    }
+    CoopSupport::Hardware { subgroup: min }
+}
+
 /// How to build a [`Context`]. The defaults pick the best adapter and request its own limits.
 #[derive(Clone, Debug, Default)]
 pub struct ContextOptions {
@@ -40,6 +90,53 @@ pub struct ContextOptions {
     /// need a feature left out are not chosen, so this is how tests run, on one adapter, the
     /// kernels that adapters without the feature take.
     pub features: Option<wgpu::Features>,
+    /// How the cooperative-matrix tier (`fused-coop`) runs: on the adapter's matrix units
+    /// where it has them (the default), emulated in scalar code on any adapter with
+    /// `SHADER_F16` (how CI runs the tier's logic on lavapipe), or not at all.
+    pub cooperative_matrix: CoopMode,
+}
+
+/// How a context runs the cooperative-matrix tier ([`ContextOptions::cooperative_matrix`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CoopMode {
+    /// On the adapter's cooperative matrices (16x16 f16 inputs, f32 accumulators) where
+    /// wgpu exposes them (`EXPERIMENTAL_COOPERATIVE_MATRIX`); otherwise the tier is
+    /// unavailable and the planner says why.
+    #[default]
+    Hardware,
+    /// The same kernels with the cooperative operations replaced by scalar WGSL of the same
+    /// semantics (f16 inputs, f32 accumulation), on any adapter with `SHADER_F16`: slow, for
+    /// testing the tier where no matrix hardware exists. The planner then treats the
+    /// adapter as if it had the hardware.
+    Emulated,
+    /// Never: the planner passes the tier over.
+    Off,
+}
+
+impl CoopMode {
+    /// The mode `WGPU_ATTENTION_COOP` names (`emulate`, `off`, `hardware`), else
+    /// [`CoopMode::Hardware`].
+    pub fn from_env() -> CoopMode {
+        match std::env::var("WGPU_ATTENTION_COOP").as_deref() {
+            Ok("emulate") | Ok("emulated") => CoopMode::Emulated,
+            Ok("off") => CoopMode::Off,
+            _ => CoopMode::Hardware,
+        }
+    }
+}
+
+/// Whether and how this context runs the cooperative-matrix tier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoopSupport {
+    /// On the hardware, with subgroups of this many lanes sharing a matrix.
+    Hardware {
+        /// The adapter's subgroup size (its minimum and maximum agree).
+        subgroup: u32,
+    },
+    /// Emulated ([`CoopMode::Emulated`]).
+    Emulated,
+    /// Not here, and why.
+    Unavailable(String),
 }
 
 /// A GPU device ready for attention: cheap to clone, `Send + Sync`.
@@ -74,6 +171,8 @@ struct Inner {
     pending_fills: Mutex<Vec<wgpu::CommandBuffer>>,
     /// The device's total memory, when known, checked before each call allocates.
     memory: DeviceMemory,
+    /// Whether and how the cooperative-matrix tier runs here.
+    coop: CoopSupport,
 }
 
 /// Bytes of the NaN-filled buffer a context keeps for initialising outputs (or the device's
@@ -129,8 +228,13 @@ pub fn enumerate_adapters() -> Vec<wgpu::Adapter> {
 impl Context {
     /// Opens the best adapter (high-performance first; `WGPU_BACKEND` and
     /// `WGPU_ADAPTER_NAME` honoured) with the adapter's own limits.
+    /// The cooperative-matrix tier runs as `WGPU_ATTENTION_COOP` says: `emulate`
+    /// ([`CoopMode::Emulated`]), `off`, or by default on the hardware.
     pub fn new() -> Result<Self> {
-        Self::with_options(&ContextOptions::default())
+        Self::with_options(&ContextOptions {
+            cooperative_matrix: CoopMode::from_env(),
+            ..Default::default()
+        })
     }
 
     /// Like [`Context::new`], with explicit options.
@@ -157,12 +261,24 @@ impl Context {
     pub fn from_adapter(adapter: &wgpu::Adapter, options: &ContextOptions) -> Result<Self> {
         let info = adapter.get_info();
         let limits = options.limits.clone().unwrap_or_else(|| adapter.limits());
+        let wanted = options.features.unwrap_or(WANTED_FEATURES | COOP_FEATURE);
+        let coop = coop_support(adapter, options.cooperative_matrix, wanted);
+        let mut required_features = adapter.features() & WANTED_FEATURES & wanted;
+        if matches!(coop, CoopSupport::Hardware { .. }) {
+            required_features |= COOP_FEATURE;
+        }
         let desc = wgpu::DeviceDescriptor {
             label: Some("wgpu-attention"),
-            required_features: adapter.features()
-                & WANTED_FEATURES
-                & options.features.unwrap_or(WANTED_FEATURES),
+            required_features,
             required_limits: limits,
+            // SAFETY: experimental features are enabled only to request
+            // EXPERIMENTAL_COOPERATIVE_MATRIX, which only the cooperative-matrix kernels use,
+            // and only on configurations the adapter lists (coop_support).
+            experimental_features: if required_features.contains(COOP_FEATURE) {
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
             ..Default::default()
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
@@ -171,15 +287,24 @@ impl Context {
                 reason: e.to_string(),
             }
         })?;
-        Ok(Self::build(device, queue, options))
+        Ok(Self::build(device, queue, options, coop))
     }
 
-    /// Wraps a device the caller already owns. Features and limits are the device's.
+    /// Wraps a device the caller already owns. Features and limits are the device's; the
+    /// cooperative-matrix tier is not used (the device's configurations are unknown).
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self::build(device, queue, &ContextOptions::default())
+        let coop = CoopSupport::Unavailable(
+            "a device made by the caller (Context::from_device) does not say which cooperative-matrix configurations it has".into(),
+        );
+        Self::build(device, queue, &ContextOptions::default(), coop)
     }
 
-    fn build(device: wgpu::Device, queue: wgpu::Queue, options: &ContextOptions) -> Self {
+    fn build(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        options: &ContextOptions,
+        coop: CoopSupport,
+    ) -> Self {
         let info = device.adapter_info();
         let memory = DeviceMemory::detect(&device, options.memory_limit);
         let lost = Arc::new(Mutex::new(None));
@@ -211,6 +336,7 @@ impl Context {
                 nan_source: std::sync::OnceLock::new(),
                 pending_fills: Mutex::new(Vec::new()),
                 memory,
+                coop,
             }),
         }
     }
@@ -244,6 +370,11 @@ impl Context {
     /// Features enabled on the device.
     pub fn features(&self) -> wgpu::Features {
         self.inner.device.features()
+    }
+
+    /// Whether and how the cooperative-matrix tier runs here.
+    pub fn coop(&self) -> &CoopSupport {
+        &self.inner.coop
     }
 
     /// Limits of the device (what was requested, not the adapter's maxima).

@@ -239,7 +239,17 @@ struct Layout {
 
 impl Layout {
     fn of(ctx: &Context, p: &Problem, form: Form) -> Self {
-        let info = ctx.adapter_info();
+        Layout::for_device(ctx.adapter_info(), &ctx.limits(), p, form)
+    }
+
+    /// The layout on a device described by its adapter info and limits alone (so that
+    /// planning can be tested against recorded devices without one).
+    fn for_device(
+        info: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
+        p: &Problem,
+        form: Form,
+    ) -> Self {
         let d = &p.dims;
         let group = d.hq / d.hkv;
         let rows = group * d.lq;
@@ -271,29 +281,9 @@ impl Layout {
                 (tiles, tile_rows, split)
             }
         };
-        // One group's partial outputs (rows x Dv floats a split) must fit a binding, as a
-        // chunk holds whole groups: where they would not, fewer and longer splits (up to
-        // the loop limit's keys; past that the plan says what does not fit).
-        let budget = DeviceBudget::from_limits(&ctx.limits());
-        let split_bytes = (rows * d.dv * 4).max(4) as u64;
-        let most_splits = (budget.max_binding / split_bytes).max(1) as usize;
-        let split = if split.splits > most_splits {
-            let keys = d.lk.div_ceil(most_splits);
-            match form {
-                Form::Invocation => split_of(d.lk, keys, max_keys),
-                Form::Workgroup => {
-                    let keys = keys
-                        .next_multiple_of(WORKGROUP_KEYS)
-                        .min(max_keys.max(WORKGROUP_KEYS));
-                    Split {
-                        keys_per_split: keys,
-                        splits: d.lk.div_ceil(keys),
-                    }
-                }
-            }
-        } else {
-            split
-        };
+        let budget = DeviceBudget::from_limits(limits);
+        let most = most_splits(&budget, form, rows * d.dv, tiles);
+        let split = fewer_splits(split, d.lk, most, form, max_keys);
         Layout {
             form,
             group,
@@ -311,6 +301,43 @@ impl Layout {
         match self.form {
             Form::Invocation => units.div_ceil(WG),
             Form::Workgroup => units,
+        }
+    }
+}
+
+/// The most splits one group may have, since a chunk holds whole groups: its partial
+/// outputs (`split_floats` floats a split) must fit one binding, and its partial kernel's
+/// workgroups (`tiles` row tiles a split) one dispatch grid. An H200's 64-key splits of 600
+/// keys (10 workgroups a group) once exceeded a grid of 3 x 3 this way.
+fn most_splits(budget: &DeviceBudget, form: Form, split_floats: usize, tiles: usize) -> usize {
+    let split_bytes = (split_floats * 4).max(4) as u64;
+    let by_binding = budget.max_binding / split_bytes;
+    let invocations_per_group = match form {
+        Form::Invocation => WG,
+        Form::Workgroup => 1,
+    };
+    let by_grid = budget.max_groups() * invocations_per_group / tiles.max(1) as u64;
+    by_binding.min(by_grid).clamp(1, usize::MAX as u64) as usize
+}
+
+/// `split`, or where it has more than `most` splits, fewer and longer ones: up to
+/// `max_keys` keys a split (llvmpipe's loop limit), past which the chunk plan says what does
+/// not fit.
+fn fewer_splits(split: Split, lk: usize, most: usize, form: Form, max_keys: usize) -> Split {
+    if split.splits <= most {
+        return split;
+    }
+    let keys = lk.div_ceil(most.max(1));
+    match form {
+        Form::Invocation => split_of(lk, keys, max_keys),
+        Form::Workgroup => {
+            let keys = keys
+                .next_multiple_of(WORKGROUP_KEYS)
+                .min(max_keys.max(WORKGROUP_KEYS));
+            Split {
+                keys_per_split: keys,
+                splits: lk.div_ceil(keys),
+            }
         }
     }
 }
@@ -401,9 +428,19 @@ pub(crate) fn loop_obstacle(ctx: &Context, p: &Problem, form: Form) -> Option<St
 /// The chunks this path runs in (whole GQA groups), planned against the device's limits.
 /// Each chunk's `scratch_bytes` is its partial outputs.
 pub(crate) fn plan(ctx: &Context, p: &Problem, form: Form) -> Result<Vec<Chunk>> {
+    plan_for_device(ctx.adapter_info(), &ctx.limits(), p, form)
+}
+
+/// [`plan`] on a device described by its adapter info and limits.
+fn plan_for_device(
+    info: &wgpu::AdapterInfo,
+    limits: &wgpu::Limits,
+    p: &Problem,
+    form: Form,
+) -> Result<Vec<Chunk>> {
     let d = &p.dims;
-    let layout = Layout::of(ctx, p, form);
-    let budget = DeviceBudget::from_limits(&ctx.limits());
+    let layout = Layout::for_device(info, limits, p, form);
+    let budget = DeviceBudget::from_limits(limits);
     // Scratch: partial outputs of the chunk's groups; dispatch: the larger of the two kernels.
     let cost = |n_heads: usize, _rows: usize| {
         let groups = n_heads / layout.group;
@@ -550,4 +587,68 @@ pub(crate) fn run(
     ctx.submit(encoder)?;
     outputs.chunks = chunks.len();
     Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(dims: [usize; 7]) -> Problem {
+        let [b, hq, lq, hkv, lk, d, dv] = dims;
+        let dims =
+            crate::problem::validate_dims(&[b, hq, lq, d], &[b, hkv, lk, d], &[b, hkv, lk, dv])
+                .expect("dims");
+        Problem {
+            dims,
+            scale: 1.0,
+            causal_offset: Some((lk - lq) as i64),
+            mask: None,
+            kv_rows: lk,
+            kv_first: 0,
+            kv_half: None,
+        }
+    }
+
+    fn gpu(subgroup: u32) -> wgpu::AdapterInfo {
+        wgpu::AdapterInfo {
+            subgroup_min_size: subgroup,
+            subgroup_max_size: subgroup,
+            ..wgpu::AdapterInfo::new(wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Vulkan)
+        }
+    }
+
+    /// tests/decode.rs `decode_under_small_limits` failed on an H200 (a grid of 3 x 3
+    /// workgroups, 600 keys in 64-key splits: 10 workgroups a group): every chunk of the
+    /// plan now fits the grid and its bindings, on a GPU's rule as on a CPU's.
+    #[test]
+    fn splits_fit_small_grids_on_gpus() {
+        let limits = wgpu::Limits {
+            max_storage_buffer_binding_size: 1 << 16,
+            max_compute_workgroups_per_dimension: 3,
+            ..Default::default()
+        };
+        for dims in [
+            [2, 8, 4, 2, 600, 16, 8],
+            [2, 4, 2, 2, 40, 16, 320],
+            [1, 32, 1, 8, 1000, 16, 16],
+        ] {
+            let p = problem(dims);
+            for form in [Form::Workgroup, Form::Invocation] {
+                let info = gpu(32);
+                let layout = Layout::for_device(&info, &limits, &p, form);
+                let budget = DeviceBudget::from_limits(&limits);
+                assert!(
+                    layout.partial_workgroups(1) <= budget.max_groups(),
+                    "{dims:?} {form:?}: {} splits of {} keys, {} workgroups a group",
+                    layout.split.splits,
+                    layout.split.keys_per_split,
+                    layout.partial_workgroups(1)
+                );
+                assert!(layout.split.splits * layout.split.keys_per_split >= p.dims.lk);
+                let chunks = plan_for_device(&info, &limits, &p, form)
+                    .unwrap_or_else(|e| panic!("{dims:?} {form:?}: {e}"));
+                assert!(chunks.iter().all(|c| c.scratch_bytes <= budget.max_binding));
+            }
+        }
+    }
 }

@@ -12,6 +12,7 @@
 //! how many passes it takes over the keys in `fused/passes.rs`; the tiers, the plan and
 //! the dispatch here.
 
+pub mod coop;
 mod obstacles;
 mod passes;
 mod subgroup_layout;
@@ -88,11 +89,17 @@ pub enum Tier {
     /// 64-row query blocks against 64-key blocks staged in workgroup memory, with register
     /// tiles; needs nothing optional but 24 KiB of workgroup memory. Built for GPUs.
     Tiled,
+    /// Q Kᵀ and P V on cooperative matrices (tensor cores) in f16 with f32 accumulators
+    /// ([`coop`]): for f16 inputs, or f32 inputs where the caller asks for f16 compute.
+    Coop,
 }
 
 impl Tier {
     fn kernel(self, ctx: &Context, p: &Problem) -> Kernel {
         use crate::fp16::HalfFormat::{Bf16, F16};
+        if self == Tier::Coop {
+            return coop::kernel(ctx, p);
+        }
         let lanes16 = subgroup_keys(ctx.adapter_info()) == 16;
         let textures = reads_textures(ctx, p, self);
         let words = !textures && reads_words(ctx, self);
@@ -137,16 +144,19 @@ impl Tier {
             Tier::Tiled if tiled_wider(p) => Kernel::FusedTiledWider,
             Tier::Tiled if wide(p) => Kernel::FusedTiledWide,
             Tier::Tiled => Kernel::FusedTiled,
+            Tier::Coop => coop::kernel(ctx, p),
         }
     }
 
-    /// Query rows one workgroup of this tier covers; on the subgroup tier the fewest it may
-    /// cover (R = 2, see [`subgroup_layout()`]).
-    pub fn rows_per_group(self) -> usize {
+    /// Query rows one workgroup of this tier covers for `p` here; on the subgroup tier the fewest
+    /// it may cover (R = 2, see [`subgroup_layout()`]); on the cooperative-matrix tier its
+    /// variant's ([`coop::Variant`]).
+    pub fn rows_per_group(self, ctx: &Context, p: &Problem) -> usize {
         match self {
             Tier::Subgroup => SUBGROUP_INVOCATIONS * 2,
             Tier::Portable => ROWS_PER_GROUP,
             Tier::Tiled => TILED_ROWS_PER_GROUP,
+            Tier::Coop => coop::variant(ctx, p).rows,
         }
     }
 
@@ -156,6 +166,7 @@ impl Tier {
             Tier::Subgroup => "fused-subgroup",
             Tier::Portable => "fused-portable",
             Tier::Tiled => "fused-tiled",
+            Tier::Coop => "fused-coop",
         }
     }
 
@@ -166,6 +177,7 @@ impl Tier {
             Tier::Subgroup => (SUBGROUP_WIDE_MAX_WIDTH, SUBGROUP_WIDE_MAX_WIDTH),
             Tier::Portable => (WIDE_MAX_WIDTH, WIDE_MAX_WIDTH),
             Tier::Tiled => (TILED_MAX_D, TILED_WIDER_MAX_DV),
+            Tier::Coop => (coop::COOP_MAX_WIDTH, coop::COOP_MAX_WIDTH),
         }
     }
 }
@@ -186,7 +198,7 @@ pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
 /// storage-buffer forms have no 16-bit loads: there the call widens first.
 pub(crate) fn reads_half(ctx: &Context, p: &Problem, tier: Tier) -> bool {
     match tier {
-        Tier::Portable | Tier::Tiled => true,
+        Tier::Portable | Tier::Tiled | Tier::Coop => true,
         Tier::Subgroup => reads_textures(ctx, p, tier),
     }
 }
@@ -198,10 +210,14 @@ pub(crate) fn reads_half(ctx: &Context, p: &Problem, tier: Tier) -> bool {
 /// per kv head: one block reading K and V once, instead of four blocks a quarter full each
 /// reading them); and only for chunks of whole groups. Otherwise 1.
 pub(crate) fn tiled_unit_heads(p: &Problem, c: &Chunk) -> usize {
+    tiled_unit_heads_in(p, c, TILED_ROWS_PER_GROUP)
+}
+
+/// [`tiled_unit_heads`] for blocks of `block_rows` rows (the cooperative-matrix tier's too).
+pub(crate) fn tiled_unit_heads_in(p: &Problem, c: &Chunk, block_rows: usize) -> usize {
     let group = p.dims.hq / p.dims.hkv.max(1);
     let whole_groups = c.bh0.is_multiple_of(group) && c.n_heads.is_multiple_of(group);
-    let blocks =
-        |heads: usize| (c.n_heads / heads) * (heads * c.rows).div_ceil(TILED_ROWS_PER_GROUP);
+    let blocks = |heads: usize| (c.n_heads / heads) * (heads * c.rows).div_ceil(block_rows);
     if group > 1 && whole_groups && blocks(group) < blocks(1) {
         group
     } else {
@@ -248,10 +264,10 @@ pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>>
         // With passes, the merge's invocations (one per output vec4) too, and the passes a
         // dispatch runs side by side.
         max_groups: if passes > 1 {
-            (n * rows.div_ceil(tier.rows_per_group()) * passes_per_dispatch(tier, passes))
+            (n * rows.div_ceil(tier.rows_per_group(ctx, p)) * passes_per_dispatch(tier, passes))
                 .max((n * rows * p.dims.dv / 4).div_ceil(64))
         } else {
-            n * rows.div_ceil(tier.rows_per_group())
+            n * rows.div_ceil(tier.rows_per_group(ctx, p))
         } as u64,
     };
     plan_chunks(p, &budget, &cost)
@@ -314,6 +330,15 @@ pub(crate) fn run(
                     key.constants.push(("UNITS", u32::from(units)));
                     key
                 }
+                // The cooperative-matrix tier: the same UNITS, and the lanes that share a
+                // matrix.
+                None if tier == Tier::Coop => {
+                    let mut key = key.clone();
+                    let units = coop::unit_heads(ctx, p, c) > 1;
+                    key.constants.push(("UNITS", u32::from(units)));
+                    key.constants.push(("SG", coop::subgroup_lanes(ctx)));
+                    key
+                }
                 None => key.clone(),
             };
             Ok((layout, ctx.pipeline(&key)?))
@@ -363,9 +388,10 @@ pub(crate) fn run(
                 None => {
                     let heads = match tier {
                         Tier::Tiled => tiled_unit_heads(p, c),
+                        Tier::Coop => coop::unit_heads(ctx, p, c),
                         _ => 1,
                     };
-                    let row_groups = (heads * c.rows).div_ceil(tier.rows_per_group());
+                    let row_groups = (heads * c.rows).div_ceil(tier.rows_per_group(ctx, p));
                     (row_groups, c.n_heads / heads * row_groups, heads)
                 }
             };

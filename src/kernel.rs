@@ -62,6 +62,8 @@ const NONE: wgpu::Features = wgpu::Features::empty();
 const SUBGROUP: wgpu::Features = wgpu::Features::SUBGROUP;
 const INT64: wgpu::Features = wgpu::Features::SHADER_INT64;
 const SUBGROUP_INT64: wgpu::Features = SUBGROUP.union(INT64);
+const F16: wgpu::Features = wgpu::Features::SHADER_F16;
+const COOP: wgpu::Features = F16.union(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
 
 // WGSL has no include: a kernel's source is its files concatenated. Module-scope
 // declarations may come in any order in WGSL; each family keeps the order it has always had,
@@ -92,6 +94,22 @@ macro_rules! fused {
 macro_rules! subgroup {
     ($loads:literal, $width:literal, $lanes:literal) => {
         fused!($loads, $width, $lanes, "fused_subgroup")
+    };
+}
+/// The cooperative-matrix tier: its directives file first (WGSL wants `enable` before any
+/// declaration), then [`fused!`] with its K/V loads, its tile sizes and its operations
+/// (hardware or emulated) in front of shaders/fused_coop.wgsl.
+macro_rules! coop {
+    ($enable:literal, $loads:literal, $tile:literal, $ops:literal) => {
+        wgsl!(
+            $enable,
+            "mask",
+            "fused_common",
+            $loads,
+            $tile,
+            $ops,
+            "fused_coop"
+        )
     };
 }
 /// Decode: its array sizes and K/V loads files, then shaders/mask.wgsl, decode_common.wgsl
@@ -425,6 +443,196 @@ kernels! {
         bindings: ONE_PASS,
         params: FusedParams,
         features: NONE,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 64 rows x D and Dv up to 64 (`shaders/coop_tile_64x64.wgsl`),
+    /// reading f32 K and V.
+    FusedCoop64x64 {
+        label: "fused_coop_64x64",
+        source: coop!("coop_enable_hw", "kv_loads_f32", "coop_tile_64x64", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop64x64`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop64x64Emulated {
+        label: "fused_coop_64x64_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f32", "coop_tile_64x64", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 64 rows x D and Dv up to 64 (`shaders/coop_tile_64x64.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    FusedCoop64x64F16 {
+        label: "fused_coop_64x64_f16",
+        source: coop!("coop_enable_hw", "kv_loads_f16", "coop_tile_64x64", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop64x64F16`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop64x64F16Emulated {
+        label: "fused_coop_64x64_f16_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f16", "coop_tile_64x64", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 32 rows x D and Dv up to 128 (`shaders/coop_tile_32x128.wgsl`),
+    /// reading f32 K and V.
+    FusedCoop32x128 {
+        label: "fused_coop_32x128",
+        source: coop!("coop_enable_hw", "kv_loads_f32", "coop_tile_32x128", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop32x128`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop32x128Emulated {
+        label: "fused_coop_32x128_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f32", "coop_tile_32x128", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 32 rows x D and Dv up to 128 (`shaders/coop_tile_32x128.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    FusedCoop32x128F16 {
+        label: "fused_coop_32x128_f16",
+        source: coop!("coop_enable_hw", "kv_loads_f16", "coop_tile_32x128", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop32x128F16`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop32x128F16Emulated {
+        label: "fused_coop_32x128_f16_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f16", "coop_tile_32x128", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 64 rows x D and Dv up to 32 (`shaders/coop_tile_64x32.wgsl`),
+    /// reading f32 K and V.
+    FusedCoop64x32 {
+        label: "fused_coop_64x32",
+        source: coop!("coop_enable_hw", "kv_loads_f32", "coop_tile_64x32", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop64x32`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop64x32Emulated {
+        label: "fused_coop_64x32_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f32", "coop_tile_64x32", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 64 rows x D and Dv up to 32 (`shaders/coop_tile_64x32.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    FusedCoop64x32F16 {
+        label: "fused_coop_64x32_f16",
+        source: coop!("coop_enable_hw", "kv_loads_f16", "coop_tile_64x32", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop64x32F16`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop64x32F16Emulated {
+        label: "fused_coop_64x32_f16_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f16", "coop_tile_64x32", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 32 rows x D and Dv up to 64 (`shaders/coop_tile_32x64.wgsl`),
+    /// reading f32 K and V.
+    FusedCoop32x64 {
+        label: "fused_coop_32x64",
+        source: coop!("coop_enable_hw", "kv_loads_f32", "coop_tile_32x64", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop32x64`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop32x64Emulated {
+        label: "fused_coop_32x64_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f32", "coop_tile_32x64", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 32 rows x D and Dv up to 64 (`shaders/coop_tile_32x64.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    FusedCoop32x64F16 {
+        label: "fused_coop_32x64_f16",
+        source: coop!("coop_enable_hw", "kv_loads_f16", "coop_tile_32x64", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop32x64F16`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop32x64F16Emulated {
+        label: "fused_coop_32x64_f16_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f16", "coop_tile_32x64", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 16 rows x D and Dv up to 128 (`shaders/coop_tile_16x128.wgsl`),
+    /// reading f32 K and V.
+    FusedCoop16x128 {
+        label: "fused_coop_16x128",
+        source: coop!("coop_enable_hw", "kv_loads_f32", "coop_tile_16x128", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop16x128`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop16x128Emulated {
+        label: "fused_coop_16x128_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f32", "coop_tile_16x128", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 16 rows x D and Dv up to 128 (`shaders/coop_tile_16x128.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    FusedCoop16x128F16 {
+        label: "fused_coop_16x128_f16",
+        source: coop!("coop_enable_hw", "kv_loads_f16", "coop_tile_16x128", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop16x128F16`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop16x128F16Emulated {
+        label: "fused_coop_16x128_f16_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f16", "coop_tile_16x128", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
     }
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
     /// up to 128: `shaders/decode_width_128.wgsl`).

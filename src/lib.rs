@@ -91,12 +91,18 @@ mod tensor;
 mod unfused;
 mod widths;
 
-pub use attention::{attention, attention_gpu, memory_estimate, GpuAttentionOutput};
+pub use attention::{
+    attention, attention_gpu, memory_estimate, plan, plan_paths, GpuAttentionOutput, PathReport,
+};
 pub use cache::KvCache;
 pub use check::{compare, Comparison, Tolerance};
-pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
+pub use context::{
+    describe_adapter, enumerate_adapters, Context, ContextOptions, CoopMode, CoopSupport,
+};
 pub use error::{Error, Result};
-pub use options::{AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo};
+pub use options::{
+    AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo, Precision,
+};
 pub use tensor::GpuTensor;
 
 /// The README's code blocks, compiled and run as doctests so the front door stays true.

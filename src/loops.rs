@@ -73,6 +73,28 @@ pub fn decode_block() -> u64 {
     1
 }
 
+/// Iterations per key block of the cooperative-matrix tier's emulated kernels
+/// (shaders/coop_ops_emulated.wgsl with 32-lane virtual subgroups: 8 elements of each 16x16
+/// block a lane), for `rows` query rows a workgroup and widths padded to 16 (`d16`, `dv16`):
+/// the score blocks' dot products over D, the output blocks' over the 32 keys, the staging
+/// of K and V, the rescaling of the output and the softmax loops, each loop counted with its
+/// exit. An upper bound derived from the shader's loops, not measured: the hardware kernels
+/// never run on llvmpipe.
+pub fn coop_emulated_block(rows: u64, d16: u64, dv16: u64) -> u64 {
+    let (keys, invocations, lanes) = (32, 128, 32);
+    let elements = 256 / lanes;
+    let subgroups = invocations / lanes;
+    let score_blocks = (rows / 16 * keys / 16).div_ceil(subgroups);
+    let output_blocks = (rows / 16 * dv16 / 16).div_ceil(subgroups);
+    let scores = score_blocks * (1 + elements * (d16 + 2));
+    let outputs = output_blocks * (1 + elements * (keys + 2));
+    let staging =
+        (keys * d16 / 4).div_ceil(invocations) + (keys * dv16 / 4).div_ceil(invocations) + 2;
+    let rescale = (rows * dv16).div_ceil(invocations) + 1;
+    let softmax = 2 * (keys / (invocations / rows) / 4 + 1) + 2 * (invocations / rows + 1);
+    scores + outputs + staging + rescale + softmax + 8
+}
+
 /// Iterations per 64-key block of decode_workgroup.wgsl (the workgroup form of decode).
 /// Its statistics and output loops run 64 keys each (about 196 iterations a block), and its
 /// score loop over D adds D/4 + 1 unless the driver unrolls it, which depends on D and the

@@ -20,7 +20,7 @@ USAGE:
 RUN:
     wgpu-attention run --q Q.npy --k K.npy --v V.npy [--mask M.npy]
         [--causal none|top-left|bottom-right] [--scale S] [--out O.npy] [--lse L.npy]
-        [--weights W.npy] [--path auto|unfused|fused|fused-subgroup|fused-portable|fused-tiled|decode|decode-workgroup]
+        [--weights W.npy] [--path auto|unfused|fused|fused-subgroup|fused-portable|fused-tiled|fused-coop|decode|decode-workgroup]
         [--check [--atol A] [--rtol R]] [--dtype f32|f16|bf16]
 
     Inputs: float32, float64 or float16 .npy (little-endian, C or Fortran order), rank 2 (L, D), 3 (H, L, D),
@@ -34,7 +34,7 @@ RUN:
 
 BENCH:
     wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]
-        [--path auto|all|unfused|fused|fused-subgroup|fused-portable|fused-tiled|decode|decode-workgroup|cpu-ndarray]
+        [--path auto|all|unfused|fused|fused-subgroup|fused-portable|fused-tiled|fused-coop|decode|decode-workgroup|cpu-ndarray]
         [--reps N] [--seed S] [--json] [--plot FILE.png] [--dtype f32|f16|bf16]
         [--mask none|padding|finfo-padding|bool|bias|window]
 

@@ -71,6 +71,26 @@ pub enum PathChoice {
     /// Split-K decode in its workgroup form (path `"decode-workgroup"`) on any adapter: what
     /// [`PathChoice::Decode`] runs on GPUs, forced for tests and comparisons on CPU adapters.
     DecodeWorkgroup,
+    /// The fused kernel's cooperative-matrix tier (path `"fused-coop"`): Q Kᵀ and P V on the
+    /// matrix units (tensor cores) with f16 inputs and f32 accumulators, D and Dv up to 128.
+    /// Forcing it computes in f16 whatever the inputs ([`Precision::F16`]). Needs
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with a 16x16 f16 configuration, or a context in
+    /// [`crate::CoopMode::Emulated`].
+    FusedCoop,
+}
+
+impl PathChoice {
+    /// Every path a caller can force, one kernel path each (not [`PathChoice::Auto`] nor
+    /// [`PathChoice::Fused`], which choose): what [`crate::plan_paths`] reports on.
+    pub const FORCED: [PathChoice; 7] = [
+        PathChoice::Unfused,
+        PathChoice::FusedSubgroup,
+        PathChoice::FusedPortable,
+        PathChoice::FusedTiled,
+        PathChoice::FusedCoop,
+        PathChoice::Decode,
+        PathChoice::DecodeWorkgroup,
+    ];
 }
 
 /// Options of an attention call. `AttentionOptions::default()` is plain non-causal attention
@@ -90,6 +110,23 @@ pub struct AttentionOptions<'a> {
     pub return_weights: bool,
     /// Kernel path; `Auto` by default.
     pub path: PathChoice,
+    /// What the products are computed in; f32 by default.
+    pub precision: Precision,
+}
+
+/// What the products Q Kᵀ and P V are computed in ([`AttentionOptions::precision`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// f32 inputs stay f32: every path computes in f32 (16-bit K and V are widened exactly).
+    #[default]
+    F32,
+    /// Q, K, V and the weights rounded to f16 for the products, accumulated in f32 (what
+    /// PyTorch users know as autocast): lets auto take the cooperative-matrix tier
+    /// (`fused-coop`) on f32 inputs where the adapter has it. Error against f64: about that
+    /// of f16 inputs, 1e-3 relative to the output's scale (crate::fused::coop). Inputs
+    /// beyond f16's range (65504) are refused where the host knows them, else saturate.
+    /// Paths other than `fused-coop` ignore it and compute in f32.
+    F16,
 }
 
 impl<'a> AttentionOptions<'a> {
@@ -123,12 +160,18 @@ impl<'a> AttentionOptions<'a> {
         self.path = path;
         self
     }
+    /// Sets what the products are computed in ([`Precision`]).
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
 }
 
 /// Which path ran and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanInfo {
     /// Path name: `"unfused"`, `"fused-subgroup"`, `"fused-portable"`, `"fused-tiled"`,
+    /// `"fused-coop"`,
     /// `"decode"`, `"decode-workgroup"`, or
     /// `"reference"` for the CPU reference, or `"none"` when there was nothing to compute (no
     /// query rows, or no keys).

@@ -6,9 +6,10 @@
 use crate::context::Context;
 use crate::decode;
 use crate::error::{Error, Result};
+use crate::fp16::HalfFormat;
 use crate::fused::{self, Tier};
 use crate::loops;
-use crate::options::{AttentionOptions, PathChoice};
+use crate::options::{AttentionOptions, PathChoice, Precision};
 use crate::problem::Problem;
 
 /// A kernel path the planner can pick.
@@ -54,8 +55,72 @@ fn decode_obstacle(
         .or_else(|| decode::loop_obstacle(ctx, p, form))
 }
 
-/// Picks a path from the shapes, the options and the adapter, and says why.
-pub(crate) fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_>) -> Choice {
+/// What the planner knows of a call's inputs beyond their shapes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct InputFacts {
+    /// K and V are stored in this 16-bit format (f16 inputs: `attention_f16`, f16 caches).
+    pub(crate) kv_half: Option<HalfFormat>,
+    /// The largest magnitude of q and k, where the host knows it.
+    pub(crate) max_abs: Option<f32>,
+}
+
+/// Why the cooperative-matrix tier cannot run `p` here: weights, widths, the adapter, and
+/// inputs known to exceed f16's range.
+fn coop_obstacle(
+    ctx: &Context,
+    p: &Problem,
+    weights: Option<String>,
+    facts: InputFacts,
+) -> Option<String> {
+    weights
+        .or_else(|| fused::problem_obstacle(ctx, p, Tier::Coop))
+        .or_else(|| facts.max_abs.and_then(fused::coop::range_obstacle))
+}
+
+/// Whether auto takes the cooperative-matrix tier for a call.
+enum CoopAuto {
+    /// Yes: the inputs are f16, or the caller asked for f16 compute, and the tier runs here.
+    Take,
+    /// Not asked for: f32 inputs stay in f32.
+    NotAsked,
+    /// Asked for but passed over, and why.
+    PassedOver(String),
+}
+
+/// Whether auto takes the cooperative-matrix tier for `p`. bf16 K and V stay on the f32
+/// paths unless f16 compute is asked for, as their values may exceed f16's range.
+fn coop_auto(
+    ctx: &Context,
+    p: &Problem,
+    opts: &AttentionOptions<'_>,
+    facts: InputFacts,
+) -> CoopAuto {
+    let asked = opts.precision == Precision::F16;
+    match facts.kv_half {
+        _ if asked => {}
+        Some(HalfFormat::F16) => {}
+        Some(HalfFormat::Bf16) => {
+            return CoopAuto::PassedOver(
+                "bf16 K and V may exceed f16's range, in which it multiplies (Precision::F16 asks for it)"
+                    .into(),
+            )
+        }
+        None => return CoopAuto::NotAsked,
+    }
+    match coop_obstacle(ctx, p, None, facts) {
+        None => CoopAuto::Take,
+        Some(why) => CoopAuto::PassedOver(why),
+    }
+}
+
+/// Picks a path from the shapes, the options, what is known of the inputs and the adapter,
+/// and says why.
+pub(crate) fn choose_path(
+    ctx: &Context,
+    p: &Problem,
+    opts: &AttentionOptions<'_>,
+    facts: InputFacts,
+) -> Choice {
     let weights = fused::weights_obstacle(opts.return_weights);
     let adapter_form = decode::Form::for_problem(ctx.adapter_info(), p);
     let forced = |path: Path, obstacle: Option<String>| match obstacle {
@@ -68,11 +133,16 @@ pub(crate) fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_
             .or_else(|| fused::problem_obstacle(ctx, p, tier));
         forced(Path::Fused(tier), obstacle)
     };
+    let coop = coop_auto(ctx, p, opts, facts);
     match opts.path {
         PathChoice::Unfused => forced(Path::Unfused, unfused_obstacle(ctx, p)),
         PathChoice::FusedSubgroup => tier(Tier::Subgroup),
         PathChoice::FusedPortable => tier(Tier::Portable),
         PathChoice::FusedTiled => tier(Tier::Tiled),
+        PathChoice::FusedCoop => forced(
+            Path::Fused(Tier::Coop),
+            coop_obstacle(ctx, p, weights, facts),
+        ),
         PathChoice::Decode => forced(
             Path::Decode(adapter_form),
             decode_obstacle(ctx, p, adapter_form, weights),
@@ -81,8 +151,8 @@ pub(crate) fn choose_path(ctx: &Context, p: &Problem, opts: &AttentionOptions<'_
             let form = decode::Form::Workgroup;
             forced(Path::Decode(form), decode_obstacle(ctx, p, form, weights))
         }
-        PathChoice::Fused => fused_or_fallback(ctx, p, weights, true),
-        PathChoice::Auto => fused_or_fallback(ctx, p, weights, false),
+        PathChoice::Fused => fused_or_fallback(ctx, p, weights, true, coop),
+        PathChoice::Auto => fused_or_fallback(ctx, p, weights, false, coop),
     }
 }
 
@@ -94,6 +164,7 @@ fn fused_or_fallback(
     p: &Problem,
     weights: Option<String>,
     explicit: bool,
+    coop: CoopAuto,
 ) -> Choice {
     let fall_back = |why: String| {
         if explicit {
@@ -155,6 +226,20 @@ fn fused_or_fallback(
         };
         return Ok((Path::Decode(form), reason));
     }
+    // The cooperative-matrix tier first, where the inputs or the caller ask for f16 and it
+    // can run (its f16 matrix units are an order of magnitude beyond the f32 tiers on GPUs
+    // that have them: docs/h200.md).
+    let mut passed_over = Vec::new();
+    match coop {
+        CoopAuto::Take => {
+            return Ok((
+                Path::Fused(Tier::Coop),
+                "one fused kernel, O(L) memory; fused-coop: Q Kᵀ and P V on cooperative matrices in f16 with f32 accumulators".into(),
+            ))
+        }
+        CoopAuto::PassedOver(why) => passed_over.push(format!("fused-coop: {why}")),
+        CoopAuto::NotAsked => {}
+    }
     // Tiers in order of measured speed on this kind of adapter (README "Measured", docs/h200.md): on CPU
     // adapters (lavapipe) subgroup broadcasts beat workgroup memory 5x (2-3x at D = 256); on
     // GPUs the tiled tier is 3.3x the portable one on an H200, and the subgroup tier is for
@@ -170,7 +255,6 @@ fn fused_or_fallback(
     } else {
         &[Tier::Tiled, Tier::Portable]
     };
-    let mut passed_over = Vec::new();
     // Beyond 256 the tiled tier runs D in longer loops and Dv on its widest variant, neither
     // yet measured against the unfused path on a GPU: auto leaves them to callers who ask for
     // a fused path (on CPU adapters the subgroup tier takes widths up to 640 first).

@@ -89,8 +89,30 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
             ],
             vec![("D", 256.0), ("DV", 132.0), ("TILE", 1.0)],
         ],
+        // The cooperative-matrix tier: widths up to its variant's, GQA units, subgroup sizes.
+        k if k.label().starts_with("fused_coop") => vec![
+            vec![],
+            vec![
+                ("D", 4.0),
+                ("DV", 32.0),
+                ("CAUSAL", 1.0),
+                ("HAS_BIAS", 1.0),
+                ("HAS_ALLOW", 1.0),
+                ("UNITS", 1.0),
+                ("SG", 16.0),
+            ],
+            vec![("D", 32.0), ("DV", 20.0), ("SG", 64.0)],
+        ],
         _ => vec![vec![]],
     }
+}
+
+/// Whether the kernel runs on cooperative matrices: SPIR-V only (Vulkan is where wgpu
+/// exposes them; Metal's simdgroup matrices are 8x8, and naga's HLSL writer has none).
+fn on_cooperative_matrices(kernel: Kernel) -> bool {
+    kernel
+        .required_features()
+        .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
 }
 
 #[test]
@@ -106,8 +128,22 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
                 naga::back::pipeline_constants::process_overrides(&module, &info, None, &pc)
                     .unwrap_or_else(|e| panic!("{} with {constants:?}: {e}", kernel.label()));
             let what = format!("{} with {constants:?}", kernel.label());
-            naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-                .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+            let spv = naga::back::spv::write_vec(
+                &module,
+                &info,
+                &naga::back::spv::Options::default(),
+                None,
+            )
+            .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+            if on_cooperative_matrices(kernel) {
+                // OpCapability CooperativeMatrixKHR (6022): the kernel really multiplies on
+                // the matrix units, not in emulation.
+                assert!(
+                    spv.windows(2).any(|w| w == [0x0002_0011, 6022]),
+                    "{what}: no CooperativeMatrixKHR capability in its SPIR-V"
+                );
+                continue;
+            }
             let pipeline = naga::back::msl::PipelineOptions::default();
             naga::back::msl::write_string(
                 &module,

@@ -10,7 +10,7 @@ use crate::fused;
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::plan::{Chunk, DeviceBudget};
-use crate::planner::{choose_path, Path};
+use crate::planner::{choose_path, InputFacts, Path};
 use crate::problem::{check_problem, validate_problem, Dims, Problem, MAX_ELEMENTS};
 use crate::unfused;
 use crate::widths;
@@ -108,7 +108,11 @@ pub(super) fn plan_one(
         problem.kv_first = view.first;
     }
     check_element_counts(&problem, opts.return_weights)?;
-    let (path, mut reason) = choose_path(ctx, &problem, opts)?;
+    let facts = InputFacts {
+        kv_half: kv_storage.half(),
+        max_abs: max_abs.map(|(q, k)| q.max(k)),
+    };
+    let (path, mut reason) = choose_path(ctx, &problem, opts, facts)?;
     // The scale was fixed from the caller's D by validation; padding leaves it alone.
     problem.dims = match path {
         Path::Unfused => widths::nonzero_dims(dims),
@@ -206,6 +210,26 @@ pub(super) fn plan_one(
                     layout.unit_heads
                 );
             }
+        }
+    }
+    if path == Path::Fused(fused::Tier::Coop) {
+        let v = fused::coop::variant(ctx, &problem);
+        let how = match ctx.coop() {
+            crate::context::CoopSupport::Emulated => {
+                "cooperative operations emulated in scalar code"
+            }
+            _ => "16x16 f16 cooperative matrices",
+        };
+        reason = format!(
+            "{reason}; {} query rows a workgroup, {} keys a block, {how}",
+            v.rows,
+            v.keys()
+        );
+        let heads = chunks
+            .first()
+            .map_or(1, |c| fused::coop::unit_heads(ctx, &problem, c));
+        if heads > 1 {
+            reason = format!("{reason}; the {heads} query heads of a GQA group share blocks");
         }
     }
     if path == Path::Fused(fused::Tier::Tiled) {

@@ -95,6 +95,7 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
         ("fused-subgroup", Some(PathChoice::FusedSubgroup)),
         ("fused-portable", Some(PathChoice::FusedPortable)),
         ("fused-tiled", Some(PathChoice::FusedTiled)),
+        ("fused-coop", Some(PathChoice::FusedCoop)),
         ("decode", Some(PathChoice::Decode)),
         ("decode-workgroup", Some(PathChoice::DecodeWorkgroup)),
         ("cpu-ndarray", None),
@@ -116,7 +117,7 @@ fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>
                     Some(p) => chosen.push(p),
                     None => {
                         return Err(Failure::input(format!(
-                            "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, fused-tiled, decode, decode-workgroup or cpu-ndarray, or a comma-separated list of them; got '{name}'"
+                            "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, fused-tiled, fused-coop, decode, decode-workgroup or cpu-ndarray, or a comma-separated list of them; got '{name}'"
                         )))
                     }
                 }

@@ -41,10 +41,11 @@ pub fn parse_path(s: Option<&str>) -> Result<PathChoice, Failure> {
         Some("fused-subgroup") => Ok(PathChoice::FusedSubgroup),
         Some("fused-portable") => Ok(PathChoice::FusedPortable),
         Some("fused-tiled") => Ok(PathChoice::FusedTiled),
+        Some("fused-coop") => Ok(PathChoice::FusedCoop),
         Some("decode") => Ok(PathChoice::Decode),
         Some("decode-workgroup") => Ok(PathChoice::DecodeWorkgroup),
         Some(other) => Err(Failure::input(format!(
-            "--path must be auto, unfused, fused, fused-subgroup, fused-portable, fused-tiled, decode or decode-workgroup; got '{other}'"
+            "--path must be auto, unfused, fused, fused-subgroup, fused-portable, fused-tiled, fused-coop, decode or decode-workgroup; got '{other}'"
         ))),
     }
 }

@@ -14,11 +14,12 @@ use super::Failure;
 use wgpu_attention::seeds::sentence;
 
 /// Paths the self-check exercises, with the name shown.
-const PATHS: [(PathChoice, &str); 6] = [
+const PATHS: [(PathChoice, &str); 7] = [
     (PathChoice::Unfused, "unfused"),
     (PathChoice::FusedSubgroup, "fused-subgroup"),
     (PathChoice::FusedPortable, "fused-portable"),
     (PathChoice::FusedTiled, "fused-tiled"),
+    (PathChoice::FusedCoop, "fused-coop"),
     (PathChoice::Decode, "decode"),
     (PathChoice::DecodeWorkgroup, "decode-workgroup"),
 ];

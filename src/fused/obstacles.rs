@@ -64,7 +64,13 @@ pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String
             ));
         }
     }
-    tier_obstacle(ctx, tier)
+    if let Some(why) = tier_obstacle(ctx, tier) {
+        return Some(why);
+    }
+    if tier == Tier::Coop {
+        return super::coop::problem_obstacle(ctx, p);
+    }
+    None
 }
 
 /// Why the merge of the tier's key passes would cross llvmpipe's loop limit (it loops over
@@ -81,6 +87,7 @@ fn loop_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
 /// Why the adapter cannot run a tier, or `None` when it can.
 pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
     match tier {
+        Tier::Coop => super::coop::adapter_obstacle(ctx),
         Tier::Portable => {
             // k_tile and v_tile in fused_portable.wgsl: 2 x 256 vec4<f32>.
             let have = ctx.limits().max_compute_workgroup_storage_size;

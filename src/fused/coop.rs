@@ -1,0 +1,214 @@
+//! The cooperative-matrix tier (`fused-coop`, shaders/fused_coop.wgsl): FlashAttention-2 with
+//! Q Kᵀ and P V on the matrix units (tensor cores) in f16 with f32 accumulators, the online
+//! softmax in f32. Its variants, what it needs of the adapter, and its kernels; the plan and
+//! the dispatch are the fused path's (crate::fused), as for every tier.
+//!
+//! Accuracy: Q, K, V and the weights P are rounded to f16 (relative error 2^-11 each) and
+//! everything else is f32, so the error against an f64 reference is that of f16 inputs,
+//! about 1e-3 relative to the output's scale; tests hold it to twice the error of the same
+//! computation with f16-rounded inputs on the CPU (tests/coop.rs). Inputs beyond f16's
+//! range (65504) are refused where the host knows their magnitudes.
+//!
+//! Where no adapter has cooperative matrices (lavapipe in CI), `CoopMode::Emulated` runs the
+//! same kernels with the cooperative operations in scalar code (shaders/coop_ops_emulated.wgsl).
+
+use super::tiled_unit_heads_in;
+use crate::context::{Context, CoopSupport};
+use crate::kernel::Kernel;
+use crate::plan::Chunk;
+use crate::problem::Problem;
+
+/// Invocations per workgroup of the tier (WG in shaders/fused_coop.wgsl).
+pub const COOP_INVOCATIONS: u32 = 128;
+
+/// Largest f16 value: inputs beyond it cannot be staged for the matrix units.
+pub const F16_MAX: f32 = 65504.0;
+
+/// Tile sizes of a compiled variant (`shaders/coop_tile_<rows>x<width>.wgsl`): query rows a
+/// workgroup and the largest D and Dv; every variant takes keys in blocks of 32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// Query rows a workgroup (BR).
+    pub rows: usize,
+    /// Largest D and Dv (WIDTH).
+    pub width: usize,
+}
+
+impl Variant {
+    /// Every variant, in the order the tier prefers them: the largest blocks that fit an
+    /// NVIDIA GPU's 48 KiB of workgroup memory first (64 x 64, 32 x 128), then those that fit
+    /// 32 KiB (Apple GPUs, lavapipe: 64 x 32, 32 x 64, 16 x 128), so that CI's emulation runs
+    /// blocks of 64, 32 and 16 rows.
+    pub const ALL: [Variant; 5] = [
+        Variant {
+            rows: 64,
+            width: 64,
+        },
+        Variant {
+            rows: 32,
+            width: 128,
+        },
+        Variant {
+            rows: 64,
+            width: 32,
+        },
+        Variant {
+            rows: 32,
+            width: 64,
+        },
+        Variant {
+            rows: 16,
+            width: 128,
+        },
+    ];
+
+    /// Keys a block (BC).
+    pub fn keys(self) -> usize {
+        32
+    }
+
+    /// Workgroup memory the variant declares, bytes: the arrays of shaders/fused_coop.wgsl
+    /// (Q, K or V, and the weights in f16; the scores and the output in f32; a row's
+    /// rescaling factor and a partial per invocation).
+    pub fn workgroup_bytes(self) -> u32 {
+        let (br, bc, w) = (self.rows as u32, self.keys() as u32, self.width as u32);
+        let halves = br * (w + 8) + bc * (w + 8) + br * (bc + 8);
+        let floats = br * (bc + 4) + br * (w + 4) + br + COOP_INVOCATIONS;
+        halves * 2 + floats * 4
+    }
+
+    /// The variant for `p` on a device with `workgroup_bytes` of workgroup memory: the first
+    /// of [`Variant::ALL`] whose width holds D and Dv (padded to multiples of 4) and whose
+    /// arrays fit.
+    pub fn for_problem(p: &Problem, workgroup_bytes: u32) -> Option<Variant> {
+        let widest = crate::widths::padded(p.dims.d).max(crate::widths::padded(p.dims.dv));
+        Variant::ALL
+            .into_iter()
+            .find(|v| widest <= v.width && v.workgroup_bytes() <= workgroup_bytes)
+    }
+
+    /// The kernel of this variant: f16 K/V loads or f32, hardware or emulated operations.
+    fn kernel(self, f16: bool, emulated: bool) -> Kernel {
+        use Kernel::*;
+        let [hw, emu, hw16, emu16] = match (self.rows, self.width) {
+            (64, 64) => [
+                FusedCoop64x64,
+                FusedCoop64x64Emulated,
+                FusedCoop64x64F16,
+                FusedCoop64x64F16Emulated,
+            ],
+            (32, 128) => [
+                FusedCoop32x128,
+                FusedCoop32x128Emulated,
+                FusedCoop32x128F16,
+                FusedCoop32x128F16Emulated,
+            ],
+            (64, 32) => [
+                FusedCoop64x32,
+                FusedCoop64x32Emulated,
+                FusedCoop64x32F16,
+                FusedCoop64x32F16Emulated,
+            ],
+            (32, 64) => [
+                FusedCoop32x64,
+                FusedCoop32x64Emulated,
+                FusedCoop32x64F16,
+                FusedCoop32x64F16Emulated,
+            ],
+            _ => [
+                FusedCoop16x128,
+                FusedCoop16x128Emulated,
+                FusedCoop16x128F16,
+                FusedCoop16x128F16Emulated,
+            ],
+        };
+        match (f16, emulated) {
+            (false, false) => hw,
+            (false, true) => emu,
+            (true, false) => hw16,
+            (true, true) => emu16,
+        }
+    }
+}
+
+/// The variant `p` runs on here (the caller has checked [`problem_obstacle`]; the widest
+/// otherwise).
+pub(crate) fn variant(ctx: &Context, p: &Problem) -> Variant {
+    let bytes = ctx.limits().max_compute_workgroup_storage_size;
+    Variant::for_problem(p, bytes).unwrap_or(Variant {
+        rows: 16,
+        width: 128,
+    })
+}
+
+/// Largest D and Dv the tier takes.
+pub const COOP_MAX_WIDTH: usize = 128;
+
+/// Why the adapter cannot run the tier: no cooperative matrices (nor emulation), too little
+/// workgroup memory or too few invocations for the narrowest variant.
+pub(crate) fn adapter_obstacle(ctx: &Context) -> Option<String> {
+    if let CoopSupport::Unavailable(why) = ctx.coop() {
+        return Some(why.clone());
+    }
+    let limits = ctx.limits();
+    let threads = limits
+        .max_compute_invocations_per_workgroup
+        .min(limits.max_compute_workgroup_size_x);
+    if threads < COOP_INVOCATIONS {
+        return Some(format!(
+            "the cooperative-matrix tier needs {COOP_INVOCATIONS} invocations per workgroup; the device allows {threads}"
+        ));
+    }
+    None
+}
+
+/// Why the tier cannot run `p` here, beyond the widths and the adapter: no variant for its
+/// widths fits the device's workgroup memory.
+pub(crate) fn problem_obstacle(ctx: &Context, p: &Problem) -> Option<String> {
+    let have = ctx.limits().max_compute_workgroup_storage_size;
+    if Variant::for_problem(p, have).is_some() {
+        return None;
+    }
+    let widest = crate::widths::padded(p.dims.d).max(crate::widths::padded(p.dims.dv));
+    let least = Variant::ALL
+        .into_iter()
+        .filter(|v| widest <= v.width)
+        .map(Variant::workgroup_bytes)
+        .min()
+        .unwrap_or(0);
+    Some(format!(
+        "the cooperative-matrix tier needs {least} bytes of workgroup memory at D and Dv up to {widest}; the device allows {have}"
+    ))
+}
+
+/// Why values of magnitude up to `max_abs` (the largest of q, k and v where the host knows
+/// them) cannot be staged in f16, or `None`.
+pub fn range_obstacle(max_abs: f32) -> Option<String> {
+    (max_abs > F16_MAX).then(|| {
+        format!("an input value of magnitude {max_abs:e} is beyond f16's range ({F16_MAX}), in which the cooperative-matrix tier multiplies")
+    })
+}
+
+/// The kernel for `p` here: its variant, f16 K/V loads where the call reads 16-bit K and V
+/// as they are (bf16 ones are widened first: fused::reads_half), and under
+/// `CoopMode::Emulated` the emulated operations.
+pub(crate) fn kernel(ctx: &Context, p: &Problem) -> Kernel {
+    let f16 = p.kv_half == Some(crate::fp16::HalfFormat::F16);
+    let emulated = *ctx.coop() == CoopSupport::Emulated;
+    variant(ctx, p).kernel(f16, emulated)
+}
+
+/// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size, 32 when
+/// emulated (what the kernel is built for first: NVIDIA's subgroups).
+pub(crate) fn subgroup_lanes(ctx: &Context) -> u32 {
+    match ctx.coop() {
+        CoopSupport::Hardware { subgroup } => *subgroup,
+        _ => 32,
+    }
+}
+
+/// Query heads per unit of chunk `c` (the kernel's UNITS and p.unit_heads), as on the tiled
+/// tier with this variant's rows a block.
+pub(crate) fn unit_heads(ctx: &Context, p: &Problem, c: &Chunk) -> usize {
+    tiled_unit_heads_in(p, c, variant(ctx, p).rows)
+}
