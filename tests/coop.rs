@@ -1,0 +1,305 @@
+//! The cooperative-matrix tier (`fused-coop`) against the f64 reference. On an adapter with
+//! cooperative matrices the tests run the hardware kernels; elsewhere (lavapipe in CI) the
+//! same kernels with the cooperative operations emulated (`CoopMode::Emulated`), so that the
+//! tier's staging, tiling, masks, softmax, GQA, chunks and key passes are checked
+//! everywhere. Its error is held to the rule FlashAttention uses: at most twice the error
+//! of the same attention in f16 on the CPU (inputs rounded to f16, the exact result on them
+//! rounded to f16), against f64 on the original inputs.
+
+mod common;
+
+use common::Rng;
+use half::f16;
+use ndarray::ArrayD;
+use wgpu_attention::fp16::{attention_f16, to_f16_checked};
+use wgpu_attention::{
+    check, reference, AttentionOptions, Causal, Context, ContextOptions, CoopMode, CoopSupport,
+    Error, Mask, PathChoice, Precision, Tolerance,
+};
+
+/// A context that runs the tier: on the hardware where the adapter has it, else emulated.
+fn coop_ctx(limits: Option<wgpu::Limits>) -> Option<Context> {
+    let base = common::ctx()?;
+    let mode = match base.coop() {
+        CoopSupport::Hardware { .. } => CoopMode::Hardware,
+        _ => CoopMode::Emulated,
+    };
+    let ctx = Context::with_options(&ContextOptions {
+        cooperative_matrix: mode,
+        limits,
+        ..Default::default()
+    })
+    .expect("context");
+    assert!(
+        !matches!(ctx.coop(), CoopSupport::Unavailable(_)),
+        "no cooperative-matrix tier, not even emulated: {:?}",
+        ctx.coop()
+    );
+    eprintln!("fused-coop runs as {:?}", ctx.coop());
+    Some(ctx)
+}
+
+fn round16(a: &ArrayD<f32>) -> ArrayD<f32> {
+    a.mapv(|x| f16::from_f32(x).to_f32())
+}
+
+fn max_err(a: &ArrayD<f32>, e: &ArrayD<f32>) -> f32 {
+    a.iter()
+        .zip(e.iter())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Runs `opts` on the tier (forced) and checks the output against f64 on the original
+/// inputs within twice the CPU's f16 error, and the LSE against the reference on the
+/// f16-rounded inputs (the kernel's scores are exact f32 sums of f16 products).
+fn assert_coop_parity(
+    ctx: &Context,
+    what: &str,
+    (q, k, v): (&ArrayD<f32>, &ArrayD<f32>, &ArrayD<f32>),
+    opts: &AttentionOptions<'_>,
+) -> wgpu_attention::AttentionOutput {
+    let opts = opts.clone().path(PathChoice::FusedCoop).with_lse();
+    let got = wgpu_attention::attention(ctx, q, k, v, &opts)
+        .unwrap_or_else(|e| panic!("{what}: GPU error: {e}"));
+    assert_eq!(got.plan.path, "fused-coop", "{what}");
+    let exact = reference::attention(q, k, v, &opts).expect("reference");
+    let rounded =
+        reference::attention(&round16(q), &round16(k), &round16(v), &opts).expect("reference");
+    let cpu_f16 = max_err(&round16(&rounded.out), &exact.out);
+    let gpu = max_err(&got.out, &exact.out);
+    assert!(
+        gpu <= 2.0 * cpu_f16 + 1e-6,
+        "{what}: fused-coop error {gpu:e} > 2 x CPU f16 error {cpu_f16:e} ({})",
+        got.plan.reason
+    );
+    let (lse, lse16) = (got.lse.as_ref().expect("lse"), rounded.lse.expect("lse"));
+    let c = check::compare(&lse.view(), &lse16.view(), Tolerance::F32);
+    assert!(c.passed(), "{what}: lse: {c}");
+    got
+}
+
+/// Every option the API has, on shapes that are not tile multiples, on each width of the
+/// tier's variants (up to 32, 64 and 128: on a 32 KiB adapter blocks of 64, 32 and 16 rows;
+/// on a 48 KiB one 64 and 32): both causal alignments, bool and float masks broadcast over
+/// heads, a fully masked row (zeros, LSE -inf), GQA, Lq != Lk both ways, Dv != D, widths
+/// padded to 4, a custom scale, large logits.
+#[test]
+fn coop_matches_the_reference_with_every_option() {
+    let Some(ctx) = coop_ctx(None) else { return };
+    let mut rng = Rng::new(601);
+    for [b, hq, hkv, lq, lk, d, dv] in [
+        [2, 4, 2, 65, 129, 32, 20],
+        [1, 3, 1, 33, 47, 64, 64],
+        [1, 2, 2, 20, 100, 80, 128],
+        [1, 1, 1, 129, 65, 5, 7],
+    ] {
+        let q = rng.array(&[b, hq, lq, d], 1.0);
+        let k = rng.array(&[b, hkv, lk, d], 1.0);
+        let v = rng.array(&[b, hkv, lk, dv], 1.0);
+        let mut allow = rng.bool_array(&[b, 1, lq, lk], 0.7);
+        allow.slice_mut(ndarray::s![0, 0, lq - 1, ..]).fill(false);
+        let bias = rng.array(&[lq, lk], 2.0);
+        let shape = [b, hq, hkv, lq, lk, d, dv];
+        let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
+            ("plain", AttentionOptions::default()),
+            (
+                "top-left",
+                AttentionOptions::default().causal(Causal::TopLeft),
+            ),
+            (
+                "bottom-right",
+                AttentionOptions::default().causal(Causal::BottomRight),
+            ),
+            (
+                "bool mask, causal",
+                AttentionOptions::default()
+                    .mask(Mask::Bool(allow.view()))
+                    .causal(Causal::BottomRight),
+            ),
+            (
+                "additive mask, scale 0.3",
+                AttentionOptions::default()
+                    .mask(Mask::Additive(bias.view()))
+                    .scale(0.3),
+            ),
+        ];
+        for (case, opts) in &cases {
+            let what = format!("{shape:?} {case}");
+            let got = assert_coop_parity(&ctx, &what, (&q, &k, &v), opts);
+            if case.starts_with("bool") {
+                let lse = got.lse.expect("lse");
+                assert_eq!(lse[[0, 0, lq - 1]], f32::NEG_INFINITY, "{what}");
+                let row = got.out.slice(ndarray::s![0, 0, lq - 1, ..]);
+                assert!(row.iter().all(|&x| x == 0.0), "{what}: {row}");
+            }
+        }
+        // Large logits: scores in the hundreds, where the running maximum matters.
+        let big_q = q.mapv(|x| x * 8.0);
+        let big_k = k.mapv(|x| x * 8.0);
+        let what = format!("{shape:?} large logits");
+        assert_coop_parity(
+            &ctx,
+            &what,
+            (&big_q, &big_k, &v),
+            &AttentionOptions::default(),
+        );
+    }
+}
+
+/// f16 inputs (`attention_f16`) take the tier in auto where it runs, reading f16 K and V as
+/// they are, within twice the CPU's f16 error.
+#[test]
+fn f16_inputs_take_the_tier_in_auto() {
+    let Some(ctx) = coop_ctx(None) else { return };
+    let mut rng = Rng::new(602);
+    let [b, hq, hkv, lq, lk, d] = [1, 4, 2, 70, 90, 64];
+    let q = to_f16_checked("q", &rng.array(&[b, hq, lq, d], 1.0).view()).expect("q");
+    let k = to_f16_checked("k", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("k");
+    let v = to_f16_checked("v", &rng.array(&[b, hkv, lk, d], 1.0).view()).expect("v");
+    for causal in [Causal::None, Causal::TopLeft] {
+        let opts = AttentionOptions::default().causal(causal).with_lse();
+        let got = attention_f16(&ctx, &q, &k, &v, &opts).expect("attention_f16");
+        assert_eq!(got.plan.path, "fused-coop", "{}", got.plan.reason);
+        assert!(
+            got.plan.reason.contains("K/V read as f16"),
+            "{}",
+            got.plan.reason
+        );
+        let widen = |a: &ArrayD<f16>| a.mapv(f16::to_f32);
+        let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
+            .expect("reference")
+            .out;
+        let cpu = max_err(&round16(&exact), &exact);
+        let gpu = max_err(&got.out.mapv(f16::to_f32), &exact);
+        assert!(gpu <= 2.0 * cpu + 1e-7, "{causal:?}: {gpu:e} > 2 x {cpu:e}");
+    }
+}
+
+/// f32 inputs stay on the f32 tiers unless f16 compute is asked for; with
+/// `Precision::F16` auto takes the tier, and inputs known to exceed f16's range are refused.
+#[test]
+fn f32_inputs_take_the_tier_only_when_asked() {
+    let Some(ctx) = coop_ctx(None) else { return };
+    let mut rng = Rng::new(603);
+    let q = rng.array(&[1, 2, 40, 32], 1.0);
+    let k = rng.array(&[1, 2, 50, 32], 1.0);
+    let v = rng.array(&[1, 2, 50, 32], 1.0);
+    let exact =
+        wgpu_attention::attention(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("f32");
+    assert_ne!(exact.plan.path, "fused-coop", "{}", exact.plan.reason);
+    let opts = AttentionOptions::default().precision(Precision::F16);
+    let half = wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect("f16 compute");
+    assert_eq!(half.plan.path, "fused-coop", "{}", half.plan.reason);
+    let huge = q.mapv(|x| x * 1e5);
+    match wgpu_attention::attention(
+        &ctx,
+        &huge,
+        &k,
+        &v,
+        &opts.clone().path(PathChoice::FusedCoop),
+    ) {
+        Err(Error::PathUnavailable { reason, .. }) => {
+            assert!(reason.contains("beyond f16's range"), "{reason}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Auto passes the tier over for them, and says why.
+    let r = wgpu_attention::attention(&ctx, &huge, &k, &v, &opts).expect("auto");
+    assert!(
+        r.plan.reason.contains("fused-coop: an input value"),
+        "{}",
+        r.plan.reason
+    );
+}
+
+/// Small bindings and dispatch grids split the work into chunks; long rows on llvmpipe run
+/// in passes over the keys, merged; both still match the reference.
+#[test]
+fn coop_splits_to_device_limits() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 1 << 16;
+    limits.min_storage_buffer_offset_alignment = 256;
+    limits.max_compute_workgroups_per_dimension = 3;
+    let Some(ctx) = coop_ctx(Some(limits)) else {
+        return;
+    };
+    let mut rng = Rng::new(604);
+    let (q, k, v) = (
+        rng.array(&[2, 4, 70, 16], 1.0),
+        rng.array(&[2, 2, 300, 16], 1.0),
+        rng.array(&[2, 2, 300, 16], 1.0),
+    );
+    let opts = AttentionOptions::default().causal(Causal::BottomRight);
+    let got = assert_coop_parity(&ctx, "small limits", (&q, &k, &v), &opts);
+    assert!(got.plan.chunks > 1, "{}", got.plan.reason);
+    // Long rows: on llvmpipe the emulated kernel's loops take several passes over the keys.
+    let Some(ctx) = coop_ctx(None) else { return };
+    let (q, k, v) = (
+        rng.array(&[1, 1, 20, 128], 1.0),
+        rng.array(&[1, 1, 1500, 128], 1.0),
+        rng.array(&[1, 1, 1500, 128], 1.0),
+    );
+    let got = assert_coop_parity(
+        &ctx,
+        "1500 keys",
+        (&q, &k, &v),
+        &AttentionOptions::default(),
+    );
+    if ctx.adapter_info().name.contains("llvmpipe") {
+        assert!(
+            got.plan.reason.contains("passes over the keys"),
+            "{}",
+            got.plan.reason
+        );
+    }
+}
+
+/// Where the tier cannot run, forcing it says why, and plan_paths reports it.
+#[test]
+fn coop_refusals_say_why() {
+    let Some(base) = common::ctx() else { return };
+    let off = Context::with_options(&ContextOptions {
+        cooperative_matrix: CoopMode::Off,
+        ..Default::default()
+    })
+    .expect("context");
+    let shape = ([1, 2, 10, 32], [1, 2, 10, 32], [1, 2, 10, 32]);
+    let opts = AttentionOptions::default().path(PathChoice::FusedCoop);
+    let refused = wgpu_attention::plan(&off, &shape.0, &shape.1, &shape.2, &opts);
+    assert!(
+        matches!(&refused, Err(Error::PathUnavailable { reason, .. }) if reason.contains("CoopMode::Off")),
+        "{refused:?}"
+    );
+    let reports = wgpu_attention::plan_paths(&off, &shape.0, &shape.1, &shape.2, &opts);
+    let coop = reports
+        .iter()
+        .find(|r| r.choice == PathChoice::FusedCoop)
+        .expect("listed");
+    assert!(coop.runs_as().is_none(), "{coop:?}");
+    drop(base);
+    let Some(ctx) = coop_ctx(None) else { return };
+    let wide = wgpu_attention::plan(
+        &ctx,
+        &[1, 1, 4, 256],
+        &[1, 1, 4, 256],
+        &[1, 1, 4, 256],
+        &opts,
+    );
+    assert!(
+        matches!(&wide, Err(Error::PathUnavailable { reason, .. }) if reason.contains("at most 128")),
+        "{wide:?}"
+    );
+    let weights = wgpu_attention::plan(
+        &ctx,
+        &shape.0,
+        &shape.1,
+        &shape.2,
+        &opts.clone().with_weights(),
+    );
+    assert!(
+        matches!(weights, Err(Error::PathUnavailable { .. })),
+        "{weights:?}"
+    );
+}
