@@ -7,6 +7,9 @@
 #   here:   scripts/h200.sh prepare         # builds into .h200/, fetches the Vulkan loader
 #   there:  device run, carry [".h200", ".gl"], command:
 #           bash scripts/h200.sh device     # writes $OUT/h200.md and $OUT/log
+#   on lavapipe, end to end before any device run (the cooperative-matrix tier emulated, a
+#   small grid): H200_LOCAL=1 WGPU_ATTENTION_COOP=emulate H200_GRID="1,2,64,64,32 none 2 auto"
+#           H200_COOP_GRID="1,2,100,100,64 top-left 1 32x64 64x32" bash scripts/h200.sh device
 #   then:   paste $OUT/h200.md into docs/h200.md, the headline into README "Measured".
 #
 # To compare builds of the tool side by side (kernel variants, an older revision), build each
@@ -120,6 +123,35 @@ PY
         step bench
         echo "| shape | kv heads | causal | path | ms | GFLOP/s | GB/s | max err |" > "$out/h200.md"
         echo "|---|---:|---|---|---:|---:|---:|---:|" >> "$out/h200.md"
+        # First, as it matters most (issue 6): the cooperative-matrix tier on f16 inputs at
+        # its target shapes, each of its variants that takes the widths (forced with
+        # WGPU_ATTENTION_COOP_VARIANT), beside auto and the f32 tiled tier on the same
+        # inputs; then the same on f32 inputs with f16 compute asked for (--precision f16).
+        # PyTorch's SDPA in f32, f16 and bf16 on these shapes follows at the end.
+        cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 32x128
+4,32,4096,4096,128 top-left 32 32x128
+1,32,4096,4096,128 top-left 8 32x128 16x128
+1,8,1024,1024,64 none 8 64x64 32x64 64x32
+1,8,1024,1024,64 top-left 8 64x64 32x64}"
+        while read -r shape causal kvh variants; do
+            [ -z "$shape" ] && continue
+            for variant in $variants; do
+                args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-coop --dtype f16 --reps 10 --json)
+                [ "$causal" != none ] && args+=(--causal "$causal")
+                step "WGPU_ATTENTION_COOP_VARIANT=$variant ${args[*]}"
+                WGPU_ATTENTION_COOP_VARIANT=$variant timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                echo "exit $?"
+                cat /tmp/bench.json
+                row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" >> "$out/h200.md"
+            done
+            args=(bench --shape "$shape" --kv-heads "$kvh" --path auto,fused-tiled --dtype f16 --reps 10 --json)
+            [ "$causal" != none ] && args+=(--causal "$causal")
+            step "${args[*]}"
+            timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+            echo "exit $?"
+            cat /tmp/bench.json
+            row /tmp/bench.json "$shape" "$kvh" "$causal" " f16 inputs" >> "$out/h200.md"
+        done <<< "$cgrid"
         while read -r shape causal kvh paths; do
             [ -z "$shape" ] && continue
             args=(bench --shape "$shape" --kv-heads "$kvh" --path "$paths" --reps 10 --json)
@@ -163,7 +195,7 @@ PY
         }
         # Decode on f16 K and V (an f16 KvCache on the device, read as f16 by both forms),
         # beside the f32 rows of the grid above.
-        for shape in 1,32,1,4096,128 4,32,1,4096,128 1,32,1,32768,128; do
+        for shape in 1,32,1,4096,128 8,32,1,8192,128 1,32,1,32768,128; do
             bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
         done
         # Few query rows per head with GQA (speculative decoding): the tiled tier's GQA
@@ -185,8 +217,8 @@ PY
         timeout 300 ./.h200/decode 32 8 128 65536 | tee -a "$out/h200.md"
         cat "$out/h200.md"
         if [ -z "${H200_LOCAL:-}" ]; then
-            step "torch SDPA on the same GPU (CUDA), for comparison"
-            timeout 120 python3 scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
+            step "torch SDPA on the same GPU (CUDA) in f32, f16 and bf16, for comparison"
+            timeout 240 python3 scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
         fi
     fi
     if [ "$part" != bench ]; then

@@ -36,7 +36,7 @@ BENCH:
     wgpu-attention bench --shape B,H,Lq,Lk,D [--kv-heads N] [--causal top-left|bottom-right]
         [--path auto|all|unfused|fused|fused-subgroup|fused-portable|fused-tiled|fused-coop|decode|decode-workgroup|cpu-ndarray]
         [--reps N] [--seed S] [--json] [--plot FILE.png] [--dtype f32|f16|bf16]
-        [--mask none|padding|finfo-padding|bool|bias|window]
+        [--mask none|padding|finfo-padding|bool|bias|window] [--precision f32|f16]
 
     Per path: median ms (GPU timestamps where the adapter has them, wall clock beside),
     GFLOP/s (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error
@@ -50,6 +50,8 @@ BENCH:
     (Hugging Face's form); bool, (Lq,Lk) with 10% masked out at random; bias, float
     (Lq,Lk) of normal values; window, bool (Lq,Lk), each row the 256 keys up to its own
     (a sliding window). GFLOP/s still counts every pair the causal rule allows.
+    --precision f16 lets auto take the cooperative-matrix tier (fused-coop: f16 products,
+    f32 accumulation) on f32 inputs; with --dtype f16 auto takes it anyway where it runs.
 
 HEATMAP:
     wgpu-attention heatmap --demo [--out heatmap.png]
@@ -65,6 +67,10 @@ EXIT CODES:
 
 ENVIRONMENT:
     WGPU_BACKEND (vulkan, metal, dx12), WGPU_ADAPTER_NAME (substring of the adapter name)
+    WGPU_ATTENTION_COOP: emulate runs the cooperative-matrix tier (fused-coop) with its
+    matrix operations in scalar code on any adapter with f16 (slow; for testing); off turns
+    the tier off. WGPU_ATTENTION_COOP_VARIANT=RxW (64x64, 32x128, 64x32, 32x64, 16x128)
+    picks its tile variant where that fits, to time the variants side by side.
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
     AVX-512, `bench` and `run` set it to 512 (16-lane subgroups) except for decode shapes
     (few query rows per kv head over many keys), which run faster at lavapipe's default 256,

@@ -11,7 +11,9 @@ use wgpu_attention::fp16::attention_f16;
 use wgpu_attention::perf::{
     cpu_matmul_attention, forward_flops, time_calls, time_copy, time_gpu, Timing,
 };
-use wgpu_attention::{cpu_vectors, AttentionOptions, Causal, Context, KvCache, PathChoice};
+use wgpu_attention::{
+    cpu_vectors, AttentionOptions, Causal, Context, KvCache, PathChoice, Precision,
+};
 
 mod inputs;
 mod report;
@@ -24,7 +26,16 @@ use super::run::parse_causal;
 use super::Failure;
 
 const VALUES: &[&str] = &[
-    "shape", "kv-heads", "causal", "path", "reps", "plot", "seed", "dtype", "mask",
+    "shape",
+    "kv-heads",
+    "causal",
+    "path",
+    "reps",
+    "plot",
+    "seed",
+    "dtype",
+    "mask",
+    "precision",
 ];
 const SWITCHES: &[&str] = &["json"];
 
@@ -139,6 +150,17 @@ fn report_skip(name: &str, why: impl std::fmt::Display, quiet: bool) {
 
 /// Checks one path against the reference, then times it. `None` when the path cannot run
 /// this shape (the reason goes to stdout, or to stderr when `quiet`).
+/// What `--precision` asks the products to be computed in.
+fn parse_precision(s: Option<&str>) -> Result<Precision, Failure> {
+    match s {
+        None | Some("f32") => Ok(Precision::F32),
+        Some("f16") => Ok(Precision::F16),
+        Some(other) => Err(Failure::input(format!(
+            "--precision must be f32 or f16; got '{other}'"
+        ))),
+    }
+}
+
 fn measure(
     ctx: &Context,
     x: &Inputs,
@@ -184,7 +206,10 @@ fn measure(
             timing,
         }));
     };
-    let mut opts = AttentionOptions::default().causal(x.causal).path(path);
+    let mut opts = AttentionOptions::default()
+        .causal(x.causal)
+        .path(path)
+        .precision(x.precision);
     if let Some(m) = &x.mask {
         opts = opts.mask(m.mask());
     }
@@ -322,6 +347,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     };
     let settings = Settings {
         causal,
+        precision: parse_precision(args.get("precision"))?,
         seed,
         dtype,
         mask: parse_mask(args.get("mask"))?,

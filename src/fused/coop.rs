@@ -133,12 +133,27 @@ impl Variant {
 
 /// The variant `p` runs on here (the caller has checked [`problem_obstacle`]; the widest
 /// otherwise).
+///
+/// `WGPU_ATTENTION_COOP_VARIANT=<rows>x<width>` (say `32x128`) picks that variant wherever
+/// it takes the problem and fits, so that a benchmark can time the variants side by side.
 pub(crate) fn variant(ctx: &Context, p: &Problem) -> Variant {
     let bytes = ctx.limits().max_compute_workgroup_storage_size;
-    Variant::for_problem(p, bytes).unwrap_or(Variant {
-        rows: 16,
-        width: 128,
-    })
+    let widest = crate::widths::padded(p.dims.d).max(crate::widths::padded(p.dims.dv));
+    let forced = std::env::var("WGPU_ATTENTION_COOP_VARIANT")
+        .ok()
+        .and_then(|name| {
+            Variant::ALL.into_iter().find(|v| {
+                name == format!("{}x{}", v.rows, v.width)
+                    && widest <= v.width
+                    && v.workgroup_bytes() <= bytes
+            })
+        });
+    forced
+        .or_else(|| Variant::for_problem(p, bytes))
+        .unwrap_or(Variant {
+            rows: 16,
+            width: 128,
+        })
 }
 
 /// Largest D and Dv the tier takes.

@@ -5,7 +5,8 @@ use ndarray::{ArrayD, Axis, IxDyn};
 use wgpu_attention::fp16::to_f16_checked;
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    check, reference, AttentionOptions, Causal, Context, Error, GpuTensor, Mask, Tolerance,
+    check, reference, AttentionOptions, Causal, Context, Error, GpuTensor, Mask, Precision,
+    Tolerance,
 };
 
 use super::{Shape, FULL_CHECK_LIMIT};
@@ -169,6 +170,7 @@ pub(super) fn max_err(got: &ArrayD<f32>, rows: &[usize], expected: &ArrayD<f32>)
 pub(super) struct Inputs {
     pub(super) sh: Shape,
     pub(super) causal: Causal,
+    pub(super) precision: Precision,
     pub(super) q: ArrayD<f32>,
     pub(super) k: ArrayD<f32>,
     pub(super) v: ArrayD<f32>,
@@ -197,6 +199,8 @@ pub(super) enum Dtype {
 #[derive(Clone, Copy)]
 pub(super) struct Settings {
     pub(super) causal: Causal,
+    /// `--precision`: what the products are computed in.
+    pub(super) precision: Precision,
     pub(super) seed: u64,
     pub(super) dtype: Dtype,
     pub(super) mask: Option<MaskKind>,
@@ -205,6 +209,7 @@ pub(super) struct Settings {
 pub(super) fn prepare(ctx: &Context, sh: Shape, settings: &Settings) -> Result<Inputs, Failure> {
     let Settings {
         causal,
+        precision,
         seed,
         dtype,
         mask,
@@ -236,6 +241,7 @@ pub(super) fn prepare(ctx: &Context, sh: Shape, settings: &Settings) -> Result<I
     Ok(Inputs {
         sh,
         causal,
+        precision,
         q,
         k,
         v,
