@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::kernel::{KernelRegistry, Pipeline, PipelineKey};
 use crate::memory::{DeviceMemory, MemoryEstimate};
+use crate::profile::{coop_support, DeviceProfile, COOP_FEATURE};
+pub use crate::profile::{CoopMode, CoopSupport};
 
 mod transfer;
 
@@ -16,56 +18,6 @@ const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::TIMESTAMP_QUERY)
     .union(wgpu::Features::SHADER_F16)
     .union(wgpu::Features::SHADER_INT64);
-
-/// The feature the cooperative-matrix tier needs, requested only where the adapter has a
-/// configuration the tier uses.
-const COOP_FEATURE: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-
-/// Whether `adapter` runs the cooperative-matrix tier in `mode`, with `wanted` features:
-/// 16x16x16 f16 inputs with f32 accumulators (the tier's operations), `SHADER_F16`, and
-/// one subgroup size (the kernel partitions its invocations into subgroups by it).
-fn coop_support(adapter: &wgpu::Adapter, mode: CoopMode, wanted: wgpu::Features) -> CoopSupport {
-    let features = adapter.features() & wanted;
-    let info = adapter.get_info();
-    match mode {
-        CoopMode::Off => return CoopSupport::Unavailable("turned off (CoopMode::Off)".into()),
-        CoopMode::Emulated if features.contains(wgpu::Features::SHADER_F16) => {
-            return CoopSupport::Emulated
-        }
-        CoopMode::Emulated => {
-            return CoopSupport::Unavailable(
-                "emulation needs Features::SHADER_F16, which this adapter lacks".into(),
-            )
-        }
-        CoopMode::Hardware => {}
-    }
-    if !features.contains(COOP_FEATURE) {
-        return CoopSupport::Unavailable(
-            "the adapter has no cooperative matrices (Features::EXPERIMENTAL_COOPERATIVE_MATRIX)"
-                .into(),
-        );
-    }
-    if !features.contains(wgpu::Features::SHADER_F16) {
-        return CoopSupport::Unavailable("the adapter lacks Features::SHADER_F16".into());
-    }
-    let f16 = wgpu::CooperativeScalarType::F16;
-    let f32 = wgpu::CooperativeScalarType::F32;
-    let has_16 = adapter.cooperative_matrix_properties().iter().any(|c| {
-        (c.m_size, c.n_size, c.k_size) == (16, 16, 16) && c.ab_type == f16 && c.cr_type == f32
-    });
-    if !has_16 {
-        return CoopSupport::Unavailable(
-            "the adapter's cooperative matrices have no 16x16x16 configuration with f16 inputs and f32 accumulators".into(),
-        );
-    }
-    let (min, max) = (info.subgroup_min_size, info.subgroup_max_size);
-    if min != max || !(16..=128).contains(&min) {
-        return CoopSupport::Unavailable(format!(
-            "the adapter's subgroups have {min} to {max} lanes; the tier needs one size from 16 to 128"
-        ));
-    }
-    CoopSupport::Hardware { subgroup: min }
-}
 
 /// How to build a [`Context`]. The defaults pick the best adapter and request its own limits.
 #[derive(Clone, Debug, Default)]
@@ -96,49 +48,6 @@ pub struct ContextOptions {
     pub cooperative_matrix: CoopMode,
 }
 
-/// How a context runs the cooperative-matrix tier ([`ContextOptions::cooperative_matrix`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CoopMode {
-    /// On the adapter's cooperative matrices (16x16 f16 inputs, f32 accumulators) where
-    /// wgpu exposes them (`EXPERIMENTAL_COOPERATIVE_MATRIX`); otherwise the tier is
-    /// unavailable and the planner says why.
-    #[default]
-    Hardware,
-    /// The same kernels with the cooperative operations replaced by scalar WGSL of the same
-    /// semantics (f16 inputs, f32 accumulation), on any adapter with `SHADER_F16`: slow, for
-    /// testing the tier where no matrix hardware exists. The planner then treats the
-    /// adapter as if it had the hardware.
-    Emulated,
-    /// Never: the planner passes the tier over.
-    Off,
-}
-
-impl CoopMode {
-    /// The mode `WGPU_ATTENTION_COOP` names (`emulate`, `off`, `hardware`), else
-    /// [`CoopMode::Hardware`].
-    pub fn from_env() -> CoopMode {
-        match std::env::var("WGPU_ATTENTION_COOP").as_deref() {
-            Ok("emulate") | Ok("emulated") => CoopMode::Emulated,
-            Ok("off") => CoopMode::Off,
-            _ => CoopMode::Hardware,
-        }
-    }
-}
-
-/// Whether and how this context runs the cooperative-matrix tier.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CoopSupport {
-    /// On the hardware, with subgroups of this many lanes sharing a matrix.
-    Hardware {
-        /// The adapter's subgroup size (its minimum and maximum agree).
-        subgroup: u32,
-    },
-    /// Emulated ([`CoopMode::Emulated`]).
-    Emulated,
-    /// Not here, and why.
-    Unavailable(String),
-}
-
 /// A GPU device ready for attention: cheap to clone, `Send + Sync`.
 ///
 /// Holds the device, its queue, the adapter's description, and a cache of compiled pipelines.
@@ -150,7 +59,8 @@ pub struct Context {
 struct Inner {
     device: wgpu::Device,
     queue: wgpu::Queue,
-    info: wgpu::AdapterInfo,
+    /// What planning reads of the device (crate::profile).
+    profile: DeviceProfile,
     registry: KernelRegistry,
     /// Whether pipelines are built with wgpu's shader runtime checks.
     checked: bool,
@@ -171,8 +81,6 @@ struct Inner {
     pending_fills: Mutex<Vec<wgpu::CommandBuffer>>,
     /// The device's total memory, when known, checked before each call allocates.
     memory: DeviceMemory,
-    /// Whether and how the cooperative-matrix tier runs here.
-    coop: CoopSupport,
 }
 
 /// Bytes of the NaN-filled buffer a context keeps for initialising outputs (or the device's
@@ -186,6 +94,16 @@ struct Timestamps {
     resolved: wgpu::Buffer,
     /// Whether a submission since the last read wrote the start stamp.
     begun: bool,
+}
+
+impl std::ops::Deref for Context {
+    type Target = DeviceProfile;
+
+    /// The device's profile: planning functions take a `&DeviceProfile`, and a `&Context`
+    /// passes for one.
+    fn deref(&self) -> &DeviceProfile {
+        &self.inner.profile
+    }
 }
 
 impl std::fmt::Debug for Context {
@@ -262,7 +180,12 @@ impl Context {
         let info = adapter.get_info();
         let limits = options.limits.clone().unwrap_or_else(|| adapter.limits());
         let wanted = options.features.unwrap_or(WANTED_FEATURES | COOP_FEATURE);
-        let coop = coop_support(adapter, options.cooperative_matrix, wanted);
+        let coop = coop_support(
+            &info,
+            adapter.features() & wanted,
+            &adapter.cooperative_matrix_properties(),
+            options.cooperative_matrix,
+        );
         let mut required_features = adapter.features() & WANTED_FEATURES & wanted;
         if matches!(coop, CoopSupport::Hardware { .. }) {
             required_features |= COOP_FEATURE;
@@ -305,7 +228,12 @@ impl Context {
         options: &ContextOptions,
         coop: CoopSupport,
     ) -> Self {
-        let info = device.adapter_info();
+        let profile = DeviceProfile {
+            info: device.adapter_info(),
+            features: device.features(),
+            limits: device.limits(),
+            coop,
+        };
         let memory = DeviceMemory::detect(&device, options.memory_limit);
         let lost = Arc::new(Mutex::new(None));
         let lost_slot = Arc::clone(&lost);
@@ -326,7 +254,7 @@ impl Context {
             inner: Arc::new(Inner {
                 device,
                 queue,
-                info,
+                profile,
                 registry: KernelRegistry::default(),
                 checked: options.shader_runtime_checks,
                 lost,
@@ -336,7 +264,6 @@ impl Context {
                 nan_source: std::sync::OnceLock::new(),
                 pending_fills: Mutex::new(Vec::new()),
                 memory,
-                coop,
             }),
         }
     }
@@ -359,27 +286,34 @@ impl Context {
 
     /// Description of the adapter the device came from (name, backend, type, subgroup sizes).
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
-        &self.inner.info
+        &self.inner.profile.info
+    }
+
+    /// What planning reads of this device: adapter, features, limits, the
+    /// cooperative-matrix tier's support. A context derefs to it, so the planning functions,
+    /// which take a profile, take a context too.
+    pub fn profile(&self) -> &DeviceProfile {
+        &self.inner.profile
     }
 
     /// `name (backend, type)` of the adapter.
     pub fn adapter_name(&self) -> String {
-        describe_adapter(&self.inner.info)
+        describe_adapter(&self.inner.profile.info)
     }
 
     /// Features enabled on the device.
     pub fn features(&self) -> wgpu::Features {
-        self.inner.device.features()
+        self.inner.profile.features
     }
 
     /// Whether and how the cooperative-matrix tier runs here.
     pub fn coop(&self) -> &CoopSupport {
-        &self.inner.coop
+        &self.inner.profile.coop
     }
 
     /// Limits of the device (what was requested, not the adapter's maxima).
     pub fn limits(&self) -> wgpu::Limits {
-        self.inner.device.limits()
+        self.inner.profile.limits.clone()
     }
 
     /// The device's total memory and where that figure came from.

@@ -93,11 +93,11 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
 /// medians of 5 paired rounds), and GPUs keep vec4 loads (not measured there). The subgroup
 /// tier uses these words only where it cannot read K and V from textures
 /// (crate::fused::reads_textures), which ran faster still.
-pub fn kv_words(ctx: &crate::Context) -> bool {
-    let info = ctx.adapter_info();
+pub fn kv_words(dev: &crate::profile::DeviceProfile) -> bool {
+    let info = dev.adapter_info();
     info.device_type == wgpu::DeviceType::Cpu
         && info.subgroup_max_size <= 8
-        && ctx.features().contains(wgpu::Features::SHADER_INT64)
+        && dev.features().contains(wgpu::Features::SHADER_INT64)
 }
 
 /// The variable that moves Mesa's on-disk shader cache.

@@ -19,6 +19,7 @@ use crate::plan::{
     ChunkCost, DeviceBudget,
 };
 use crate::problem::Problem;
+use crate::profile::DeviceProfile;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
 
 mod auto;
@@ -238,8 +239,8 @@ struct Layout {
 }
 
 impl Layout {
-    fn of(ctx: &Context, p: &Problem, form: Form) -> Self {
-        Layout::for_device(ctx.adapter_info(), &ctx.limits(), p, form)
+    fn of(dev: &DeviceProfile, p: &Problem, form: Form) -> Self {
+        Layout::for_device(dev.adapter_info(), &dev.limits(), p, form)
     }
 
     /// The layout on a device described by its adapter info and limits alone (so that
@@ -344,8 +345,8 @@ fn fewer_splits(split: Split, lk: usize, most: usize, form: Form, max_keys: usiz
 
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
-pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
-    let layout = Layout::of(ctx, p, form);
+pub(crate) fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
+    let layout = Layout::of(dev, p, form);
     let split = layout.split;
     let how = match form {
         // The partial kernel's loads (shaders/kv_loads_f16.wgsl for f16 K and V,
@@ -353,7 +354,7 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
         Form::Invocation if p.kv_half.is_some() => {
             format!("K/V read as {}", p.kv_half.map_or("", |f| f.name()))
         }
-        Form::Invocation if kv_words(ctx) => "K/V read as 64-bit words".to_string(),
+        Form::Invocation if kv_words(dev) => "K/V read as 64-bit words".to_string(),
         Form::Invocation => "K/V read as vec4<f32>".to_string(),
         Form::Workgroup => format!(
             "one workgroup per split and tile of {} rows, 64 keys a block",
@@ -376,7 +377,7 @@ pub(crate) fn describe(ctx: &Context, p: &Problem, form: Form) -> String {
 
 /// The partial kernel for the form, the problem's widths and the device's loads (16-bit K
 /// and V: that format's loads whatever the device).
-fn partial_kernel(ctx: &Context, p: &Problem, form: Form) -> Kernel {
+fn partial_kernel(dev: &DeviceProfile, p: &Problem, form: Form) -> Kernel {
     use crate::fp16::HalfFormat::{Bf16, F16};
     let wide = crate::fused::wide(p);
     match (form, p.kv_half) {
@@ -389,7 +390,7 @@ fn partial_kernel(ctx: &Context, p: &Problem, form: Form) -> Kernel {
         (Form::Invocation, Some(Bf16)) => return Kernel::DecodePartialBf16,
         (Form::Invocation, None) => {}
     }
-    match (crate::fused::wide(p), kv_words(ctx)) {
+    match (crate::fused::wide(p), kv_words(dev)) {
         (false, false) => Kernel::DecodePartial,
         (true, false) => Kernel::DecodePartialWide,
         (false, true) => Kernel::DecodePartialU64,
@@ -414,12 +415,39 @@ fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> usiz
     blocks as usize * keys
 }
 
-/// Why the decode path cannot run the problem on this adapter: the merge kernel loops over
-/// the splits, which on llvmpipe must stay within the loop limit.
-pub(crate) fn loop_obstacle(ctx: &Context, p: &Problem, form: Form) -> Option<String> {
-    let split = Layout::of(ctx, p, form).split;
+/// Why the decode path cannot run the problem on this device: a chunk holds whole GQA
+/// groups, so one group's query rows and their outputs must each fit a binding; and the
+/// merge kernel loops over the splits, which on llvmpipe must stay within the loop limit.
+pub(crate) fn obstacle(dev: &DeviceProfile, p: &Problem, form: Form) -> Option<String> {
+    let d = &p.dims;
+    let rows = (d.hq / d.hkv.max(1) * d.lq) as u64;
+    let max_binding = DeviceBudget::from_limits(&dev.limits()).max_binding;
+    // A chunk holds whole groups.
+    let widest = (d.d.max(d.dv) as u64) * 4 * rows;
+    if widest > max_binding {
+        return Some(format!(
+            "decode keeps the {rows} query rows of a GQA group in one chunk: {widest} bytes of q or out, and the device binds at most {max_binding}"
+        ));
+    }
+    // One group's merge (an invocation per output vec4) and, in the workgroup form, its row
+    // tiles of one split each take a dispatch that cannot be split further.
+    let budget = DeviceBudget::from_limits(&dev.limits());
+    let layout = Layout::of(dev, p, form);
+    let merge = (rows * d.dv as u64 / 4).div_ceil(WG);
+    let tiles = match form {
+        Form::Workgroup => layout.tiles as u64,
+        Form::Invocation => 1,
+    };
+    let one_group = merge.max(tiles);
+    if one_group > budget.max_groups() {
+        return Some(format!(
+            "one GQA group of {rows} query rows takes {one_group} workgroups in one dispatch of decode; the device allows {}",
+            budget.max_groups()
+        ));
+    }
+    let split = layout.split;
     loops::obstacle(
-        ctx.adapter_info(),
+        dev.adapter_info(),
         "decode's merge",
         loops::keyed(split.splits as u64, 2),
     )
@@ -427,8 +455,8 @@ pub(crate) fn loop_obstacle(ctx: &Context, p: &Problem, form: Form) -> Option<St
 
 /// The chunks this path runs in (whole GQA groups), planned against the device's limits.
 /// Each chunk's `scratch_bytes` is its partial outputs.
-pub(crate) fn plan(ctx: &Context, p: &Problem, form: Form) -> Result<Vec<Chunk>> {
-    plan_for_device(ctx.adapter_info(), &ctx.limits(), p, form)
+pub(crate) fn plan(dev: &DeviceProfile, p: &Problem, form: Form) -> Result<Vec<Chunk>> {
+    plan_for_device(dev.adapter_info(), &dev.limits(), p, form)
 }
 
 /// [`plan`] on a device described by its adapter info and limits.

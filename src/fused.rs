@@ -23,6 +23,7 @@ pub use obstacles::{
 };
 pub use passes::{key_passes, key_passes_reason, keys_per_pass, passes_per_dispatch};
 
+use crate::profile::DeviceProfile;
 pub(crate) use subgroup_layout::chunk_layout;
 pub use subgroup_layout::{
     cpu_adapter_threads, subgroup_layout, subgroup_rows, subgroup_split_layout, subgroup_splits,
@@ -95,14 +96,14 @@ pub enum Tier {
 }
 
 impl Tier {
-    fn kernel(self, ctx: &Context, p: &Problem) -> Kernel {
+    fn kernel(self, dev: &DeviceProfile, p: &Problem) -> Kernel {
         use crate::fp16::HalfFormat::{Bf16, F16};
         if self == Tier::Coop {
-            return coop::kernel(ctx, p);
+            return coop::kernel(dev, p);
         }
-        let lanes16 = subgroup_keys(ctx.adapter_info()) == 16;
-        let textures = reads_textures(ctx, p, self);
-        let words = !textures && reads_words(ctx, self);
+        let lanes16 = subgroup_keys(dev.adapter_info()) == 16;
+        let textures = reads_textures(dev, p, self);
+        let words = !textures && reads_words(dev, self);
         // 16-bit K/V (p.kv_half, where reads_half said yes): the portable and tiled tiers
         // through kv_loads_f16.wgsl / kv_loads_bf16.wgsl; the subgroup tier from textures,
         // f16 through the same kernels as f32 (rgba16float textures), bf16 through
@@ -144,19 +145,19 @@ impl Tier {
             Tier::Tiled if tiled_wider(p) => Kernel::FusedTiledWider,
             Tier::Tiled if wide(p) => Kernel::FusedTiledWide,
             Tier::Tiled => Kernel::FusedTiled,
-            Tier::Coop => coop::kernel(ctx, p),
+            Tier::Coop => coop::kernel(dev, p),
         }
     }
 
     /// Query rows one workgroup of this tier covers for `p` here; on the subgroup tier the fewest
     /// it may cover (R = 2, see [`subgroup_layout()`]); on the cooperative-matrix tier its
     /// variant's ([`coop::Variant`]).
-    pub fn rows_per_group(self, ctx: &Context, p: &Problem) -> usize {
+    pub fn rows_per_group(self, dev: &DeviceProfile, p: &Problem) -> usize {
         match self {
             Tier::Subgroup => SUBGROUP_INVOCATIONS * 2,
             Tier::Portable => ROWS_PER_GROUP,
             Tier::Tiled => TILED_ROWS_PER_GROUP,
-            Tier::Coop => coop::variant(ctx, p).rows,
+            Tier::Coop => coop::variant(dev, p).rows,
         }
     }
 
@@ -186,8 +187,8 @@ impl Tier {
 /// it does not read them from textures ([`reads_textures`] comes first): the
 /// subgroup tier where crate::cpu_vectors::kv_words says so (8-lane CPU subgroups); the
 /// portable and tiled tiers, built for GPUs, keep vec4 loads.
-pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
-    tier == Tier::Subgroup && crate::cpu_vectors::kv_words(ctx)
+pub(crate) fn reads_words(dev: &DeviceProfile, tier: Tier) -> bool {
+    tier == Tier::Subgroup && crate::cpu_vectors::kv_words(dev)
 }
 
 /// Whether `tier` reads 16-bit K and V as they are, rather than from f32 copies widened
@@ -196,10 +197,10 @@ pub(crate) fn reads_words(ctx: &Context, tier: Tier) -> bool {
 /// subgroup tier where it reads K and V from textures ([`reads_textures`]), which then hold
 /// the 16-bit values (half the bytes to copy; see `textures::kv_texture_format`). Its
 /// storage-buffer forms have no 16-bit loads: there the call widens first.
-pub(crate) fn reads_half(ctx: &Context, p: &Problem, tier: Tier) -> bool {
+pub(crate) fn reads_half(dev: &DeviceProfile, p: &Problem, tier: Tier) -> bool {
     match tier {
         Tier::Portable | Tier::Tiled | Tier::Coop => true,
-        Tier::Subgroup => reads_textures(ctx, p, tier),
+        Tier::Subgroup => reads_textures(dev, p, tier),
     }
 }
 
@@ -252,9 +253,9 @@ pub fn tiled_wider(p: &Problem) -> bool {
 /// The chunks this path runs in, planned against the device's limits. In one key pass the
 /// fused path needs no scratch beside its outputs; in several, each chunk's scratch is the
 /// partial outputs of all passes (their LSEs take `scratch / Dv` more).
-pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>> {
-    let budget = DeviceBudget::from_limits(&ctx.limits());
-    let passes = key_passes(ctx.adapter_info(), p, tier);
+pub(crate) fn plan(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Result<Vec<Chunk>> {
+    let budget = DeviceBudget::from_limits(&dev.limits());
+    let passes = key_passes(dev.adapter_info(), p, tier);
     let cost = |n: usize, rows: usize| ChunkCost {
         scratch_bytes: if passes > 1 {
             (n * passes * rows * p.dims.dv * 4) as u64
@@ -264,10 +265,10 @@ pub(crate) fn plan(ctx: &Context, p: &Problem, tier: Tier) -> Result<Vec<Chunk>>
         // With passes, the merge's invocations (one per output vec4) too, and the passes a
         // dispatch runs side by side.
         max_groups: if passes > 1 {
-            (n * rows.div_ceil(tier.rows_per_group(ctx, p)) * passes_per_dispatch(tier, passes))
+            (n * rows.div_ceil(tier.rows_per_group(dev, p)) * passes_per_dispatch(tier, passes))
                 .max((n * rows * p.dims.dv / 4).div_ceil(64))
         } else {
-            n * rows.div_ceil(tier.rows_per_group(ctx, p))
+            n * rows.div_ceil(tier.rows_per_group(dev, p))
         } as u64,
     };
     plan_chunks(p, &budget, &cost)

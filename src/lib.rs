@@ -82,6 +82,7 @@ pub mod perf;
 pub mod plan;
 mod planner;
 pub mod problem;
+pub mod profile;
 mod projection;
 pub mod raster;
 pub mod reference;
@@ -96,13 +97,12 @@ pub use attention::{
 };
 pub use cache::KvCache;
 pub use check::{compare, Comparison, Tolerance};
-pub use context::{
-    describe_adapter, enumerate_adapters, Context, ContextOptions, CoopMode, CoopSupport,
-};
+pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
 pub use error::{Error, Result};
 pub use options::{
     AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo, Precision,
 };
+pub use profile::{CoopMode, CoopSupport, DeviceProfile};
 pub use tensor::GpuTensor;
 
 /// The README's code blocks, compiled and run as doctests so the front door stays true.

@@ -3,7 +3,6 @@
 //! (README "Measured") and skips those the problem or the adapter rules out: widths, device
 //! limits, requested weights, and on llvmpipe its loop limit (crate::loops).
 
-use crate::context::Context;
 use crate::decode;
 use crate::error::{Error, Result};
 use crate::fp16::HalfFormat;
@@ -11,6 +10,7 @@ use crate::fused::{self, Tier};
 use crate::loops;
 use crate::options::{AttentionOptions, PathChoice, Precision};
 use crate::problem::Problem;
+use crate::profile::DeviceProfile;
 
 /// A kernel path the planner can pick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,22 +37,36 @@ fn unavailable(path: &'static str, reason: String) -> Error {
     Error::PathUnavailable { path, reason }
 }
 
-/// Why the unfused path cannot run the problem here (llvmpipe's loop limit), or `None`.
-fn unfused_obstacle(ctx: &Context, p: &Problem) -> Option<String> {
-    loops::obstacle(ctx.adapter_info(), "unfused", loops::unfused(p))
+/// Why the unfused path cannot run the problem here (a dispatch grid too small for one row,
+/// llvmpipe's loop limit), or `None`.
+fn unfused_obstacle(dev: &DeviceProfile, p: &Problem) -> Option<String> {
+    // One query row's scores (and weighted sum) take a workgroup per 32 keys (columns) in
+    // one dispatch: the row cannot be split further.
+    let one_row = crate::plan::unfused_groups(p, 1, 1)
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+    let budget = crate::plan::DeviceBudget::from_limits(&dev.limits());
+    if one_row > budget.max_groups() {
+        return Some(format!(
+            "one query row takes {one_row} workgroups in one dispatch of the unfused path; the device allows {}",
+            budget.max_groups()
+        ));
+    }
+    loops::obstacle(dev.adapter_info(), "unfused", loops::unfused(p))
 }
 
 /// Why decode in `form` cannot run the problem here, or `None`: weights requested
-/// (`weights`, from fused::weights_obstacle), widths, or llvmpipe's loop limit on its merge.
+/// (`weights`, from fused::weights_obstacle), widths, or the device (decode::obstacle).
 fn decode_obstacle(
-    ctx: &Context,
+    dev: &DeviceProfile,
     p: &Problem,
     form: decode::Form,
     weights: Option<String>,
 ) -> Option<String> {
     weights
         .or_else(|| fused::width_obstacle(p, decode::max_width(form)))
-        .or_else(|| decode::loop_obstacle(ctx, p, form))
+        .or_else(|| decode::obstacle(dev, p, form))
 }
 
 /// What the planner knows of a call's inputs beyond their shapes.
@@ -67,13 +81,13 @@ pub(crate) struct InputFacts {
 /// Why the cooperative-matrix tier cannot run `p` here: weights, widths, the adapter, and
 /// inputs known to exceed f16's range.
 fn coop_obstacle(
-    ctx: &Context,
+    dev: &DeviceProfile,
     p: &Problem,
     weights: Option<String>,
     facts: InputFacts,
 ) -> Option<String> {
     weights
-        .or_else(|| fused::problem_obstacle(ctx, p, Tier::Coop))
+        .or_else(|| fused::problem_obstacle(dev, p, Tier::Coop))
         .or_else(|| facts.max_abs.and_then(fused::coop::range_obstacle))
 }
 
@@ -90,7 +104,7 @@ enum CoopAuto {
 /// Whether auto takes the cooperative-matrix tier for `p`. bf16 K and V stay on the f32
 /// paths unless f16 compute is asked for, as their values may exceed f16's range.
 fn coop_auto(
-    ctx: &Context,
+    dev: &DeviceProfile,
     p: &Problem,
     opts: &AttentionOptions<'_>,
     facts: InputFacts,
@@ -107,7 +121,7 @@ fn coop_auto(
         }
         None => return CoopAuto::NotAsked,
     }
-    match coop_obstacle(ctx, p, None, facts) {
+    match coop_obstacle(dev, p, None, facts) {
         None => CoopAuto::Take,
         Some(why) => CoopAuto::PassedOver(why),
     }
@@ -116,13 +130,13 @@ fn coop_auto(
 /// Picks a path from the shapes, the options, what is known of the inputs and the adapter,
 /// and says why.
 pub(crate) fn choose_path(
-    ctx: &Context,
+    dev: &DeviceProfile,
     p: &Problem,
     opts: &AttentionOptions<'_>,
     facts: InputFacts,
 ) -> Choice {
     let weights = fused::weights_obstacle(opts.return_weights);
-    let adapter_form = decode::Form::for_problem(ctx.adapter_info(), p);
+    let adapter_form = decode::Form::for_problem(dev.adapter_info(), p);
     let forced = |path: Path, obstacle: Option<String>| match obstacle {
         Some(why) => Err(unavailable(path.name(), why)),
         None => Ok((path, "forced by the caller".to_string())),
@@ -130,29 +144,29 @@ pub(crate) fn choose_path(
     let tier = |tier: Tier| {
         let obstacle = weights
             .clone()
-            .or_else(|| fused::problem_obstacle(ctx, p, tier));
+            .or_else(|| fused::problem_obstacle(dev, p, tier));
         forced(Path::Fused(tier), obstacle)
     };
-    let coop = coop_auto(ctx, p, opts, facts);
+    let coop = coop_auto(dev, p, opts, facts);
     match opts.path {
-        PathChoice::Unfused => forced(Path::Unfused, unfused_obstacle(ctx, p)),
+        PathChoice::Unfused => forced(Path::Unfused, unfused_obstacle(dev, p)),
         PathChoice::FusedSubgroup => tier(Tier::Subgroup),
         PathChoice::FusedPortable => tier(Tier::Portable),
         PathChoice::FusedTiled => tier(Tier::Tiled),
         PathChoice::FusedCoop => forced(
             Path::Fused(Tier::Coop),
-            coop_obstacle(ctx, p, weights, facts),
+            coop_obstacle(dev, p, weights, facts),
         ),
         PathChoice::Decode => forced(
             Path::Decode(adapter_form),
-            decode_obstacle(ctx, p, adapter_form, weights),
+            decode_obstacle(dev, p, adapter_form, weights),
         ),
         PathChoice::DecodeWorkgroup => {
             let form = decode::Form::Workgroup;
-            forced(Path::Decode(form), decode_obstacle(ctx, p, form, weights))
+            forced(Path::Decode(form), decode_obstacle(dev, p, form, weights))
         }
-        PathChoice::Fused => fused_or_fallback(ctx, p, weights, true, coop),
-        PathChoice::Auto => fused_or_fallback(ctx, p, weights, false, coop),
+        PathChoice::Fused => fused_or_fallback(dev, p, weights, true, coop),
+        PathChoice::Auto => fused_or_fallback(dev, p, weights, false, coop),
     }
 }
 
@@ -160,7 +174,7 @@ pub(crate) fn choose_path(
 /// keys, else the first fused tier that can run the problem, in order of measured speed on
 /// this kind of adapter; when none can, an error if fused was asked for, else [`fall_back`].
 fn fused_or_fallback(
-    ctx: &Context,
+    dev: &DeviceProfile,
     p: &Problem,
     weights: Option<String>,
     explicit: bool,
@@ -170,13 +184,13 @@ fn fused_or_fallback(
         if explicit {
             return Err(unavailable("fused", why));
         }
-        fall_back(ctx, p, why)
+        fall_back(dev, p, why)
     };
     if let Some(why) = weights {
         return fall_back(why);
     }
     let d = &p.dims;
-    let on_cpu = ctx.adapter_info().device_type == wgpu::DeviceType::Cpu;
+    let on_cpu = dev.adapter_info().device_type == wgpu::DeviceType::Cpu;
     let wide = fused::wide(p);
     let why_wide = format!(
         "the wider of D = {} and Dv = {} is above {}, which the fused tiers take through their wide variants",
@@ -185,9 +199,9 @@ fn fused_or_fallback(
         fused::MAX_WIDTH
     );
     let rows = d.hq / d.hkv * d.lq;
-    let cpu_subgroup_lanes = (on_cpu && fused::problem_obstacle(ctx, p, Tier::Subgroup).is_none())
-        .then(|| fused::subgroup_keys(ctx.adapter_info()));
-    let form = decode::Form::for_problem(ctx.adapter_info(), p);
+    let cpu_subgroup_lanes = (on_cpu && fused::problem_obstacle(dev, p, Tier::Subgroup).is_none())
+        .then(|| fused::subgroup_keys(dev.adapter_info()));
+    let form = decode::Form::for_problem(dev.adapter_info(), p);
     // On CPU adapters, problems too wide for decode's invocation form take its workgroup
     // form for 1-2 rows per kv head where the subgroup tier's wide variant runs them
     // (decode::CPU_WIDE_DECODE_ROWS), else for few query positions, whatever the GQA group,
@@ -199,7 +213,7 @@ fn fused_or_fallback(
     } else {
         decode::is_decode_shape(rows, d.lk, max_rows)
     };
-    if !explicit && decode_shape && decode_obstacle(ctx, p, form, None).is_none() {
+    if !explicit && decode_shape && decode_obstacle(dev, p, form, None).is_none() {
         let reason = if cpu_wide && cpu_subgroup_lanes.is_some() {
             format!(
                 "{rows} query rows per kv head (at most {max_rows} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form (its invocation form takes widths up to {}; the subgroup tier measured faster from 4 rows per kv head)",
@@ -269,7 +283,7 @@ fn fused_or_fallback(
             ));
             continue;
         }
-        let Some(why) = fused::problem_obstacle(ctx, p, tier) else {
+        let Some(why) = fused::problem_obstacle(dev, p, tier) else {
             let mut reason = if wide && !on_cpu {
                 format!("one fused kernel, O(L) memory; {why_wide}; on GPUs the wide fused-tiled measured level with the unfused path, which needs O(L^2)")
             } else if wide {
@@ -294,14 +308,39 @@ fn fused_or_fallback(
                 .into(),
         );
     }
-    fall_back(passed_over.join("; "))
+    let fell_back = fall_back(passed_over.join("; "));
+    // Where the unfused path cannot run either, auto takes a fused tier it passed over for
+    // speed alone (the tiled tier above 256, the portable one's wide variant on GPUs).
+    // Then decode, which runs any shape, slowly where rows are many.
+    if let (Err(_), false) = (&fell_back, explicit) {
+        if let Ok((path, reason)) = fused_or_fallback(dev, p, None, true, CoopAuto::NotAsked) {
+            return Ok((
+                path,
+                format!("{reason}; taken as the unfused path cannot run here either"),
+            ));
+        }
+        let forms = [
+            decode::Form::for_problem(dev.adapter_info(), p),
+            decode::Form::Workgroup,
+        ];
+        if let Some(form) = forms
+            .into_iter()
+            .find(|&form| decode_obstacle(dev, p, form, None).is_none())
+        {
+            return Ok((
+                Path::Decode(form),
+                "split-K decode, as neither a fused tier nor the unfused path can run here".into(),
+            ));
+        }
+    }
+    fell_back
 }
 
 /// No fused tier can run the problem (`why`), or weights were asked for: the unfused path,
 /// unless llvmpipe's loop limit stops it too (long rows), which is an error that gives both
 /// reasons.
-fn fall_back(ctx: &Context, p: &Problem, why: String) -> Choice {
-    match unfused_obstacle(ctx, p) {
+fn fall_back(dev: &DeviceProfile, p: &Problem, why: String) -> Choice {
+    match unfused_obstacle(dev, p) {
         None => Ok((Path::Unfused, format!("fused unavailable: {why}"))),
         Some(unfused_why) => Err(unavailable(
             "auto",

@@ -13,6 +13,7 @@ use crate::plan::{
     Chunk, DeviceBudget, Window, TILE,
 };
 use crate::problem::Problem;
+use crate::profile::DeviceProfile;
 
 /// Device buffers holding the inputs, in canonical `(B, H, L, D)` row-major layout.
 pub(crate) struct DeviceInputs<'a> {
@@ -107,8 +108,8 @@ fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
 }
 
 /// The chunks this path runs in, planned against the device's limits.
-pub(crate) fn plan(ctx: &Context, p: &Problem) -> Result<Vec<Chunk>> {
-    let budget = DeviceBudget::from_limits(&ctx.limits());
+pub(crate) fn plan(dev: &DeviceProfile, p: &Problem) -> Result<Vec<Chunk>> {
+    let budget = DeviceBudget::from_limits(&dev.limits());
     plan_chunks(p, &budget, &|n, rows| unfused_cost(p, n, rows))
 }
 

@@ -5,10 +5,10 @@
 use super::prepare::plan_call;
 use super::KvStorage;
 use crate::broadcast::broadcast_shapes;
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::options::{AttentionOptions, PathChoice, PlanInfo};
 use crate::problem::validate_dims;
+use crate::profile::DeviceProfile;
 
 /// One forced path and what the planner says of it for a call.
 #[derive(Clone, Debug)]
@@ -27,12 +27,14 @@ impl PathReport {
     }
 }
 
-/// The plan a call with these shapes and options would run on this adapter: its path, why,
-/// and its chunks, without uploading or running anything. Shapes broadcast as in
+/// The plan a call with these shapes and options would run on a device: its path, why, and
+/// its chunks, without uploading or running anything. `dev` is a context's profile (pass
+/// `&ctx`), or a recorded one ([`DeviceProfile::recorded`]) to plan for a device that is not
+/// here. Shapes broadcast as in
 /// [`crate::attention()`]; the value checks that need the data (non-finite values, score
 /// bounds) are left to the call.
 pub fn plan(
-    ctx: &Context,
+    dev: &DeviceProfile,
     q_shape: &[usize],
     k_shape: &[usize],
     v_shape: &[usize],
@@ -49,7 +51,7 @@ pub fn plan(
             chunks: 0,
         });
     }
-    let plan = plan_call(ctx, dims, (dims.lk, KvStorage::F32), opts, None)?;
+    let plan = plan_call(dev, dims, (dims.lk, KvStorage::F32), opts, None)?;
     Ok(PlanInfo {
         path: plan.path.name(),
         reason: plan.reason,
@@ -61,7 +63,7 @@ pub fn plan(
 /// or the reason the path is refused here. A test that wants every path runs the ones that
 /// run and reports the others with their reasons.
 pub fn plan_paths(
-    ctx: &Context,
+    dev: &DeviceProfile,
     q_shape: &[usize],
     k_shape: &[usize],
     v_shape: &[usize],
@@ -71,7 +73,7 @@ pub fn plan_paths(
         .iter()
         .map(|&choice| {
             let opts = opts.clone().path(choice);
-            let outcome = plan(ctx, q_shape, k_shape, v_shape, &opts).map_err(|e| match e {
+            let outcome = plan(dev, q_shape, k_shape, v_shape, &opts).map_err(|e| match e {
                 Error::PathUnavailable { reason, .. } => reason,
                 other => other.to_string(),
             });

@@ -12,6 +12,7 @@ use crate::options::{AttentionOptions, PlanInfo};
 use crate::plan::{Chunk, DeviceBudget};
 use crate::planner::{choose_path, InputFacts, Path};
 use crate::problem::{check_problem, validate_problem, Dims, Problem, MAX_ELEMENTS};
+use crate::profile::DeviceProfile;
 use crate::unfused;
 use crate::widths;
 
@@ -69,22 +70,22 @@ pub(super) fn prepare(
 /// head (`dims.lk`, or a cache's capacity) stored as `kv_storage`; where one kv head's rows
 /// exceed a binding, the plan of its first key segment (`segments.rs`).
 pub(super) fn plan_call(
-    ctx: &Context,
+    dev: &DeviceProfile,
     dims: Dims,
     (kv_rows, kv_storage): (usize, KvStorage),
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
 ) -> Result<Prepared> {
     let causal_offset = opts.causal.offset(dims.lq, dims.lk);
-    let Some(mut seg) = Segments::plan(ctx, &dims, kv_rows, causal_offset) else {
-        return plan_one(ctx, dims, (kv_rows, kv_storage), opts, max_abs, None);
+    let Some(mut seg) = Segments::plan(dev, &dims, kv_rows, causal_offset) else {
+        return plan_one(dev, dims, (kv_rows, kv_storage), opts, max_abs, None);
     };
     // The whole call is checked first, so that an error names the caller's shapes and
     // indices; each segment then packs its own columns of the mask.
     check_problem(dims, opts, max_abs)?;
     segments::check(&seg, opts, kv_storage)?;
-    let (mut plan, in_place) = seg.plan_segment(ctx, 0, kv_storage, opts, max_abs)?;
-    let budget = DeviceBudget::from_limits(&ctx.limits());
+    let (mut plan, in_place) = seg.plan_segment(dev, 0, kv_storage, opts, max_abs)?;
+    let budget = DeviceBudget::from_limits(&dev.limits());
     plan.reason = format!("{}; {}", seg.describe(&budget, in_place), plan.reason);
     seg.first_in_place = in_place;
     plan.segments = Some(seg);
@@ -94,7 +95,7 @@ pub(super) fn plan_call(
 /// [`plan_call`] without segments, or of one key segment (`segment`: its first key, where
 /// its rows are read in place, and its causal rule, shifted to that key).
 pub(super) fn plan_one(
-    ctx: &Context,
+    dev: &DeviceProfile,
     dims: Dims,
     (kv_rows, kv_storage): (usize, KvStorage),
     opts: &AttentionOptions<'_>,
@@ -112,7 +113,7 @@ pub(super) fn plan_one(
         kv_half: kv_storage.half(),
         max_abs: max_abs.map(|(q, k)| q.max(k)),
     };
-    let (path, mut reason) = choose_path(ctx, &problem, opts, facts)?;
+    let (path, mut reason) = choose_path(dev, &problem, opts, facts)?;
     // The scale was fixed from the caller's D by validation; padding leaves it alone.
     problem.dims = match path {
         Path::Unfused => widths::nonzero_dims(dims),
@@ -146,7 +147,7 @@ pub(super) fn plan_one(
         let direct = problem.dims == dims
             && match path {
                 Path::Decode(_) => true,
-                Path::Fused(tier) => fused::reads_half(ctx, &problem, tier),
+                Path::Fused(tier) => fused::reads_half(dev, &problem, tier),
                 Path::Unfused => false,
             };
         if direct {
@@ -161,13 +162,13 @@ pub(super) fn plan_one(
         }
     }
     let chunks = match path {
-        Path::Unfused => unfused::plan(ctx, &problem)?,
-        Path::Fused(tier) => fused::plan(ctx, &problem, tier)?,
-        Path::Decode(form) => decode::plan(ctx, &problem, form)?,
+        Path::Unfused => unfused::plan(dev, &problem)?,
+        Path::Fused(tier) => fused::plan(dev, &problem, tier)?,
+        Path::Decode(form) => decode::plan(dev, &problem, form)?,
     };
     // Kernels that read 16-bit K and V bind the same elements at half the bytes.
     let chunks = if problem.kv_half.is_some() {
-        let budget = DeviceBudget::from_limits(&ctx.limits());
+        let budget = DeviceBudget::from_limits(&dev.limits());
         chunks
             .iter()
             .map(|c| c.with_half_kv(&budget))
@@ -178,22 +179,22 @@ pub(super) fn plan_one(
     // Passes over the keys: several only for a fused tier on llvmpipe with long rows, or on
     // the subgroup tier where its row blocks alone would leave threads idle.
     let passes = match path {
-        Path::Fused(tier) => fused::key_passes(ctx.adapter_info(), &problem, tier),
+        Path::Fused(tier) => fused::key_passes(dev.adapter_info(), &problem, tier),
         Path::Unfused | Path::Decode(_) => 1,
     };
     if let Path::Decode(form) = path {
-        reason = format!("{reason}; {}", decode::describe(ctx, &problem, form));
+        reason = format!("{reason}; {}", decode::describe(dev, &problem, form));
     }
     // Whether the path copies K and V into textures: the reason says so, the estimate counts them.
     let kv_textures =
-        matches!(path, Path::Fused(tier) if fused::reads_textures(ctx, &problem, tier));
+        matches!(path, Path::Fused(tier) if fused::reads_textures(dev, &problem, tier));
     if path == Path::Fused(fused::Tier::Subgroup) {
-        if fused::subgroup_keys(ctx.adapter_info()) == 16 {
+        if fused::subgroup_keys(dev.adapter_info()) == 16 {
             reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
         }
         if kv_textures {
             reason = format!("{reason}; K/V copied into textures and read from them");
-        } else if fused::reads_words(ctx, fused::Tier::Subgroup) {
+        } else if fused::reads_words(dev, fused::Tier::Subgroup) {
             reason = format!("{reason}; K/V read as 64-bit words");
         }
         if let Some(layout) = chunks
@@ -213,8 +214,8 @@ pub(super) fn plan_one(
         }
     }
     if path == Path::Fused(fused::Tier::Coop) {
-        let v = fused::coop::variant(ctx, &problem);
-        let how = match ctx.coop() {
+        let v = fused::coop::variant(dev, &problem);
+        let how = match dev.coop() {
             crate::context::CoopSupport::Emulated => {
                 "cooperative operations emulated in scalar code"
             }
@@ -227,7 +228,7 @@ pub(super) fn plan_one(
         );
         let heads = chunks
             .first()
-            .map_or(1, |c| fused::coop::unit_heads(ctx, &problem, c));
+            .map_or(1, |c| fused::coop::unit_heads(dev, &problem, c));
         if heads > 1 {
             reason = format!("{reason}; the {heads} query heads of a GQA group share blocks");
         }
@@ -241,7 +242,7 @@ pub(super) fn plan_one(
         }
     }
     if let (Path::Fused(tier), true) = (path, passes > 1) {
-        let why = fused::key_passes_reason(ctx.adapter_info(), &problem, tier);
+        let why = fused::key_passes_reason(dev.adapter_info(), &problem, tier);
         let how = if tier == fused::Tier::Subgroup {
             "key ranges side by side"
         } else {

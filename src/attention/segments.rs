@@ -17,6 +17,7 @@
 //! beside the caller's inputs and the running result. The weights, which would need every
 //! segment's at once and rescaled, are refused.
 
+use crate::profile::DeviceProfile;
 use std::ops::Range;
 
 use ndarray::{Axis, Slice};
@@ -64,12 +65,12 @@ impl Segments {
     /// `None` where every kv head's K and V rows (at the widths the kernels read) fit a
     /// binding, as every call did before segments.
     pub fn plan(
-        ctx: &Context,
+        dev: &DeviceProfile,
         dims: &Dims,
         kv_rows: usize,
         causal_offset: Option<i64>,
     ) -> Option<Self> {
-        let budget = DeviceBudget::from_limits(&ctx.limits());
+        let budget = DeviceBudget::from_limits(&dev.limits());
         // f32 at the widths padded to multiples of 4: the most any path binds per key
         // (16-bit K and V are widened to f32 by the paths that do not read them as they are).
         let kd = widths::kernel_dims(*dims);
@@ -151,7 +152,7 @@ impl Segments {
     /// the path pads the widths; `true` with a plan that reads them in place.
     pub fn plan_segment(
         &self,
-        ctx: &Context,
+        dev: &DeviceProfile,
         s: usize,
         storage: KvStorage,
         opts: &AttentionOptions<'_>,
@@ -164,7 +165,7 @@ impl Segments {
         };
         let rows = self.range(s);
         let in_place = plan_one(
-            ctx,
+            dev,
             self.dims(s),
             (self.caller_kv_rows, storage),
             &seg_opts,
@@ -176,7 +177,7 @@ impl Segments {
             return Ok((in_place, true));
         }
         let copied = plan_one(
-            ctx,
+            dev,
             self.dims(s),
             (rows.len(), storage),
             &seg_opts,

@@ -13,10 +13,11 @@
 //! same kernels with the cooperative operations in scalar code (shaders/coop_ops_emulated.wgsl).
 
 use super::tiled_unit_heads_in;
-use crate::context::{Context, CoopSupport};
 use crate::kernel::Kernel;
 use crate::plan::Chunk;
 use crate::problem::Problem;
+use crate::profile::CoopSupport;
+use crate::profile::DeviceProfile;
 
 /// Invocations per workgroup of the tier (WG in shaders/fused_coop.wgsl).
 pub const COOP_INVOCATIONS: u32 = 128;
@@ -136,8 +137,8 @@ impl Variant {
 ///
 /// `WGPU_ATTENTION_COOP_VARIANT=<rows>x<width>` (say `32x128`) picks that variant wherever
 /// it takes the problem and fits, so that a benchmark can time the variants side by side.
-pub(crate) fn variant(ctx: &Context, p: &Problem) -> Variant {
-    let bytes = ctx.limits().max_compute_workgroup_storage_size;
+pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
+    let bytes = dev.limits().max_compute_workgroup_storage_size;
     let widest = crate::widths::padded(p.dims.d).max(crate::widths::padded(p.dims.dv));
     let forced = std::env::var("WGPU_ATTENTION_COOP_VARIANT")
         .ok()
@@ -161,11 +162,11 @@ pub const COOP_MAX_WIDTH: usize = 128;
 
 /// Why the adapter cannot run the tier: no cooperative matrices (nor emulation), too little
 /// workgroup memory or too few invocations for the narrowest variant.
-pub(crate) fn adapter_obstacle(ctx: &Context) -> Option<String> {
-    if let CoopSupport::Unavailable(why) = ctx.coop() {
+pub(crate) fn adapter_obstacle(dev: &DeviceProfile) -> Option<String> {
+    if let CoopSupport::Unavailable(why) = dev.coop() {
         return Some(why.clone());
     }
-    let limits = ctx.limits();
+    let limits = dev.limits();
     let threads = limits
         .max_compute_invocations_per_workgroup
         .min(limits.max_compute_workgroup_size_x);
@@ -179,8 +180,8 @@ pub(crate) fn adapter_obstacle(ctx: &Context) -> Option<String> {
 
 /// Why the tier cannot run `p` here, beyond the widths and the adapter: no variant for its
 /// widths fits the device's workgroup memory.
-pub(crate) fn problem_obstacle(ctx: &Context, p: &Problem) -> Option<String> {
-    let have = ctx.limits().max_compute_workgroup_storage_size;
+pub(crate) fn problem_obstacle(dev: &DeviceProfile, p: &Problem) -> Option<String> {
+    let have = dev.limits().max_compute_workgroup_storage_size;
     if Variant::for_problem(p, have).is_some() {
         return None;
     }
@@ -207,16 +208,16 @@ pub fn range_obstacle(max_abs: f32) -> Option<String> {
 /// The kernel for `p` here: its variant, f16 K/V loads where the call reads 16-bit K and V
 /// as they are (bf16 ones are widened first: fused::reads_half), and under
 /// `CoopMode::Emulated` the emulated operations.
-pub(crate) fn kernel(ctx: &Context, p: &Problem) -> Kernel {
+pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
     let f16 = p.kv_half == Some(crate::fp16::HalfFormat::F16);
-    let emulated = *ctx.coop() == CoopSupport::Emulated;
-    variant(ctx, p).kernel(f16, emulated)
+    let emulated = *dev.coop() == CoopSupport::Emulated;
+    variant(dev, p).kernel(f16, emulated)
 }
 
 /// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size, 32 when
 /// emulated (what the kernel is built for first: NVIDIA's subgroups).
-pub(crate) fn subgroup_lanes(ctx: &Context) -> u32 {
-    match ctx.coop() {
+pub(crate) fn subgroup_lanes(dev: &DeviceProfile) -> u32 {
+    match dev.coop() {
         CoopSupport::Hardware { subgroup } => *subgroup,
         _ => 32,
     }
@@ -224,6 +225,6 @@ pub(crate) fn subgroup_lanes(ctx: &Context) -> u32 {
 
 /// Query heads per unit of chunk `c` (the kernel's UNITS and p.unit_heads), as on the tiled
 /// tier with this variant's rows a block.
-pub(crate) fn unit_heads(ctx: &Context, p: &Problem, c: &Chunk) -> usize {
-    tiled_unit_heads_in(p, c, variant(ctx, p).rows)
+pub(crate) fn unit_heads(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> usize {
+    tiled_unit_heads_in(p, c, variant(dev, p).rows)
 }

@@ -7,9 +7,9 @@ use super::{
     key_passes, wide, Tier, MAX_WIDTH, PORTABLE_WIDE_WORKGROUP_BYTES, PORTABLE_WORKGROUP_BYTES,
     TILED_INVOCATIONS, TILED_WORKGROUP_BYTES,
 };
-use crate::context::Context;
 use crate::loops;
 use crate::problem::Problem;
+use crate::profile::DeviceProfile;
 
 /// Why no fused kernel (nor decode) can return what was asked: only the unfused path
 /// materialises the attention weights.
@@ -49,54 +49,54 @@ pub fn widths_obstacle(p: &Problem, (max_d, max_dv): (usize, usize)) -> Option<S
 /// Why this tier cannot run this problem on this adapter, or `None` when it can: the
 /// tier's widths, then what the adapter lacks ([`tier_obstacle`], and the wide portable
 /// variant's 16 KiB of workgroup memory).
-pub fn problem_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
+pub fn problem_obstacle(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Option<String> {
     if let Some(why) = widths_obstacle(p, tier.max_widths()) {
         return Some(why);
     }
-    if let Some(why) = loop_obstacle(ctx, p, tier) {
+    if let Some(why) = loop_obstacle(dev, p, tier) {
         return Some(why);
     }
     if tier == Tier::Portable && wide(p) {
-        let have = ctx.limits().max_compute_workgroup_storage_size;
+        let have = dev.limits().max_compute_workgroup_storage_size;
         if have < PORTABLE_WIDE_WORKGROUP_BYTES {
             return Some(format!(
                 "the portable tier needs {PORTABLE_WIDE_WORKGROUP_BYTES} bytes of workgroup memory for D or Dv above {MAX_WIDTH}; the device allows {have}"
             ));
         }
     }
-    if let Some(why) = tier_obstacle(ctx, tier) {
+    if let Some(why) = tier_obstacle(dev, tier) {
         return Some(why);
     }
     if tier == Tier::Coop {
-        return super::coop::problem_obstacle(ctx, p);
+        return super::coop::problem_obstacle(dev, p);
     }
     None
 }
 
 /// Why the merge of the tier's key passes would cross llvmpipe's loop limit (it loops over
 /// the passes twice), or `None`. Never in practice: that takes over 32 000 passes.
-fn loop_obstacle(ctx: &Context, p: &Problem, tier: Tier) -> Option<String> {
-    let passes = key_passes(ctx.adapter_info(), p, tier) as u64;
+fn loop_obstacle(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Option<String> {
+    let passes = key_passes(dev.adapter_info(), p, tier) as u64;
     loops::obstacle(
-        ctx.adapter_info(),
+        dev.adapter_info(),
         "the merge of key passes",
         loops::keyed(passes, 2),
     )
 }
 
 /// Why the adapter cannot run a tier, or `None` when it can.
-pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
+pub fn tier_obstacle(dev: &DeviceProfile, tier: Tier) -> Option<String> {
     match tier {
-        Tier::Coop => super::coop::adapter_obstacle(ctx),
+        Tier::Coop => super::coop::adapter_obstacle(dev),
         Tier::Portable => {
             // k_tile and v_tile in fused_portable.wgsl: 2 x 256 vec4<f32>.
-            let have = ctx.limits().max_compute_workgroup_storage_size;
+            let have = dev.limits().max_compute_workgroup_storage_size;
             (have < PORTABLE_WORKGROUP_BYTES).then(|| {
                 format!("the portable tier needs {PORTABLE_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}")
             })
         }
         Tier::Tiled => {
-            let limits = ctx.limits();
+            let limits = dev.limits();
             let have = limits.max_compute_workgroup_storage_size;
             if have < TILED_WORKGROUP_BYTES {
                 return Some(format!("the tiled tier needs {TILED_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}"));
@@ -109,20 +109,20 @@ pub fn tier_obstacle(ctx: &Context, tier: Tier) -> Option<String> {
             })
         }
         Tier::Subgroup => {
-            if !ctx.features().contains(wgpu::Features::SUBGROUP) {
+            if !dev.features().contains(wgpu::Features::SUBGROUP) {
                 return Some("the adapter lacks Features::SUBGROUP".into());
             }
             // Built for CPU adapters: its per-invocation arrays (up to 16 rows of 128 floats,
             // twice) are what lavapipe's vector registers want, not what a GPU can hold, and
             // NVIDIA's Vulkan driver (580.159) lost the device creating its pipeline. Only
             // CPU adapters get it, so no caller can take a GPU down with it.
-            if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
+            if dev.adapter_info().device_type != wgpu::DeviceType::Cpu {
                 return Some(format!(
                     "the subgroup tier is built for CPU adapters (lavapipe); this adapter is a {:?} (use fused-tiled)",
-                    ctx.adapter_info().device_type
+                    dev.adapter_info().device_type
                 ));
             }
-            let min = ctx.adapter_info().subgroup_min_size;
+            let min = dev.adapter_info().subgroup_min_size;
             if min < 8 {
                 return Some(format!("the adapter's smallest subgroup ({min}) is below the 8 lanes the kernel shares keys across"));
             }

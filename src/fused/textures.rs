@@ -4,8 +4,8 @@
 //! them, what they cost in device memory, and the copies that fill them.
 
 use super::{Problem, Tier};
-use crate::context::Context;
 use crate::plan::Chunk;
+use crate::profile::DeviceProfile;
 use crate::unfused::DeviceInputs;
 
 /// Texels per row of the textures that hold K and V for the subgroup tier
@@ -20,8 +20,8 @@ pub const KV_TEXTURE_WIDTH: u32 = 4096;
 /// 108.2 against 93.9 GFLOP/s, copies included (docs/measurements.md). The price: the K/V
 /// windows are copied into the textures every call (their device memory is counted in the
 /// call's estimate, see [`crate::memory`]).
-pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
-    kv_textures_available(ctx, tier) && kv_textures_pay_off(p)
+pub fn reads_textures(dev: &DeviceProfile, p: &Problem, tier: Tier) -> bool {
+    kv_textures_available(dev, tier) && kv_textures_pay_off(p)
 }
 
 /// Whether `tier` can read K and V from textures on this context: the subgroup tier (which
@@ -31,8 +31,8 @@ pub fn reads_textures(ctx: &Context, p: &Problem, tier: Tier) -> bool {
 /// L1024 D64, +16 % at D 256 on the Xeon; docs/measurements.md). Asking for a context with
 /// `max_texture_dimension_2d` below [`KV_TEXTURE_WIDTH`] turns textures off, which is how
 /// the tests run the storage-buffer forms as well.
-pub fn kv_textures_available(ctx: &Context, tier: Tier) -> bool {
-    let limits = ctx.limits();
+pub fn kv_textures_available(dev: &DeviceProfile, tier: Tier) -> bool {
+    let limits = dev.limits();
     let rows_needed = u64::from(kv_texture_rows(limits.max_storage_buffer_binding_size, 16));
     tier == Tier::Subgroup
         && limits.max_texture_dimension_2d >= KV_TEXTURE_WIDTH

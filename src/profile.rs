@@ -1,0 +1,271 @@
+//! One description of a device: what planning reads of it. A [`DeviceProfile`] holds the
+//! adapter's description (name, type, subgroup sizes), the features and limits the device
+//! was created with, and how the cooperative-matrix tier runs there. Every planning
+//! function (path choice, chunks, key splits and passes, variants) takes a profile rather
+//! than a device, so the planner runs on recorded profiles of GPUs this machine does not
+//! have ([`DeviceProfile::recorded`]; tests/profiles.rs), and a [`crate::Context`] hands
+//! its own profile to the same functions (it derefs to it).
+//!
+//! Measured quirks of particular devices (llvmpipe's loop limit, lavapipe's vector width)
+//! are read from the profile's adapter description by crate::loops and crate::cpu_vectors.
+
+/// The feature the cooperative-matrix tier needs, requested only where the adapter has a
+/// configuration the tier uses.
+pub(crate) const COOP_FEATURE: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+
+/// How a context runs the cooperative-matrix tier ([`crate::ContextOptions::cooperative_matrix`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CoopMode {
+    /// On the adapter's cooperative matrices (16x16 f16 inputs, f32 accumulators) where
+    /// wgpu exposes them (`EXPERIMENTAL_COOPERATIVE_MATRIX`); otherwise the tier is
+    /// unavailable and the planner says why.
+    #[default]
+    Hardware,
+    /// The same kernels with the cooperative operations replaced by scalar WGSL of the same
+    /// semantics (f16 inputs, f32 accumulation), on any adapter with `SHADER_F16`: slow, for
+    /// testing the tier where no matrix hardware exists. The planner then treats the
+    /// adapter as if it had the hardware.
+    Emulated,
+    /// Never: the planner passes the tier over.
+    Off,
+}
+
+impl CoopMode {
+    /// The mode `WGPU_ATTENTION_COOP` names (`emulate`, `off`, `hardware`), else
+    /// [`CoopMode::Hardware`].
+    pub fn from_env() -> CoopMode {
+        match std::env::var("WGPU_ATTENTION_COOP").as_deref() {
+            Ok("emulate") | Ok("emulated") => CoopMode::Emulated,
+            Ok("off") => CoopMode::Off,
+            _ => CoopMode::Hardware,
+        }
+    }
+}
+
+/// Whether and how a device runs the cooperative-matrix tier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoopSupport {
+    /// On the hardware, with subgroups of this many lanes sharing a matrix.
+    Hardware {
+        /// The adapter's subgroup size (its minimum and maximum agree).
+        subgroup: u32,
+    },
+    /// Emulated ([`CoopMode::Emulated`]).
+    Emulated,
+    /// Not here, and why.
+    Unavailable(String),
+}
+
+/// Whether an adapter with `info`, `features` (what it has of those wanted) and
+/// cooperative-matrix configurations `configs` runs the tier in `mode`: 16x16x16 f16
+/// inputs with f32 accumulators (the tier's operations), `SHADER_F16`, and one subgroup size
+/// (the kernel partitions its invocations into subgroups by it).
+pub(crate) fn coop_support(
+    info: &wgpu::AdapterInfo,
+    features: wgpu::Features,
+    configs: &[wgpu::CooperativeMatrixProperties],
+    mode: CoopMode,
+) -> CoopSupport {
+    let unavailable = |why: &str| CoopSupport::Unavailable(why.to_string());
+    match mode {
+        CoopMode::Off => return unavailable("turned off (CoopMode::Off)"),
+        CoopMode::Emulated if features.contains(wgpu::Features::SHADER_F16) => {
+            return CoopSupport::Emulated
+        }
+        CoopMode::Emulated => {
+            return unavailable("emulation needs Features::SHADER_F16, which this adapter lacks")
+        }
+        CoopMode::Hardware => {}
+    }
+    if !features.contains(COOP_FEATURE) {
+        return unavailable(
+            "the adapter has no cooperative matrices (Features::EXPERIMENTAL_COOPERATIVE_MATRIX)",
+        );
+    }
+    if !features.contains(wgpu::Features::SHADER_F16) {
+        return unavailable("the adapter lacks Features::SHADER_F16");
+    }
+    let (f16, f32) = (
+        wgpu::CooperativeScalarType::F16,
+        wgpu::CooperativeScalarType::F32,
+    );
+    let has_16 = configs.iter().any(|c| {
+        (c.m_size, c.n_size, c.k_size) == (16, 16, 16) && c.ab_type == f16 && c.cr_type == f32
+    });
+    if !has_16 {
+        return unavailable("the adapter's cooperative matrices have no 16x16x16 configuration with f16 inputs and f32 accumulators");
+    }
+    let (min, max) = (info.subgroup_min_size, info.subgroup_max_size);
+    if min != max || !(16..=128).contains(&min) {
+        return CoopSupport::Unavailable(format!(
+            "the adapter's subgroups have {min} to {max} lanes; the tier needs one size from 16 to 128"
+        ));
+    }
+    CoopSupport::Hardware { subgroup: min }
+}
+
+/// What planning reads of a device.
+#[derive(Clone, Debug)]
+pub struct DeviceProfile {
+    /// The adapter: name, backend, type, driver, subgroup sizes.
+    pub info: wgpu::AdapterInfo,
+    /// Features the device was created with.
+    pub features: wgpu::Features,
+    /// Limits the device was created with (what was requested, not the adapter's maxima).
+    pub limits: wgpu::Limits,
+    /// How the cooperative-matrix tier runs.
+    pub coop: CoopSupport,
+}
+
+impl DeviceProfile {
+    /// The adapter's description.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.info
+    }
+
+    /// The device's features.
+    pub fn features(&self) -> wgpu::Features {
+        self.features
+    }
+
+    /// The device's limits.
+    pub fn limits(&self) -> wgpu::Limits {
+        self.limits.clone()
+    }
+
+    /// How the cooperative-matrix tier runs.
+    pub fn coop(&self) -> &CoopSupport {
+        &self.coop
+    }
+
+    /// Profiles of adapters seen or documented, by name, for planning without them: what
+    /// the tests plan every shape on. The H200's and lavapipe's are as `wgpu-attention
+    /// devices` printed them (docs/h200.md, 2026-12-04; this machine); the others from
+    /// their vendors' and wgpu's documented limits, not yet seen running the crate.
+    pub fn recorded() -> Vec<(&'static str, DeviceProfile)> {
+        use wgpu::Features as F;
+        let common = F::SUBGROUP | F::SHADER_F16 | F::TIMESTAMP_QUERY;
+        let coop_16 = [wgpu::CooperativeMatrixProperties {
+            m_size: 16,
+            n_size: 16,
+            k_size: 16,
+            ab_type: wgpu::CooperativeScalarType::F16,
+            cr_type: wgpu::CooperativeScalarType::F32,
+            saturating_accumulation: false,
+        }];
+        let mib = |n: u64| n << 20;
+        let gpu = |name: &str,
+                   kind: wgpu::DeviceType,
+                   backend: wgpu::Backend,
+                   (sg_min, sg_max): (u32, u32),
+                   features: wgpu::Features,
+                   configs: &[wgpu::CooperativeMatrixProperties],
+                   (binding, buffer, workgroup_bytes): (u64, u64, u32)| {
+            let info = wgpu::AdapterInfo {
+                name: name.to_string(),
+                subgroup_min_size: sg_min,
+                subgroup_max_size: sg_max,
+                ..wgpu::AdapterInfo::new(kind, backend)
+            };
+            let limits = wgpu::Limits {
+                max_storage_buffer_binding_size: binding,
+                max_buffer_size: buffer,
+                max_compute_workgroup_storage_size: workgroup_bytes,
+                max_compute_invocations_per_workgroup: 1024,
+                max_compute_workgroup_size_x: 1024,
+                max_compute_workgroup_size_y: 1024,
+                max_texture_dimension_2d: 16384,
+                ..wgpu::Limits::default()
+            };
+            let coop = coop_support(&info, features, configs, CoopMode::Hardware);
+            DeviceProfile {
+                info,
+                features,
+                limits,
+                coop,
+            }
+        };
+        use wgpu::Backend::{Metal, Vulkan};
+        use wgpu::DeviceType::{Cpu, DiscreteGpu, IntegratedGpu};
+        let lavapipe = |bits: u32| {
+            let lanes = bits / 32;
+            gpu(
+                &format!("llvmpipe (LLVM 15.0.6, {bits} bits)"),
+                Cpu,
+                Vulkan,
+                (lanes, lanes),
+                common | F::SHADER_INT64,
+                &[],
+                (mib(128), mib(2047), 32 << 10),
+            )
+        };
+        let webgpu = {
+            let info = wgpu::AdapterInfo {
+                name: "WebGPU defaults".into(),
+                subgroup_min_size: 4,
+                subgroup_max_size: 128,
+                ..wgpu::AdapterInfo::new(wgpu::DeviceType::Other, wgpu::Backend::BrowserWebGpu)
+            };
+            let coop = coop_support(&info, F::empty(), &[], CoopMode::Hardware);
+            DeviceProfile {
+                info,
+                features: F::empty(),
+                limits: wgpu::Limits::default(),
+                coop,
+            }
+        };
+        vec![
+            (
+                "nvidia-h200",
+                gpu(
+                    "NVIDIA H200",
+                    DiscreteGpu,
+                    Vulkan,
+                    (32, 32),
+                    common | F::SHADER_INT64 | COOP_FEATURE,
+                    &coop_16,
+                    (mib(2047), mib(4094), 48 << 10),
+                ),
+            ),
+            ("lavapipe-256", lavapipe(256)),
+            ("lavapipe-512", lavapipe(512)),
+            (
+                "apple-m2-metal",
+                gpu(
+                    "Apple M2",
+                    IntegratedGpu,
+                    Metal,
+                    (32, 32),
+                    common,
+                    &[],
+                    (mib(4096) - 1, mib(4096) - 1, 32 << 10),
+                ),
+            ),
+            (
+                "intel-xe-vulkan",
+                gpu(
+                    "Intel(R) Graphics (ADL GT2)",
+                    IntegratedGpu,
+                    Vulkan,
+                    (8, 32),
+                    common | F::SHADER_INT64,
+                    &[],
+                    (mib(1024), mib(1024), 64 << 10),
+                ),
+            ),
+            (
+                "amd-rdna3-vulkan",
+                gpu(
+                    "AMD Radeon RX 7900 XTX (RADV NAVI31)",
+                    DiscreteGpu,
+                    Vulkan,
+                    (32, 64),
+                    common | F::SHADER_INT64 | COOP_FEATURE,
+                    &coop_16,
+                    (mib(4095), mib(4095), 64 << 10),
+                ),
+            ),
+            ("webgpu-defaults", webgpu),
+        ]
+    }
+}
