@@ -64,6 +64,7 @@ const INT64: wgpu::Features = wgpu::Features::SHADER_INT64;
 const SUBGROUP_INT64: wgpu::Features = SUBGROUP.union(INT64);
 const F16: wgpu::Features = wgpu::Features::SHADER_F16;
 const COOP: wgpu::Features = F16.union(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+const COOP_8: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
 
 // WGSL has no include: a kernel's source is its files concatenated. Module-scope
 // declarations may come in any order in WGSL; each family keeps the order it has always had,
@@ -633,6 +634,55 @@ kernels! {
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 16 rows x D and Dv up to 64 (`shaders/coop_tile_16x64.wgsl`),
+    /// reading f32 K and V.
+    FusedCoop16x64 {
+        label: "fused_coop_16x64",
+        source: coop!("coop_enable_hw", "kv_loads_f32", "coop_tile_16x64", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop16x64`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop16x64Emulated {
+        label: "fused_coop_16x64_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f32", "coop_tile_16x64", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `shaders/coop_ops_16.wgsl`), 16 rows x D and Dv up to 64 (`shaders/coop_tile_16x64.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    FusedCoop16x64F16 {
+        label: "fused_coop_16x64_f16",
+        source: coop!("coop_enable_hw", "kv_loads_f16", "coop_tile_16x64", "coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`Kernel::FusedCoop16x64F16`] with its cooperative operations in scalar code
+    /// (`shaders/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    FusedCoop16x64F16Emulated {
+        label: "fused_coop_16x64_f16_emulated",
+        source: coop!("coop_enable_emulated", "kv_loads_f16", "coop_tile_16x64", "coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `shaders/fused_coop.wgsl` on 8x8 cooperative matrices of f32
+    /// (`shaders/coop_ops_8_f32.wgsl`: Apple GPUs' simdgroup matrices through Metal), 16 rows
+    /// x D and Dv up to 64, f32 K and V. Translated to MSL and SPIR-V by tests/shaders.rs;
+    /// not yet planned (no adapter here exposes 8x8 configurations).
+    FusedCoop16x64Simd8 {
+        label: "fused_coop_16x64_simd8",
+        source: coop!("coop_enable_8", "kv_loads_f32", "coop_tile_16x64", "coop_ops_8_f32"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP_8,
     }
     /// `shaders/decode_partial.wgsl`: split-K partial attention for few query rows (D and Dv
     /// up to 128: `shaders/decode_width_128.wgsl`).

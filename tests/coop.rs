@@ -303,3 +303,39 @@ fn coop_refusals_say_why() {
         "{weights:?}"
     );
 }
+
+/// On WebGPU's default 16 KiB of workgroup memory the tier takes its smallest variant (16
+/// rows, widths up to 64), and refuses wider heads with the bytes it would need.
+#[test]
+fn coop_fits_16_kib_of_workgroup_memory() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_compute_workgroup_storage_size = 16 << 10;
+    let Some(ctx) = coop_ctx(Some(limits)) else {
+        return;
+    };
+    let mut rng = Rng::new(605);
+    let (q, k, v) = (
+        rng.array(&[1, 4, 37, 48], 1.0),
+        rng.array(&[1, 2, 70, 48], 1.0),
+        rng.array(&[1, 2, 70, 64], 1.0),
+    );
+    let opts = AttentionOptions::default().causal(Causal::TopLeft);
+    let got = assert_coop_parity(&ctx, "16 KiB", (&q, &k, &v), &opts);
+    assert!(
+        got.plan.reason.contains("16 query rows"),
+        "{}",
+        got.plan.reason
+    );
+    let wide = wgpu_attention::plan(
+        &ctx,
+        &[1, 1, 4, 128],
+        &[1, 1, 4, 128],
+        &[1, 1, 4, 128],
+        &opts.path(PathChoice::FusedCoop),
+    );
+    assert!(
+        matches!(&wide, Err(Error::PathUnavailable { reason, .. }) if reason.contains("bytes of workgroup memory")),
+        "{wide:?}"
+    );
+}

@@ -135,6 +135,17 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
                 None,
             )
             .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+            if kernel == Kernel::FusedCoop16x64Simd8 {
+                // Metal's simdgroup matrices: MSL 2.3 has them.
+                let options = naga::back::msl::Options {
+                    lang_version: (2, 3),
+                    ..Default::default()
+                };
+                let pipeline = naga::back::msl::PipelineOptions::default();
+                let (msl, _) = naga::back::msl::write_string(&module, &info, &options, &pipeline)
+                    .unwrap_or_else(|e| panic!("{what} to MSL: {e}"));
+                assert!(msl.contains("simdgroup_float8x8"), "{what}: {msl}");
+            }
             if on_cooperative_matrices(kernel) {
                 // OpCapability CooperativeMatrixKHR (6022): the kernel really multiplies on
                 // the matrix units, not in emulation.
@@ -261,15 +272,32 @@ fn workgroup_memory_matches_the_planner() {
         (Kernel::FusedTiledBf16, TILED_WORKGROUP_BYTES),
         (Kernel::FusedTiledWideF16, TILED_WORKGROUP_BYTES),
     ] {
-        let (module, _) = module(kernel);
-        let total: u32 = module
-            .global_variables
-            .iter()
-            .filter(|(_, var)| var.space == naga::AddressSpace::WorkGroup)
-            .map(|(_, var)| module.types[var.ty].inner.size(module.to_ctx()))
-            .sum();
-        assert_eq!(total, declared, "{}", kernel.label());
+        assert_eq!(workgroup_bytes(kernel), declared, "{}", kernel.label());
     }
+    // Each cooperative-matrix variant, which the planner picks by these bytes.
+    use wgpu_attention::fused::coop::Variant;
+    for v in Variant::ALL {
+        for (f16, emulated) in [(false, false), (false, true), (true, false), (true, true)] {
+            let kernel = v.kernel(f16, emulated);
+            assert_eq!(
+                workgroup_bytes(kernel),
+                v.workgroup_bytes(),
+                "{}",
+                kernel.label()
+            );
+        }
+    }
+}
+
+/// Bytes of workgroup memory a kernel declares.
+fn workgroup_bytes(kernel: Kernel) -> u32 {
+    let (module, _) = module(kernel);
+    module
+        .global_variables
+        .iter()
+        .filter(|(_, var)| var.space == naga::AddressSpace::WorkGroup)
+        .map(|(_, var)| module.types[var.ty].inner.size(module.to_ctx()))
+        .sum()
 }
 
 /// A `const` of a shader, as the literal it is declared with.

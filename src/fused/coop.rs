@@ -39,8 +39,8 @@ impl Variant {
     /// Every variant, in the order the tier prefers them: the largest blocks that fit an
     /// NVIDIA GPU's 48 KiB of workgroup memory first (64 x 64, 32 x 128), then those that fit
     /// 32 KiB (Apple GPUs, lavapipe: 64 x 32, 32 x 64, 16 x 128), so that CI's emulation runs
-    /// blocks of 64, 32 and 16 rows.
-    pub const ALL: [Variant; 5] = [
+    /// blocks of 64, 32 and 16 rows; then 16 x 64 for WebGPU's default 16 KiB.
+    pub const ALL: [Variant; 6] = [
         Variant {
             rows: 64,
             width: 64,
@@ -60,6 +60,10 @@ impl Variant {
         Variant {
             rows: 16,
             width: 128,
+        },
+        Variant {
+            rows: 16,
+            width: 64,
         },
     ];
 
@@ -89,7 +93,7 @@ impl Variant {
     }
 
     /// The kernel of this variant: f16 K/V loads or f32, hardware or emulated operations.
-    fn kernel(self, f16: bool, emulated: bool) -> Kernel {
+    pub fn kernel(self, f16: bool, emulated: bool) -> Kernel {
         use Kernel::*;
         let [hw, emu, hw16, emu16] = match (self.rows, self.width) {
             (64, 64) => [
@@ -115,6 +119,12 @@ impl Variant {
                 FusedCoop32x64Emulated,
                 FusedCoop32x64F16,
                 FusedCoop32x64F16Emulated,
+            ],
+            (16, 64) => [
+                FusedCoop16x64,
+                FusedCoop16x64Emulated,
+                FusedCoop16x64F16,
+                FusedCoop16x64F16Emulated,
             ],
             _ => [
                 FusedCoop16x128,
