@@ -196,10 +196,18 @@ pub(crate) fn reads_words(dev: &DeviceProfile, tier: Tier) -> bool {
 /// always (shaders/kv_loads_f16.wgsl, kv_loads_bf16.wgsl: four values an 8-byte load); the
 /// subgroup tier where it reads K and V from textures ([`reads_textures`]), which then hold
 /// the 16-bit values (half the bytes to copy; see `textures::kv_texture_format`). Its
-/// storage-buffer forms have no 16-bit loads: there the call widens first.
-pub(crate) fn reads_half(dev: &DeviceProfile, p: &Problem, tier: Tier) -> bool {
+/// storage-buffer forms have no 16-bit loads: there the call widens first. The
+/// cooperative-matrix tier reads f16 as it is (shaders/kv_loads_f16.wgsl) and bfloat16 from
+/// widened copies.
+pub(crate) fn reads_half(
+    dev: &DeviceProfile,
+    p: &Problem,
+    tier: Tier,
+    format: crate::fp16::HalfFormat,
+) -> bool {
     match tier {
-        Tier::Portable | Tier::Tiled | Tier::Coop => true,
+        Tier::Portable | Tier::Tiled => true,
+        Tier::Coop => format == crate::fp16::HalfFormat::F16,
         Tier::Subgroup => reads_textures(dev, p, tier),
     }
 }

@@ -339,3 +339,45 @@ fn coop_fits_16_kib_of_workgroup_memory() {
         "{wide:?}"
     );
 }
+
+/// bfloat16 K and V: the tier multiplies in f16, so it reads them from f32 copies widened
+/// first (bf16 values within f16's normal range are exact in f16); auto leaves them on the
+/// f32 paths unless f16 compute is asked for, and says why.
+#[test]
+fn bf16_inputs_run_widened_and_only_when_asked() {
+    use half::bf16;
+    use wgpu_attention::fp16::attention_bf16;
+    let Some(ctx) = coop_ctx(None) else { return };
+    let mut rng = Rng::new(606);
+    let to_bf16 = |a: ArrayD<f32>| a.mapv(bf16::from_f32);
+    let q = to_bf16(rng.array(&[1, 4, 33, 32], 1.0));
+    let k = to_bf16(rng.array(&[1, 2, 80, 32], 1.0));
+    let v = to_bf16(rng.array(&[1, 2, 80, 32], 1.0));
+    let auto = attention_bf16(&ctx, &q, &k, &v, &AttentionOptions::default()).expect("auto");
+    assert_ne!(auto.plan.path, "fused-coop", "{}", auto.plan.reason);
+    assert!(
+        auto.plan.reason.contains("fused-coop: bf16"),
+        "{}",
+        auto.plan.reason
+    );
+    let opts = AttentionOptions::default()
+        .precision(Precision::F16)
+        .causal(Causal::BottomRight);
+    let got = attention_bf16(&ctx, &q, &k, &v, &opts).expect("f16 compute");
+    assert_eq!(got.plan.path, "fused-coop", "{}", got.plan.reason);
+    assert!(
+        got.plan
+            .reason
+            .contains("K/V widened from bf16 to f32 first"),
+        "{}",
+        got.plan.reason
+    );
+    let widen = |a: &ArrayD<bf16>| a.mapv(bf16::to_f32);
+    let exact = reference::attention(&widen(&q), &widen(&k), &widen(&v), &opts)
+        .expect("reference")
+        .out;
+    let rounded = exact.mapv(|x| bf16::from_f32(x).to_f32());
+    let cpu = max_err(&rounded, &exact);
+    let gpu = max_err(&got.out.mapv(bf16::to_f32), &exact);
+    assert!(gpu <= 2.0 * cpu + 1e-7, "{gpu:e} > 2 x {cpu:e}");
+}

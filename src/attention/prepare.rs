@@ -147,7 +147,7 @@ pub(super) fn plan_one(
         let direct = problem.dims == dims
             && match path {
                 Path::Decode(_) => true,
-                Path::Fused(tier) => fused::reads_half(dev, &problem, tier),
+                Path::Fused(tier) => fused::reads_half(dev, &problem, tier, format),
                 Path::Unfused => false,
             };
         if direct {

@@ -230,10 +230,11 @@ pub fn keys_in_a_binding(ctx: &Context, rows_of_keys: usize, width: usize, block
 /// than widen them to f32 first, for widths that need no padding (the caller checks that):
 /// decode in both forms and the portable and tiled fused tiers always; the subgroup tier
 /// where it copies K and V into textures (its `reason` says so), which then hold the
-/// 16-bit values.
+/// 16-bit values; the cooperative-matrix tier for f16 (its `reason` says which format).
 pub fn reads_half_directly(path: &str, reason: &str) -> bool {
     path.starts_with("decode")
         || path == "fused-portable"
         || path == "fused-tiled"
+        || (path == "fused-coop" && reason.contains("K/V read as f16"))
         || (path == "fused-subgroup" && reason.contains("K/V copied into textures"))
 }
