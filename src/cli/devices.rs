@@ -1,8 +1,10 @@
-//! `wgpu-attention devices`: every adapter with backend, type, key features, limits and
-//! device memory.
+//! `wgpu-attention devices`: every adapter with backend, type, key features, cooperative
+//! matrices, limits and device memory.
 
 use wgpu_attention::memory::human_bytes;
-use wgpu_attention::{describe_adapter, enumerate_adapters, Context, ContextOptions};
+use wgpu_attention::{
+    describe_adapter, enumerate_adapters, Context, ContextOptions, CoopMode, CoopSupport,
+};
 
 pub fn run() -> i32 {
     let adapters = enumerate_adapters();
@@ -28,6 +30,24 @@ pub fn run() -> i32 {
             has(wgpu::Features::SHADER_F16),
             has(wgpu::Features::TIMESTAMP_QUERY)
         );
+        let configs: Vec<String> = a
+            .cooperative_matrix_properties()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}x{}x{} {:?}->{:?}",
+                    c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type
+                )
+            })
+            .collect();
+        println!(
+            "    cooperative matrices: {}",
+            if configs.is_empty() {
+                "none".to_string()
+            } else {
+                configs.join(", ")
+            }
+        );
         println!(
             "    limits: storage binding {} MiB, buffer {} MiB, workgroup memory {} KiB, \
              {} invocations per workgroup, {} workgroups per dimension",
@@ -38,11 +58,23 @@ pub fn run() -> i32 {
             l.max_compute_workgroups_per_dimension
         );
         // The total lives on the device, not the adapter: open one to ask.
-        match Context::from_adapter(a, &ContextOptions::default()) {
+        let options = ContextOptions {
+            cooperative_matrix: CoopMode::from_env(),
+            ..Default::default()
+        };
+        match Context::from_adapter(a, &options) {
             Ok(ctx) => {
                 let m = ctx.device_memory();
                 let total = m.total.map_or("unknown".to_string(), human_bytes);
                 println!("    memory: {total} ({})", m.origin);
+                let coop = match ctx.coop() {
+                    CoopSupport::Hardware { subgroup } => {
+                        format!("on the hardware, {subgroup}-lane subgroups")
+                    }
+                    CoopSupport::Emulated => "emulated (WGPU_ATTENTION_COOP=emulate)".into(),
+                    CoopSupport::Unavailable(why) => format!("unavailable: {why}"),
+                };
+                println!("    fused-coop: {coop}");
             }
             Err(e) => println!("    memory: unknown ({e})"),
         }
