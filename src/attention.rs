@@ -21,6 +21,7 @@ use crate::tensor::GpuTensor;
 use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
 
+mod coop_check;
 mod paths;
 mod prepare;
 mod segments;

@@ -61,6 +61,9 @@ struct Inner {
     queue: wgpu::Queue,
     /// What planning reads of the device (crate::profile).
     profile: DeviceProfile,
+    /// The profile calls plan with once the cooperative-matrix tier has checked itself on
+    /// the device (crate::attention's coop_check): `profile`, or without the tier.
+    coop_checked: std::sync::OnceLock<DeviceProfile>,
     registry: KernelRegistry,
     /// Whether pipelines are built with wgpu's shader runtime checks.
     checked: bool,
@@ -255,6 +258,7 @@ impl Context {
                 device,
                 queue,
                 profile,
+                coop_checked: std::sync::OnceLock::new(),
                 registry: KernelRegistry::default(),
                 checked: options.shader_runtime_checks,
                 lost,
@@ -309,6 +313,20 @@ impl Context {
     /// Whether and how the cooperative-matrix tier runs here.
     pub fn coop(&self) -> &CoopSupport {
         &self.inner.profile.coop
+    }
+
+    /// The profile calls plan with: this device's, without the cooperative-matrix tier where
+    /// `check` (run once per context, on the first call that asks) says why it failed.
+    pub(crate) fn checked_profile(&self, check: impl FnOnce() -> Option<String>) -> &DeviceProfile {
+        self.inner.coop_checked.get_or_init(|| {
+            let mut profile = self.inner.profile.clone();
+            if let Some(why) = check() {
+                profile.coop = CoopSupport::Unavailable(format!(
+                    "the tier failed its check on this device ({why}); please report it"
+                ));
+            }
+            profile
+        })
     }
 
     /// Limits of the device (what was requested, not the adapter's maxima).

@@ -61,7 +61,8 @@ pub(super) fn prepare(
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let plan = plan_call(ctx, dims, kv, opts, max_abs)?;
+    let dev = super::coop_check::checked_profile(ctx);
+    let plan = plan_call(dev, dims, kv, opts, max_abs)?;
     ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
     Ok(plan)
 }

@@ -1,0 +1,94 @@
+//! The cooperative-matrix tier checks itself on a device before a call uses it. Its
+//! cooperative instructions run only where the hardware has them, which CI does not (CI
+//! runs the same kernels emulated), so the first call on such a device runs two small
+//! problems through the tier (widths 64 and 128: the variants GPUs take), compares them with
+//! the f64 reference, and where either fails or errors the context plans without the tier,
+//! and every plan says why. It costs two pipelines and two small dispatches once per context.
+
+use super::{execute, prepare::plan_call, KvStorage};
+use crate::context::Context;
+use crate::options::{AttentionOptions, Causal, PathChoice};
+use crate::problem::validate_dims;
+use crate::profile::{CoopSupport, DeviceProfile};
+use crate::tensor::GpuTensor;
+
+/// The profile calls on `ctx` plan with: the context's own, or where the tier runs on the
+/// hardware and failed its check, the same without it.
+pub(super) fn checked_profile(ctx: &Context) -> &DeviceProfile {
+    if !matches!(ctx.coop(), CoopSupport::Hardware { .. }) {
+        return ctx.profile();
+    }
+    ctx.checked_profile(|| check(ctx).err())
+}
+
+/// Runs the check: `Err` says what went wrong.
+fn check(ctx: &Context) -> Result<(), String> {
+    let mut rng = crate::rng::Rng::new(0xC00D);
+    for d in [64, 128] {
+        let q = rng.array(&[1, 2, 77, d], 1.0);
+        let k = rng.array(&[1, 1, 100, d], 1.0);
+        let v = rng.array(&[1, 1, 100, d], 1.0);
+        let opts = AttentionOptions::default()
+            .causal(Causal::BottomRight)
+            .path(PathChoice::FusedCoop)
+            .with_lse();
+        let what = |e: &dyn std::fmt::Display| format!("D {d}: {e}");
+        let dims = validate_dims(q.shape(), k.shape(), v.shape()).map_err(|e| what(&e))?;
+        let plan = plan_call(ctx.profile(), dims, (dims.lk, KvStorage::F32), &opts, None)
+            .map_err(|e| what(&e))?;
+        let up = |name, a| GpuTensor::from_array(ctx, name, a).map_err(|e| what(&e));
+        let (qt, kt, vt) = (up("q", &q)?, up("k", &k)?, up("v", &v)?);
+        let got = execute(ctx, &qt, &kt, &vt, &plan, &opts)
+            .and_then(|r| r.download(ctx))
+            .map_err(|e| what(&e))?;
+        let exact = crate::reference::attention(&q, &k, &v, &opts).map_err(|e| what(&e))?;
+        // The tier's bound (tests/coop.rs): twice the error of f16 attention on the CPU.
+        let round = |a: &ndarray::ArrayD<f32>| a.mapv(|x| half::f16::from_f32(x).to_f32());
+        let rounded = crate::reference::attention(&round(&q), &round(&k), &round(&v), &opts)
+            .map_err(|e| what(&e))?;
+        let err = |a: &ndarray::ArrayD<f32>| {
+            a.iter()
+                .zip(exact.out.iter())
+                .map(|(x, y)| (x - y).abs())
+                .fold(
+                    0.0f32,
+                    |m, e| if e.is_nan() { f32::INFINITY } else { m.max(e) },
+                )
+        };
+        let (gpu, cpu) = (err(&got.out), err(&round(&rounded.out)));
+        if !(gpu <= 2.0 * cpu + 1e-6) {
+            return Err(format!(
+                "D {d}: max error {gpu:e} against f64, beyond twice f16's {cpu:e}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::ContextOptions;
+    use crate::profile::CoopMode;
+
+    /// The check passes on the tier's kernels where they are right: emulated here (lavapipe
+    /// in CI), on the hardware where a GPU has it.
+    #[test]
+    fn the_check_passes_on_a_right_kernel() {
+        let options = ContextOptions {
+            cooperative_matrix: CoopMode::Emulated,
+            ..Default::default()
+        };
+        let ctx = match Context::with_options(&options) {
+            Ok(ctx) => ctx,
+            Err(e) if std::env::var_os("REQUIRE_GPU").is_none() => {
+                eprintln!("skipping GPU test: {e}");
+                return;
+            }
+            Err(e) => panic!("REQUIRE_GPU is set but no context: {e}"),
+        };
+        assert_eq!(check(&ctx), Ok(()));
+        // Emulated contexts plan with their own profile, unchecked.
+        assert!(std::ptr::eq(checked_profile(&ctx), ctx.profile()));
+    }
+}
