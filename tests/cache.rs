@@ -158,7 +158,10 @@ fn assert_cache_parity(
 ) -> Option<PlanInfo> {
     let gpu = match cache.attention(ctx, q, opts) {
         Ok(r) => r,
-        Err(Error::PathUnavailable { .. }) if opts.path != PathChoice::Auto => return None,
+        Err(Error::PathUnavailable { path, reason }) if opts.path != PathChoice::Auto => {
+            eprintln!("{path} does not run here: {reason}");
+            return None;
+        }
         Err(e) => panic!("{what}: {e}"),
     };
     let cpu = reference::attention(q, k, v, opts).unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -101,7 +101,10 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
                 .with_lse();
             let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
                 Ok(g) => g,
-                Err(Error::PathUnavailable { .. }) => continue,
+                Err(Error::PathUnavailable { path, reason }) => {
+                    eprintln!("{path} does not run here: {reason}");
+                    continue;
+                }
                 Err(e) => panic!("{path:?}: {e}"),
             };
             assert_within_twice_cpu_f16(&format!("{path:?}"), &q, &k, &v, &opts, &got.out);
@@ -226,7 +229,10 @@ fn fused_tiers_read_f16_keys_and_values() {
                     let what = format!("{:?} {path:?} {case} ({on})", [b, hq, hkv, lq, lk, d, dv]);
                     let got = match attention_f16(context, &q, &k, &v, &opts) {
                         Ok(g) => g,
-                        Err(Error::PathUnavailable { .. }) => break, // a tier this adapter lacks
+                        Err(Error::PathUnavailable { path, reason }) => {
+                            eprintln!("{path} does not run here: {reason}");
+                            break;
+                        }
                         Err(e) => panic!("{what}: {e}"),
                     };
                     let direct = assert_half_reads(&what, "f16", &got.plan, false);
@@ -300,7 +306,10 @@ fn wide_variants_read_16_bit_k_and_v_above_256() {
         let what = format!("{path:?} D576 Dv512 f16");
         let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
             Ok(g) => g,
-            Err(Error::PathUnavailable { .. }) => continue, // a tier this adapter lacks
+            Err(Error::PathUnavailable { path, reason }) => {
+                eprintln!("{path} does not run here: {reason}");
+                continue;
+            }
             Err(e) => panic!("{what}: {e}"),
         };
         let textures =
@@ -451,7 +460,10 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
             let what = format!("{:?} {path:?}", [b, hq, hkv, lq, lk, d, dv]);
             let got = match attention_bf16(&ctx, &q, &k, &v, &opts) {
                 Ok(g) => g,
-                Err(Error::PathUnavailable { .. }) => continue,
+                Err(Error::PathUnavailable { path, reason }) => {
+                    eprintln!("{path} does not run here: {reason}");
+                    continue;
+                }
                 Err(e) => panic!("{what}: {e}"),
             };
             assert_half_reads(&what, "bf16", &got.plan, d % 4 != 0 || dv % 4 != 0);

@@ -184,7 +184,10 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
                     }
                     let what = format!("Dv {dv} Lq {lq} {causal:?} {path:?} mask {masked}");
                     match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
-                        Err(Error::PathUnavailable { .. }) if path != PathChoice::Auto => continue,
+                        Err(Error::PathUnavailable { path, reason }) if path != "auto" => {
+                            eprintln!("{path} does not run here: {reason}");
+                            continue;
+                        }
                         Err(e) => panic!("{what}: {e}"),
                         Ok(_) => {}
                     }
@@ -228,7 +231,10 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
             let opts = AttentionOptions::default().causal(causal).path(path);
             let what = format!("x50 {causal:?} {path:?}");
             match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
-                Err(Error::PathUnavailable { .. }) if path != PathChoice::Auto => continue,
+                Err(Error::PathUnavailable { path, reason }) if path != "auto" => {
+                    eprintln!("{path} does not run here: {reason}");
+                    continue;
+                }
                 Err(e) => panic!("{what}: {e}"),
                 Ok(r) => assert!(
                     r.plan.reason.contains("segments"),
@@ -315,7 +321,10 @@ fn caches_longer_than_a_binding_run_in_key_segments() {
                     .with_lse();
                 let what = format!("f16 {half} Lq {lq} {path:?}");
                 let gpu = match cache.attention(&ctx, &q, &opts) {
-                    Err(Error::PathUnavailable { .. }) if path != PathChoice::Auto => continue,
+                    Err(Error::PathUnavailable { path, reason }) if path != "auto" => {
+                        eprintln!("{path} does not run here: {reason}");
+                        continue;
+                    }
                     r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
                 };
                 assert!(
