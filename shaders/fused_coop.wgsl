@@ -24,8 +24,8 @@
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
 // `lindex / SG` computes the 16x16 blocks numbered sg, sg + NSG, ...: the number of blocks
 // each takes depends only on constants, so every cooperative operation and barrier runs in
-// uniform control flow (where blocks do not divide evenly, the last is computed twice, the
-// same values written twice).
+// uniform control flow. Where score blocks do not divide evenly, the last is computed twice
+// (the same values written twice); output blocks always divide evenly (DV16).
 //
 // (BR x WIDTH >= 32 x 128 needs ss to hold WG slots before the key loop: BR * SS >= 128.)
 const_assert BR * SS >= WG;
@@ -44,7 +44,13 @@ const_assert BR * SS >= WG;
 
 override SG: u32 = 32u;
 override D16: u32 = (D + 15u) / 16u * 16u;
-override DV16: u32 = (DV + 15u) / 16u * 16u;
+// Output columns the 16x16 output blocks cover: DV rounded up so that the blocks divide
+// evenly among the subgroups. Unlike a score block, an output block accumulates (it reads
+// the output and adds P V), so one computed by two subgroups would be added twice: the
+// extra columns are zeros of V instead, and the host keeps DV16 within WIDTH
+// (crate::fused::coop::Variant::output_width).
+override OUT_STEP: u32 = 16u * max(1u, (WG / SG) / (BR / 16u));
+override DV16: u32 = (DV + OUT_STEP - 1u) / OUT_STEP * OUT_STEP;
 override UNITS: u32 = 0u;
 
 const WG: u32 = 128u;
@@ -250,8 +256,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             os[at] = os[at] * row_alpha[rr];
         }
         workgroupBarrier();
-        for (var t = 0u; t < (output_blocks + nsg - 1u) / nsg; t = t + 1u) {
-            let b = min(sg + t * nsg, output_blocks - 1u);
+        // output_blocks is a multiple of nsg (DV16): each block has one subgroup.
+        for (var t = 0u; t < output_blocks / nsg; t = t + 1u) {
+            let b = sg + t * nsg;
             output_block((b / (DV16 / 16u)) * 16u, (b % (DV16 / 16u)) * 16u, lane);
         }
     }

@@ -188,3 +188,56 @@ fn compute(
         },
     }
 }
+
+/// How an output computed in f16 (the cooperative-matrix tier) compares with the reference,
+/// by FlashAttention's rule ([`check_f16`]).
+#[derive(Clone, Debug)]
+pub struct F16Check {
+    /// Largest |out - exact| against the f64 reference on the original inputs.
+    pub error: f32,
+    /// The same for attention in f16 on the CPU: the inputs rounded to f16, the exact result
+    /// on them rounded to f16.
+    pub cpu_f16_error: f32,
+    /// The reference on the f16-rounded inputs (its LSE is what an f16 kernel's should
+    /// match at the f32 tolerance: its scores are exact sums of f16 products).
+    pub rounded: AttentionOutput,
+}
+
+impl F16Check {
+    /// Whether `error` is at most twice `cpu_f16_error` (plus 1e-6 for outputs that f16
+    /// rounds exactly). A NaN in the output fails.
+    pub fn passed(&self) -> bool {
+        self.error <= 2.0 * self.cpu_f16_error + 1e-6
+    }
+}
+
+/// Holds `out`, attention computed in f16 on `q`, `k`, `v` with `opts`, to FlashAttention's
+/// accuracy rule: its error against f64 at most twice that of the same attention in f16 on
+/// the CPU. What the tests, the self-check and the tier's on-device check apply to
+/// `fused-coop`.
+pub fn check_f16(
+    q: &ArrayD<f32>,
+    k: &ArrayD<f32>,
+    v: &ArrayD<f32>,
+    opts: &AttentionOptions<'_>,
+    out: &ArrayD<f32>,
+) -> Result<F16Check> {
+    let round = |a: &ArrayD<f32>| a.mapv(|x| half::f16::from_f32(x).to_f32());
+    let exact = attention(q, k, v, opts)?;
+    let rounded = attention(&round(q), &round(k), &round(v), opts)?;
+    // NaN counts as an infinite error.
+    let max_err = |a: &ArrayD<f32>| {
+        a.iter()
+            .zip(exact.out.iter())
+            .map(|(x, y)| (x - y).abs())
+            .fold(
+                0.0f32,
+                |m, e| if e.is_nan() { f32::INFINITY } else { m.max(e) },
+            )
+    };
+    Ok(F16Check {
+        error: max_err(out),
+        cpu_f16_error: max_err(&round(&rounded.out)),
+        rounded,
+    })
+}

@@ -819,3 +819,29 @@ fn run_in_f16() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("big.npy"));
 }
+
+/// The self-check with the cooperative-matrix tier emulated (`WGPU_ATTENTION_COOP=emulate`):
+/// its rows are held to the f16 rule and pass. It found fused-coop adding an output block
+/// twice where the blocks did not divide among the subgroups (D 80).
+#[test]
+fn self_check_with_the_cooperative_matrix_tier_emulated() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = tool()
+        .env("WGPU_ATTENTION_COOP", "emulate")
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let coop_rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("fused-coop"))
+        .collect();
+    assert_eq!(coop_rows.len(), 2, "{stdout}");
+    assert!(coop_rows.iter().all(|l| l.contains("ok (f16")), "{stdout}");
+}

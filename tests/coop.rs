@@ -93,6 +93,8 @@ fn coop_matches_the_reference_with_every_option() {
         [1, 3, 1, 33, 47, 64, 64],
         [1, 2, 2, 20, 100, 80, 128],
         [1, 1, 1, 129, 65, 5, 7],
+        // Few rows a head, 4 query heads a kv head: the group's rows share blocks (UNITS).
+        [1, 8, 2, 7, 129, 80, 80],
     ] {
         let q = rng.array(&[b, hq, lq, d], 1.0);
         let k = rng.array(&[b, hkv, lk, d], 1.0);

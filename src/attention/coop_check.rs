@@ -1,7 +1,7 @@
 //! The cooperative-matrix tier checks itself on a device before a call uses it. Its
 //! cooperative instructions run only where the hardware has them, which CI does not (CI
-//! runs the same kernels emulated), so the first call on such a device runs two small
-//! problems through the tier (widths 64 and 128: the variants GPUs take), compares them with
+//! runs the same kernels emulated), so the first call on such a device whose plan takes the
+//! tier first runs two small problems through it (widths 64 and 128: the variants GPUs take), compares them with
 //! the f64 reference, and where either fails or errors the context plans without the tier,
 //! and every plan says why. It costs two pipelines and two small dispatches once per context.
 
@@ -41,25 +41,12 @@ fn check(ctx: &Context) -> Result<(), String> {
         let got = execute(ctx, &qt, &kt, &vt, &plan, &opts)
             .and_then(|r| r.download(ctx))
             .map_err(|e| what(&e))?;
-        let exact = crate::reference::attention(&q, &k, &v, &opts).map_err(|e| what(&e))?;
-        // The tier's bound (tests/coop.rs): twice the error of f16 attention on the CPU.
-        let round = |a: &ndarray::ArrayD<f32>| a.mapv(|x| half::f16::from_f32(x).to_f32());
-        let rounded = crate::reference::attention(&round(&q), &round(&k), &round(&v), &opts)
-            .map_err(|e| what(&e))?;
-        let err = |a: &ndarray::ArrayD<f32>| {
-            a.iter()
-                .zip(exact.out.iter())
-                .map(|(x, y)| (x - y).abs())
-                .fold(
-                    0.0f32,
-                    |m, e| if e.is_nan() { f32::INFINITY } else { m.max(e) },
-                )
-        };
-        // NaN errors count as infinite (err), so a plain comparison decides.
-        let (gpu, cpu) = (err(&got.out), err(&round(&rounded.out)));
-        if gpu > 2.0 * cpu + 1e-6 {
+        let check =
+            crate::reference::check_f16(&q, &k, &v, &opts, &got.out).map_err(|e| what(&e))?;
+        if !check.passed() {
             return Err(format!(
-                "D {d}: max error {gpu:e} against f64, beyond twice f16's {cpu:e}"
+                "D {d}: max error {:e} against f64, beyond twice f16's {:e}",
+                check.error, check.cpu_f16_error
             ));
         }
     }

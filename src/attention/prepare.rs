@@ -61,8 +61,15 @@ pub(super) fn prepare(
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let dev = super::coop_check::checked_profile(ctx);
-    let plan = plan_call(dev, dims, kv, opts, max_abs)?;
+    let mut plan = plan_call(ctx.profile(), dims, kv, opts, max_abs)?;
+    // The cooperative-matrix tier checks itself on the device the first time a plan takes
+    // it; where it fails, the call plans without it.
+    if plan.path == Path::Fused(fused::Tier::Coop) {
+        let dev = super::coop_check::checked_profile(ctx);
+        if matches!(dev.coop, crate::profile::CoopSupport::Unavailable(_)) {
+            plan = plan_call(dev, dims, kv, opts, max_abs)?;
+        }
+    }
     ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
     Ok(plan)
 }

@@ -269,7 +269,13 @@ pub(super) fn execute(
             // has run it: wait, so that segments never hold two segments' worth at once
             // (and the memory check below sees it freed).
             ctx.wait()?;
-            later = seg.plan_segment(ctx, s, storage, opts, max_abs)?;
+            later = seg.plan_segment(
+                super::coop_check::checked_profile(ctx),
+                s,
+                storage,
+                opts,
+                max_abs,
+            )?;
             (&later.0, later.1)
         };
         // What is held already (the caller's inputs, the running result) is in use; the

@@ -82,14 +82,29 @@ impl Variant {
         halves * 2 + floats * 4
     }
 
-    /// The variant for `p` on a device with `workgroup_bytes` of workgroup memory: the first
-    /// of [`Variant::ALL`] whose width holds D and Dv (padded to multiples of 4) and whose
-    /// arrays fit.
-    pub fn for_problem(p: &Problem, workgroup_bytes: u32) -> Option<Variant> {
+    /// Columns its output blocks cover for `dv` with subgroups of `lanes` (DV16 in
+    /// shaders/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks divide evenly
+    /// among the 128 / `lanes` subgroups, as an output block must have one subgroup.
+    pub fn output_width(self, dv: usize, lanes: u32) -> usize {
+        let subgroups = (COOP_INVOCATIONS / lanes.max(1)) as usize;
+        let step = 16 * (subgroups / (self.rows / 16)).max(1);
+        dv.div_ceil(step) * step
+    }
+
+    /// Whether the variant takes `p` with subgroups of `lanes`: D and Dv (padded to
+    /// multiples of 4), and the columns its output blocks cover, within its width.
+    pub fn takes(self, p: &Problem, lanes: u32) -> bool {
         let widest = crate::widths::padded(p.dims.d).max(crate::widths::padded(p.dims.dv));
+        widest <= self.width && self.output_width(p.dims.dv, lanes) <= self.width
+    }
+
+    /// The variant for `p` on a device with `workgroup_bytes` of workgroup memory and
+    /// subgroups of `lanes`: the first of [`Variant::ALL`] that takes it ([`Variant::takes`])
+    /// and whose arrays fit.
+    pub fn for_problem(p: &Problem, workgroup_bytes: u32, lanes: u32) -> Option<Variant> {
         Variant::ALL
             .into_iter()
-            .find(|v| widest <= v.width && v.workgroup_bytes() <= workgroup_bytes)
+            .find(|v| v.takes(p, lanes) && v.workgroup_bytes() <= workgroup_bytes)
     }
 
     /// The kernel of this variant: f16 K/V loads or f32, hardware or emulated operations.
@@ -149,18 +164,18 @@ impl Variant {
 /// it takes the problem and fits, so that a benchmark can time the variants side by side.
 pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
     let bytes = dev.limits().max_compute_workgroup_storage_size;
-    let widest = crate::widths::padded(p.dims.d).max(crate::widths::padded(p.dims.dv));
+    let lanes = subgroup_lanes(dev);
     let forced = std::env::var("WGPU_ATTENTION_COOP_VARIANT")
         .ok()
         .and_then(|name| {
             Variant::ALL.into_iter().find(|v| {
                 name == format!("{}x{}", v.rows, v.width)
-                    && widest <= v.width
+                    && v.takes(p, lanes)
                     && v.workgroup_bytes() <= bytes
             })
         });
     forced
-        .or_else(|| Variant::for_problem(p, bytes))
+        .or_else(|| Variant::for_problem(p, bytes, lanes))
         .unwrap_or(Variant {
             rows: 16,
             width: 128,
@@ -192,13 +207,14 @@ pub(crate) fn adapter_obstacle(dev: &DeviceProfile) -> Option<String> {
 /// widths fits the device's workgroup memory.
 pub(crate) fn problem_obstacle(dev: &DeviceProfile, p: &Problem) -> Option<String> {
     let have = dev.limits().max_compute_workgroup_storage_size;
-    if Variant::for_problem(p, have).is_some() {
+    let lanes = subgroup_lanes(dev);
+    if Variant::for_problem(p, have, lanes).is_some() {
         return None;
     }
     let widest = crate::widths::padded(p.dims.d).max(crate::widths::padded(p.dims.dv));
     let least = Variant::ALL
         .into_iter()
-        .filter(|v| widest <= v.width)
+        .filter(|v| v.takes(p, lanes))
         .map(Variant::workgroup_bytes)
         .min()
         .unwrap_or(0);
