@@ -79,8 +79,47 @@ ENVIRONMENT:
     not tell the two widths apart.
 ";
 
+/// The part of [`HELP`] about one subcommand: its section (RUN:, BENCH:, HEATMAP:), or its
+/// line under USAGE, then the exit codes and the environment.
+fn subcommand_help(command: &str) -> String {
+    let usage: Vec<&str> = HELP
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .starts_with(&format!("wgpu-attention {command}"))
+        })
+        .take(1)
+        .collect();
+    let section = |name: &str| {
+        HELP.split("\n\n")
+            .skip_while(|block| !block.starts_with(name))
+            .take_while(|block| block.starts_with(name) || block.starts_with("    "))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
+    let own = section(&format!("{}:", command.to_uppercase()));
+    let body = if own.is_empty() {
+        format!("USAGE:\n{}", usage.join("\n"))
+    } else {
+        own
+    };
+    format!(
+        "{body}\n\n{}\n\n{}",
+        section("EXIT CODES:"),
+        section("ENVIRONMENT:")
+    )
+}
+
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    // `wgpu-attention COMMAND --help`: that command's part of the help.
+    if let Some(command) = argv
+        .first()
+        .filter(|_| argv[1..].iter().any(|a| a == "--help" || a == "-h"))
+    {
+        print!("{}", subcommand_help(command));
+        return;
+    }
     let result = match argv.first().map(String::as_str) {
         None => cli::selfcheck::run(),
         Some("-h") | Some("--help") | Some("help") => {

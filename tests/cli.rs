@@ -845,3 +845,44 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
     assert_eq!(coop_rows.len(), 2, "{stdout}");
     assert!(coop_rows.iter().all(|l| l.contains("ok (f16")), "{stdout}");
 }
+
+/// Every subcommand answers `--help` with its own part of the help (exit 0, nothing run),
+/// and flags take `--name=value` as well as `--name value`.
+#[test]
+fn subcommands_have_help_and_take_name_equals_value() {
+    for command in ["run", "bench", "heatmap", "devices", "soak"] {
+        let o = tool().args([command, "--help"]).output().expect("run tool");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{command}: {stdout}");
+        assert!(
+            stdout.contains(&format!("wgpu-attention {command}")) && stdout.contains("EXIT CODES"),
+            "{command}: {stdout}"
+        );
+    }
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = tool()
+        .args([
+            "bench",
+            "--shape=1,2,40,40,16",
+            "--path=fused-portable",
+            "--reps=1",
+            "--json",
+        ])
+        .output()
+        .expect("run tool");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("\"path\": \"fused-portable\""), "{stdout}");
+    let o = tool()
+        .args(["bench", "--json=yes"])
+        .output()
+        .expect("run tool");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--json takes no value"));
+}

@@ -1,4 +1,5 @@
-//! A tiny `--flag value` parser: no dependency, errors that say what was expected.
+//! A tiny `--flag value` (or `--flag=value`) parser: no dependency, errors that say what
+//! was expected.
 
 use std::collections::BTreeMap;
 
@@ -19,14 +20,28 @@ impl Args {
         let mut args = Args::default();
         let mut it = argv.iter();
         while let Some(a) = it.next() {
-            let name = a
+            let flag = a
                 .strip_prefix("--")
                 .ok_or_else(|| format!("unexpected argument '{a}'; options start with --"))?;
+            // `--name=value` as well as `--name value`.
+            let (name, inline) = match flag.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_string())),
+                None => (flag, None),
+            };
             if switch_names.contains(&name) {
+                if inline.is_some() {
+                    return Err(format!("--{name} takes no value"));
+                }
                 args.switches.push(name.to_string());
             } else if value_names.contains(&name) {
-                let v = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
-                if args.values.insert(name.to_string(), v.clone()).is_some() {
+                let v = match inline {
+                    Some(v) => v,
+                    None => it
+                        .next()
+                        .cloned()
+                        .ok_or_else(|| format!("--{name} needs a value"))?,
+                };
+                if args.values.insert(name.to_string(), v).is_some() {
                     return Err(format!("--{name} given twice"));
                 }
             } else {
