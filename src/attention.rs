@@ -161,7 +161,9 @@ pub(crate) fn attention_gpu_stored(
         check_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
         return empty::device_outputs(ctx, &dims, opts, reason);
     }
-    let plan = prepare(
+    let promoted = bf16_in_f16_range(storage, [q, k, v], opts);
+    let opts = promoted.as_ref().unwrap_or(opts);
+    let mut plan = prepare(
         ctx,
         dims,
         (dims.lk, storage),
@@ -169,7 +171,33 @@ pub(crate) fn attention_gpu_stored(
         q.max_abs.zip(k.max_abs),
         Inputs::Device,
     )?;
+    if promoted.is_some() && plan.path == Path::Fused(fused::Tier::Coop) {
+        plan.reason = format!(
+            "{}; bf16 inputs within f16's range, so multiplied in f16",
+            plan.reason
+        );
+    }
     execute(ctx, q, k, v, &plan, opts)
+}
+
+/// bfloat16 inputs whose every value fits f16's range (their magnitudes known) may run on
+/// the cooperative-matrix tier, which multiplies in f16 (bf16 values in f16's normal range
+/// are exact there, and the bf16 output's rounding is coarser than f16 compute's error):
+/// the options with f16 compute asked for, where the caller left the path and the
+/// precision to the planner; else `None`.
+fn bf16_in_f16_range<'a>(
+    storage: KvStorage,
+    tensors: [&GpuTensor; 3],
+    opts: &AttentionOptions<'a>,
+) -> Option<AttentionOptions<'a>> {
+    use crate::options::{PathChoice, Precision};
+    let bf16 = storage == KvStorage::Half(HalfFormat::Bf16);
+    let planner_chooses = matches!(opts.path, PathChoice::Auto | PathChoice::Fused);
+    let fits = tensors
+        .iter()
+        .all(|t| t.max_abs.is_some_and(|m| m <= fused::coop::F16_MAX));
+    (bf16 && planner_chooses && opts.precision == Precision::F32 && fits)
+        .then(|| opts.clone().precision(Precision::F16))
 }
 
 /// Attention of q over the first `lk` rows of each kv head of K and V buffers that hold

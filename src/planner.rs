@@ -102,7 +102,8 @@ enum CoopAuto {
 }
 
 /// Whether auto takes the cooperative-matrix tier for `p`. bf16 K and V stay on the f32
-/// paths unless f16 compute is asked for, as their values may exceed f16's range.
+/// paths unless f16 compute is asked for, as their values may exceed f16's range (the
+/// attention layer asks for it where their magnitudes are known to fit).
 fn coop_auto(
     dev: &DeviceProfile,
     p: &Problem,
