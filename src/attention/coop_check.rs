@@ -18,7 +18,15 @@ pub(super) fn checked_profile(ctx: &Context) -> &DeviceProfile {
     if !matches!(ctx.coop(), CoopSupport::Hardware { .. }) {
         return ctx.profile();
     }
-    ctx.checked_profile(|| check(ctx).err())
+    ctx.checked_profile(|| {
+        // A shader translator panic while building the tier's pipelines (naga 30 has had
+        // one for cooperative stores, shared/probes) must not take the caller down: it
+        // fails the check instead.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(ctx))) {
+            Ok(outcome) => outcome.err(),
+            Err(_) => Some("building or running its pipelines panicked".to_string()),
+        }
+    })
 }
 
 /// Runs the check: `Err` says what went wrong.
