@@ -72,7 +72,7 @@ ENVIRONMENT:
     the tier off. WGPU_ATTENTION_COOP_VARIANT=RxW (64x64, 32x128, 64x32, 32x64, 16x128)
     picks its tile variant where that fits, to time the variants side by side.
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
-    AVX-512, `bench` and `run` set it to 512 (16-lane subgroups) except for decode shapes
+    AVX-512, `bench` (and `run` from 2 TFLOP) sets it to 512 (16-lane subgroups) except for decode shapes
     (few query rows per kv head over many keys), which run faster at lavapipe's default 256,
     and widths above 128, whose pipelines compile four times slower at 512. It then also sets
     MESA_SHADER_CACHE_DIR, when unset, to ~/.cache/wgpu-attention-512-bit: Mesa's cache does

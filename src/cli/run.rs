@@ -20,6 +20,10 @@ const VALUES: &[&str] = &[
 ];
 const SWITCHES: &[&str] = &["check"];
 
+
+/// FLOPs from which `run` asks lavapipe for 512-bit vectors: about 20 s of arithmetic at
+/// 256 bits, where 512's speed (1.3-1.5x on the fused tier) outweighs its slower compile.
+const RUN_WIDE_MIN_FLOPS: f64 = 2e12;
 /// Parses a causal flag value.
 pub fn parse_causal(s: Option<&str>) -> Result<Causal, Failure> {
     match s {
@@ -167,8 +171,14 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     // Validate on the host before touching the GPU, so bad input is exit 2 even without one.
     let problem = reference::validate(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
     // Before the first context: lavapipe reads its vector width once (crate::cpu_vectors).
+    // One call compiles its kernels once, and at 512 bits they compile about twice as long
+    // as at 256 (2x8x517x128 from an empty Mesa cache on the 2-vCPU Xeon, 2026-12-04: 21.3
+    // against 10.7 s), which a single call's faster arithmetic repays only when large.
     let d = &problem.dims;
-    if wgpu_attention::cpu_vectors::suits_wide(d.hq / d.hkv.max(1) * d.lq, d.lk, d.d, d.dv) {
+    let flops = 4.0 * (d.b * d.hq * d.lq * d.lk) as f64 * d.d.max(d.dv) as f64;
+    if flops >= RUN_WIDE_MIN_FLOPS
+        && wgpu_attention::cpu_vectors::suits_wide(d.hq / d.hkv.max(1) * d.lq, d.lk, d.d, d.dv)
+    {
         wgpu_attention::cpu_vectors::request_wide();
     }
     let ctx = Context::new().map_err(Failure::from_error)?;
