@@ -20,7 +20,6 @@ const VALUES: &[&str] = &[
 ];
 const SWITCHES: &[&str] = &["check"];
 
-
 /// FLOPs from which `run` asks lavapipe for 512-bit vectors: about 20 s of arithmetic at
 /// 256 bits, where 512's speed (1.3-1.5x on the fused tier) outweighs its slower compile.
 const RUN_WIDE_MIN_FLOPS: f64 = 2e12;
