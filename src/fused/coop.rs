@@ -16,8 +16,7 @@ use super::tiled_unit_heads_in;
 use crate::kernel::Kernel;
 use crate::plan::Chunk;
 use crate::problem::Problem;
-use crate::profile::CoopSupport;
-use crate::profile::DeviceProfile;
+use crate::profile::{CoopSupport, DeviceProfile};
 
 /// Invocations per workgroup of the tier (WG in shaders/fused_coop.wgsl).
 pub const COOP_INVOCATIONS: u32 = 128;
