@@ -26,7 +26,8 @@ RUN:
     Inputs: float32, float64 or float16 .npy (little-endian, C or Fortran order), rank 2 (L, D), 3 (H, L, D),
     4 (B, H, L, D) or up to 8 (several batch dimensions before H, L, D); k and v may have fewer heads than q (grouped-query attention). The mask is
     bool (true = may attend) or float (added to the scores; -inf masks out), broadcast to
-    (batch dims.., H, Lq, Lk). --check compares with the CPU reference (default atol 1e-4, rtol 1e-3).
+    (batch dims.., H, Lq, Lk). --check compares with the CPU reference (default atol 1e-4, rtol 1e-3;
+    fused-coop, which multiplies in f16: within twice f16 attention's own error).
     --dtype f16 rounds the inputs to f16 (values beyond its range are an error), computes with
     f32 accumulation, and writes the output as float16 (.npy '<f2'); .npy '<f2' inputs are read.
     --dtype bf16 rounds the inputs to bfloat16 (no range limit) and writes the output as float32

@@ -886,3 +886,44 @@ fn subcommands_have_help_and_take_name_equals_value() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--json takes no value"));
 }
+
+/// `run --dtype f16 --check` where fused-coop runs (emulated here) holds its output to the
+/// f16 rule by default: at the plain tolerance (atol 1e-4, rtol 1e-3) this problem had 2 of
+/// 1 024 outputs outside, within twice f16 attention's own error.
+#[test]
+fn run_check_holds_fused_coop_to_the_f16_rule() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("coop-check");
+    let mut rng = Rng::new(36);
+    let q = save(&dir, "q.npy", &rng.array(&[2, 16, 32], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 24, 32], 1.0));
+    let v = save(&dir, "v.npy", &rng.array(&[2, 24, 32], 1.0));
+    let args = [
+        "run",
+        "--q",
+        &q,
+        "--k",
+        &k,
+        "--v",
+        &v,
+        "--dtype",
+        "f16",
+        "--check",
+        "--causal",
+        "bottom-right",
+    ];
+    let o = tool()
+        .env("WGPU_ATTENTION_COOP", "emulate")
+        .args(args)
+        .output()
+        .expect("run tool");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("path fused-coop"), "{stderr}");
+    assert!(stdout.contains("fused-coop computes in f16"), "{stdout}");
+}
