@@ -7,8 +7,7 @@ mod common;
 use common::{assert_parity, Rng};
 use ndarray::{s, ArrayD};
 use wgpu_attention::{
-    check, reference, AttentionOptions, Causal, Context, ContextOptions, Error, KvCache, Mask,
-    PathChoice, Tolerance,
+    AttentionOptions, Causal, Context, ContextOptions, Error, KvCache, Mask, PathChoice, Tolerance,
 };
 
 fn small_context(binding: u64, groups_per_dim: u32) -> Option<Context> {
@@ -332,12 +331,14 @@ fn caches_longer_than_a_binding_run_in_key_segments() {
                     "{what}: {}",
                     gpu.plan.reason
                 );
-                let cpu = reference::attention(&q, &k, &v, &opts).expect("reference");
-                let c = check::compare(&gpu.out.view(), &cpu.out.view(), Tolerance::F32);
-                assert!(c.passed(), "{what} [{}]: out: {c}", gpu.plan.path);
-                let (g, e) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
-                let c = check::compare(&g.view(), &e.view(), Tolerance::F32);
-                assert!(c.passed(), "{what} [{}]: lse: {c}", gpu.plan.path);
+                let lse = gpu.lse.as_ref().expect("lse");
+                common::assert_matches_reference(
+                    &what,
+                    gpu.plan.path,
+                    (&q, &k, &v),
+                    &opts,
+                    (&gpu.out, Some(lse)),
+                );
             }
         }
     }

@@ -238,3 +238,37 @@ pub fn reads_half_directly(path: &str, reason: &str) -> bool {
         || (path == "fused-coop" && reason.contains("K/V read as f16"))
         || (path == "fused-subgroup" && reason.contains("K/V copied into textures"))
 }
+
+/// Checks `got` (out and, where present, LSE) against the reference for `opts`: at the f32
+/// tolerance, or where `path` is `fused-coop`, which multiplies in f16 (auto takes it for
+/// f16 K/V on adapters with cooperative matrices), by FlashAttention's rule (out within twice
+/// the error of f16 attention on the CPU, LSE at the f32 tolerance against the reference on
+/// the f16-rounded inputs). For tests whose K/V are f16 on every adapter.
+pub fn assert_matches_reference(
+    what: &str,
+    path: &str,
+    (q, k, v): (&ArrayD<f32>, &ArrayD<f32>, &ArrayD<f32>),
+    opts: &AttentionOptions<'_>,
+    (out, lse): (&ArrayD<f32>, Option<&ArrayD<f32>>),
+) {
+    let tol = Tolerance::F32;
+    let expected = if path == "fused-coop" {
+        let c = reference::check_f16(q, k, v, opts, out).expect("reference");
+        assert!(
+            c.passed(),
+            "{what} [{path}]: out error {:e} > 2 x f16's {:e}",
+            c.error,
+            c.cpu_f16_error
+        );
+        c.rounded
+    } else {
+        let cpu = reference::attention(q, k, v, opts).expect("reference");
+        let c = check::compare(&out.view(), &cpu.out.view(), tol);
+        assert!(c.passed(), "{what} [{path}]: out: {c}");
+        cpu
+    };
+    if let (Some(g), Some(e)) = (lse, expected.lse.as_ref()) {
+        let c = check::compare(&g.view(), &e.view(), tol);
+        assert!(c.passed(), "{what} [{path}]: lse: {c}");
+    }
+}
