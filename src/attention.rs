@@ -2,44 +2,34 @@
 //! tensors. Both validate every input before anything is encoded. What a call decides
 //! before it runs (validation, path, chunk plan, memory estimate) is in
 //! `attention/prepare.rs`; keys in segments, where a kv head exceeds a binding, in
-//! `attention/segments.rs`.
+//! `attention/segments.rs` (their geometry) and `attention/run_segments.rs`; one call's
+//! dispatch in `attention/execute.rs`; the tensor-core tier's self-check, which wraps
+//! `prepare`, in `attention/coop_check.rs` (docs/architecture.md: the executor's layers).
 
-use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+use ndarray::{ArrayBase, Data, Dimension};
 
 use crate::broadcast::{broadcast_inputs, broadcast_shapes};
 use crate::context::Context;
-use crate::decode;
 use crate::empty;
-use crate::error::{Error, Result};
-use crate::fp16::HalfFormat;
+use crate::error::Result;
 use crate::fused;
+use crate::half_format::{HalfFormat, KvStorage};
 use crate::memory::MemoryEstimate;
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::planner::Path;
-use crate::problem::{check_problem, max_abs_finite, validate_dims, Dims, Problem};
-use crate::tensor::GpuTensor;
-use crate::unfused::{self, DeviceInputs, DeviceOutputs};
-use crate::widths;
+use crate::problem::{check_problem, max_abs_finite, validate_dims, Dims};
+use crate::tensor::{GpuAttentionOutput, GpuTensor};
 
 mod coop_check;
+mod execute;
 mod paths;
 mod prepare;
+mod run_segments;
 mod segments;
+use coop_check::{checked_profile, prepare_checked};
+use execute::execute_one;
 pub use paths::{plan, plan_paths, PathReport};
-use prepare::{estimate, estimate_one, plan_call, plan_one, prepare, Prepared};
-
-/// Outputs of [`attention_gpu`], left on the device.
-#[derive(Debug)]
-pub struct GpuAttentionOutput {
-    /// Attention output, q's shape with last dimension Dv.
-    pub out: GpuTensor,
-    /// Log-sum-exp per query row, if requested (q's shape without its last dimension).
-    pub lse: Option<GpuTensor>,
-    /// Attention weights, if requested.
-    pub weights: Option<GpuTensor>,
-    /// Which path ran.
-    pub plan: PlanInfo,
-}
+use prepare::{estimate, plan_call, Inputs, Prepared};
 
 /// Scaled dot-product attention on the GPU, on host arrays; returns owned arrays.
 ///
@@ -78,7 +68,7 @@ where
         check_problem(dims, opts, Some((q_max, k_max)))?;
         return Ok(empty::host_outputs(&dims, opts, reason));
     }
-    let plan = prepare(
+    let plan = prepare_checked(
         ctx,
         dims,
         (dims.lk, KvStorage::F32),
@@ -90,27 +80,6 @@ where
     let kt = GpuTensor::upload_scanned(ctx, "k", &kv, k_max)?;
     let vt = GpuTensor::upload_scanned(ctx, "v", &vv, v_max)?;
     execute(ctx, &qt, &kt, &vt, &plan, opts)?.download(ctx)
-}
-
-impl GpuAttentionOutput {
-    /// The outputs read back into host arrays (the LSE as its f32 bit patterns, so `-inf`
-    /// arrives intact).
-    pub(crate) fn download(self, ctx: &Context) -> Result<AttentionOutput> {
-        Ok(AttentionOutput {
-            out: self.out.to_array(ctx)?,
-            lse: self.lse.map(|t| lse_to_array(ctx, &t)).transpose()?,
-            weights: self.weights.map(|t| t.to_array(ctx)).transpose()?,
-            plan: self.plan,
-        })
-    }
-}
-
-/// Reads an LSE tensor: the kernels store f32 bit patterns, so `-inf` arrives intact.
-pub(crate) fn lse_to_array(ctx: &Context, t: &GpuTensor) -> Result<ArrayD<f32>> {
-    let bits: Vec<u32> = ctx.download(&t.buffer, t.len())?;
-    let data = bits.into_iter().map(f32::from_bits).collect();
-    ArrayD::from_shape_vec(IxDyn(&t.shape), data)
-        .map_err(|e| Error::mismatch(format_args!("lse: {e}")))
 }
 
 /// Attention on tensors already on the device; outputs stay on the device.
@@ -128,27 +97,6 @@ pub fn attention_gpu(
     attention_gpu_stored(ctx, q, (k, v, KvStorage::F32), opts)
 }
 
-/// What the K and V buffers of a call hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KvStorage {
-    /// f32 values.
-    F32,
-    /// 16-bit values, two a u32 word (element 2i in the low half), in tensors whose shape
-    /// is that of the values: decode reads them so (shaders/kv_loads_f16.wgsl,
-    /// kv_loads_bf16.wgsl); for every other path the call widens them to f32 first.
-    Half(HalfFormat),
-}
-
-impl KvStorage {
-    /// The 16-bit format, if any.
-    pub(crate) fn half(self) -> Option<HalfFormat> {
-        match self {
-            KvStorage::F32 => None,
-            KvStorage::Half(format) => Some(format),
-        }
-    }
-}
-
 /// [`attention_gpu`] with K and V stored as `storage` (f16 from [`crate::fp16`]).
 pub(crate) fn attention_gpu_stored(
     ctx: &Context,
@@ -163,7 +111,7 @@ pub(crate) fn attention_gpu_stored(
     }
     let promoted = bf16_in_f16_range(storage, [q, k, v], opts);
     let opts = promoted.as_ref().unwrap_or(opts);
-    let mut plan = prepare(
+    let mut plan = prepare_checked(
         ctx,
         dims,
         (dims.lk, storage),
@@ -228,7 +176,7 @@ pub(crate) fn attention_over_rows(
         CachedQuery::Host(_) => Inputs::HostQuery,
         CachedQuery::Device(_) => Inputs::Device,
     };
-    let plan = prepare(ctx, dims, (kv_rows, storage), opts, max_abs, inputs)?;
+    let plan = prepare_checked(ctx, dims, (kv_rows, storage), opts, max_abs, inputs)?;
     match q {
         CachedQuery::Host(a) => {
             let qt = GpuTensor::upload_scanned(ctx, "q", &a, q_max.unwrap_or(0.0))?;
@@ -284,15 +232,6 @@ pub(crate) enum CachedQuery<'a> {
     Device(&'a GpuTensor),
 }
 
-/// Where q, k and v live when a call starts: host arrays are uploaded by the call itself.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Inputs {
-    Host,
-    /// q from the host; k and v already on the device (a cache).
-    HostQuery,
-    Device,
-}
-
 /// Peak device memory that [`attention`] would hold for inputs of these shapes (and the
 /// mask in `opts`), with the path it would take. Nothing is allocated, so a caller can size
 /// batches to the device; compare with [`Context::device_memory`] less
@@ -333,112 +272,13 @@ fn execute(
 ) -> Result<GpuAttentionOutput> {
     match &plan.segments {
         None => execute_one(ctx, q, k, v, plan, opts),
-        Some(seg) => segments::execute(ctx, q, (k, v, plan.kv_storage), (plan, seg), opts),
+        Some(seg) => run_segments::execute(
+            ctx,
+            checked_profile(ctx),
+            q,
+            (k, v, plan.kv_storage),
+            (plan, seg),
+            opts,
+        ),
     }
-}
-
-/// Uploads the mask, runs the prepared path and wraps its outputs.
-fn execute_one(
-    ctx: &Context,
-    q: &GpuTensor,
-    k: &GpuTensor,
-    v: &GpuTensor,
-    plan: &Prepared,
-    opts: &AttentionOptions<'_>,
-) -> Result<GpuAttentionOutput> {
-    let (problem, path) = (&plan.problem, plan.path);
-    let (dims, kd) = (plan.user_dims, problem.dims);
-    let mask_bufs = upload_mask(ctx, problem)?;
-    // f16 K and V for a path that reads f32: the first Lk rows of each kv head widened
-    // into compact f32 copies (problem.kv_rows = Lk).
-    let kv_rows = dims.b * dims.hkv * problem.kv_rows;
-    let widened = if let (true, Some(format)) = (plan.widens_kv(), plan.kv_storage.half()) {
-        let heads = dims.b * dims.hkv;
-        let rows = (plan.kv_source_rows, plan.kv_source_first, problem.kv_rows);
-        let widen = |name, t: &GpuTensor, width: usize| -> Result<GpuTensor> {
-            Ok(GpuTensor {
-                buffer: crate::fp16::widen_rows(
-                    ctx,
-                    (name, format),
-                    &t.buffer,
-                    heads,
-                    rows,
-                    width,
-                )?,
-                shape: t.shape.clone(),
-                max_abs: t.max_abs,
-            })
-        };
-        Some((
-            widen("k widened", k, dims.d)?,
-            widen("v widened", v, dims.dv)?,
-        ))
-    } else {
-        None
-    };
-    let (k, v) = widened.as_ref().map_or((k, v), |(k, v)| (k, v));
-    // Zero-padded copies for the vec4 paths when D or Dv is not a multiple of 4, and on
-    // every path when one is 0 (of a cache, every row of its capacity: the copy keeps the
-    // layout the kernels index).
-    let pad = |name: &str, t: &GpuTensor, rows: usize, from: usize, to: usize| {
-        (from != to)
-            .then(|| widths::repack(ctx, name, &t.buffer, rows, from, to))
-            .transpose()
-    };
-    let qp = pad("q padded", q, dims.rows(), dims.d, kd.d)?;
-    let kp = pad("k padded", k, kv_rows, dims.d, kd.d)?;
-    let vp = pad("v padded", v, kv_rows, dims.dv, kd.dv)?;
-    let inputs = DeviceInputs {
-        q: qp.as_ref().unwrap_or(&q.buffer),
-        k: kp.as_ref().unwrap_or(&k.buffer),
-        v: vp.as_ref().unwrap_or(&v.buffer),
-        bias: mask_bufs.0.as_ref(),
-        allow: mask_bufs.1.as_ref(),
-    };
-    let DeviceOutputs {
-        mut out,
-        lse,
-        weights,
-        chunks,
-    } = match path {
-        Path::Unfused => unfused::run(ctx, problem, &inputs, &plan.chunks, opts.return_weights)?,
-        Path::Fused(tier) => fused::run(ctx, problem, &inputs, &plan.chunks, tier)?,
-        Path::Decode(form) => decode::run(ctx, problem, form, &inputs, &plan.chunks)?,
-    };
-    drop((qp, kp, vp, widened));
-    if kd.dv != dims.dv {
-        out = widths::repack(ctx, "out", &out, dims.rows(), kd.dv, dims.dv)?;
-    }
-    let wrap = |buffer, shape| GpuTensor {
-        buffer,
-        shape,
-        max_abs: None,
-    };
-    Ok(GpuAttentionOutput {
-        out: wrap(out, dims.out_shape()),
-        lse: opts.return_lse.then(|| wrap(lse, dims.lse_shape())),
-        weights: weights.map(|w| wrap(w, dims.weights_shape())),
-        plan: PlanInfo {
-            path: path.name(),
-            reason: plan.reason.clone(),
-            chunks,
-        },
-    })
-}
-
-fn upload_mask(ctx: &Context, p: &Problem) -> Result<(Option<wgpu::Buffer>, Option<wgpu::Buffer>)> {
-    let Some(m) = &p.mask else {
-        return Ok((None, None));
-    };
-    let bias = m
-        .bias
-        .as_ref()
-        .map(|b| ctx.upload("mask bias", &b.values))
-        .transpose()?;
-    let allow = m
-        .allow
-        .as_ref()
-        .map(|a| ctx.upload("mask allow", &a.values))
-        .transpose()?;
-    Ok((bias, allow))
 }

@@ -9,14 +9,13 @@
 
 use ndarray::{ArrayBase, ArrayD, Axis, Data, Dimension, IxDyn, Slice};
 
-use crate::attention::{
-    attention_over_rows, estimate_over_rows, CachedQuery, GpuAttentionOutput, KvStorage,
-};
+use crate::attention::{attention_over_rows, estimate_over_rows, CachedQuery};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::fp16::{unpack, HalfFormat};
+use crate::half_format::{unpack, HalfFormat, KvStorage};
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
+use crate::tensor::GpuAttentionOutput;
 use crate::tensor::GpuTensor;
 
 mod append;

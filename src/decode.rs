@@ -9,7 +9,6 @@
 //! for GPUs, where the first form leaves most of the device idle.
 
 use crate::context::Context;
-use crate::cpu_vectors::kv_words;
 use crate::error::Result;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::loops;
@@ -19,6 +18,7 @@ use crate::plan::{
     ChunkCost, DeviceBudget,
 };
 use crate::problem::Problem;
+use crate::profile::cpu_vectors::kv_words;
 use crate::profile::DeviceProfile;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
 
@@ -378,7 +378,7 @@ pub(crate) fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
 /// The partial kernel for the form, the problem's widths and the device's loads (16-bit K
 /// and V: that format's loads whatever the device).
 fn partial_kernel(dev: &DeviceProfile, p: &Problem, form: Form) -> Kernel {
-    use crate::fp16::HalfFormat::{Bf16, F16};
+    use crate::half_format::HalfFormat::{Bf16, F16};
     let wide = crate::fused::wide(p);
     match (form, p.kv_half) {
         (Form::Workgroup, None) => return Kernel::DecodeWorkgroup,

@@ -6,13 +6,12 @@
 
 use ndarray::{ArrayD, IxDyn};
 
-use crate::attention::GpuAttentionOutput;
 use crate::context::Context;
 use crate::error::Result;
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::problem::Dims;
-use crate::tensor::GpuTensor;
+use crate::tensor::{GpuAttentionOutput, GpuTensor};
 
 /// The plan's path name for these calls.
 pub const PATH: &str = "none";

@@ -2,8 +2,6 @@
 
 use std::fmt;
 
-use crate::memory::human_bytes;
-
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -155,5 +153,20 @@ impl Error {
         Error::TooLarge {
             what: what.to_string(),
         }
+    }
+}
+
+/// `1.5 GiB`, `12.0 MiB`, `512 B`: sizes in messages.
+pub fn human_bytes(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if b >= KIB * KIB * KIB {
+        format!("{:.2} GiB", b / (KIB * KIB * KIB))
+    } else if b >= KIB * KIB {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    } else if b >= KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{bytes} B")
     }
 }

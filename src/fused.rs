@@ -97,7 +97,7 @@ pub enum Tier {
 
 impl Tier {
     fn kernel(self, dev: &DeviceProfile, p: &Problem) -> Kernel {
-        use crate::fp16::HalfFormat::{Bf16, F16};
+        use crate::half_format::HalfFormat::{Bf16, F16};
         if self == Tier::Coop {
             return coop::kernel(dev, p);
         }
@@ -185,10 +185,10 @@ impl Tier {
 
 /// Whether `tier` could read K and V as 64-bit words here (shaders/kv_loads_u64.wgsl), where
 /// it does not read them from textures ([`reads_textures`] comes first): the
-/// subgroup tier where crate::cpu_vectors::kv_words says so (8-lane CPU subgroups); the
+/// subgroup tier where crate::profile::cpu_vectors::kv_words says so (8-lane CPU subgroups); the
 /// portable and tiled tiers, built for GPUs, keep vec4 loads.
 pub(crate) fn reads_words(dev: &DeviceProfile, tier: Tier) -> bool {
-    tier == Tier::Subgroup && crate::cpu_vectors::kv_words(dev)
+    tier == Tier::Subgroup && crate::profile::cpu_vectors::kv_words(dev)
 }
 
 /// Whether `tier` reads 16-bit K and V as they are, rather than from f32 copies widened
@@ -203,11 +203,11 @@ pub(crate) fn reads_half(
     dev: &DeviceProfile,
     p: &Problem,
     tier: Tier,
-    format: crate::fp16::HalfFormat,
+    format: crate::half_format::HalfFormat,
 ) -> bool {
     match tier {
         Tier::Portable | Tier::Tiled => true,
-        Tier::Coop => format == crate::fp16::HalfFormat::F16,
+        Tier::Coop => format == crate::half_format::HalfFormat::F16,
         Tier::Subgroup => reads_textures(dev, p, tier),
     }
 }

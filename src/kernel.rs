@@ -301,7 +301,7 @@ kernels! {
     }
     /// [`Kernel::FusedSubgroup`] reading K and V as 64-bit words
     /// (`shaders/kv_loads_u64.wgsl`; needs `Features::SHADER_INT64` too), for CPU adapters
-    /// with 8-lane subgroups (crate::cpu_vectors::kv_words).
+    /// with 8-lane subgroups (crate::profile::cpu_vectors::kv_words).
     FusedSubgroupU64 {
         label: "fused_subgroup_u64",
         source: subgroup!("kv_loads_u64", "subgroup_width_128", "subgroup_lanes_8"),

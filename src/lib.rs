@@ -63,12 +63,13 @@ pub mod broadcast;
 mod cache;
 pub mod check;
 mod context;
-pub mod cpu_vectors;
+mod convert;
 pub mod decode;
 mod empty;
 mod error;
 pub mod fp16;
 pub mod fused;
+mod half_format;
 pub mod heatmap;
 pub mod kernel;
 pub mod loops;
@@ -92,9 +93,7 @@ mod tensor;
 mod unfused;
 mod widths;
 
-pub use attention::{
-    attention, attention_gpu, memory_estimate, plan, plan_paths, GpuAttentionOutput, PathReport,
-};
+pub use attention::{attention, attention_gpu, memory_estimate, plan, plan_paths, PathReport};
 pub use cache::KvCache;
 pub use check::{compare, Comparison, Tolerance};
 pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
@@ -103,7 +102,19 @@ pub use options::{
     AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo, Precision,
 };
 pub use profile::{CoopMode, CoopSupport, DeviceProfile};
-pub use tensor::GpuTensor;
+pub use tensor::{GpuAttentionOutput, GpuTensor};
+
+/// lavapipe's vector width (8 or 16 lanes per subgroup), chosen once per process before the
+/// first [`Context`]: [`request_wide`](cpu_vectors::request_wide) asks for 512-bit vectors
+/// where the CPU has them, and [`suits_wide`](cpu_vectors::suits_wide) says which problems
+/// run faster so. The command-line tool applies both; library users who want the same call
+/// them at the start of `main`. Other adapters ignore all of this.
+pub mod cpu_vectors {
+    pub use crate::planner::suits_wide;
+    pub use crate::profile::cpu_vectors::{
+        cpu_has_512, kv_words, request_wide, use_wide, wide_cache_dir, CACHE_VAR, VAR,
+    };
+}
 
 /// The README's code blocks, compiled and run as doctests so the front door stays true.
 #[cfg(doctest)]

@@ -78,20 +78,7 @@ pub(crate) fn buffer_bytes(elements: usize) -> u64 {
         .saturating_add(BUFFER_SLACK)
 }
 
-/// `1.5 GiB`, `12.0 MiB`, `512 B`: sizes in messages.
-pub fn human_bytes(bytes: u64) -> String {
-    const KIB: f64 = 1024.0;
-    let b = bytes as f64;
-    if b >= KIB * KIB * KIB {
-        format!("{:.2} GiB", b / (KIB * KIB * KIB))
-    } else if b >= KIB * KIB {
-        format!("{:.1} MiB", b / (KIB * KIB))
-    } else if b >= KIB {
-        format!("{:.1} KiB", b / KIB)
-    } else {
-        format!("{bytes} B")
-    }
-}
+pub use crate::error::human_bytes;
 
 /// The device's memory as far as it is known: its total and where that figure came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 
 use crate::decode;
 use crate::error::{Error, Result};
-use crate::fp16::HalfFormat;
 use crate::fused::{self, Tier};
+use crate::half_format::HalfFormat;
 use crate::loops;
 use crate::options::{AttentionOptions, PathChoice, Precision};
 use crate::problem::Problem;
@@ -35,6 +35,32 @@ type Choice = Result<(Path, String)>;
 
 fn unavailable(path: &'static str, reason: String) -> Error {
     Error::PathUnavailable { path, reason }
+}
+
+/// Whether lavapipe's 16-lane vectors (512 bits, crate::profile::cpu_vectors) suit a problem with `rows_per_kv_head` query rows per kv head
+/// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
+/// planner sends to decode at 16 lanes (up to 4 query rows per kv head:
+/// [`crate::decode::auto_rows`]), 5-8 rows from
+/// [`crate::decode::EIGHT_LANE_DECODE_MIN_KEYS`] keys, which decode at 8 lanes runs 1.2-1.9
+/// times as fast as the subgroup tier at 16 (below that many keys the subgroup tier at 16
+/// lanes runs them), and 9-16 rows of widths up to 128 from
+/// [`crate::decode::EIGHT_LANE_GROUP_MIN_KEYS`] keys (1.2-2.4 times;
+/// [`decode::suits_eight_lanes`]); for widths
+/// above 256, up to [`crate::decode::CPU_WIDE_DECODE_ROWS`], decode's workgroup form, which
+/// ran as fast or faster at 256 bits), and widths above
+/// [`fused::SUBGROUP_WIDE_MAX_WIDTH`], which only decode's workgroup form and the
+/// unfused path take (not measured at 512 bits). Widths 129-256 kept 256 bits until
+/// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
+/// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:
+/// `scripts/paired_rounds.py 3 1,8,1024,1024,256` (GFLOP/s, medians, non-causal/causal):
+/// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both; docs/measurements.md).
+/// Widths 257-640 (the subgroup tier's since 2026-12-02): `bench --shape 1,8,512,512,512
+/// --path fused-subgroup --reps 5` ran 102.0 ms at 512 bits against 127.0 at 256 (Intel
+/// Xeon, one run each).
+pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
+    let width = d.max(dv);
+    !decode::suits_eight_lanes(rows_per_kv_head, lk, width)
+        && width <= fused::SUBGROUP_WIDE_MAX_WIDTH
 }
 
 /// Why the unfused path cannot run the problem here (a dispatch grid too small for one row,

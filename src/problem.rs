@@ -193,7 +193,7 @@ pub struct Problem {
     /// windows then count bytes of 16-bit values, crate::plan::Chunk::with_half_kv);
     /// `None` for f32 K and V, and for 16-bit ones that the call widens to f32 before a
     /// path that reads only f32.
-    pub kv_half: Option<crate::fp16::HalfFormat>,
+    pub kv_half: Option<crate::half_format::HalfFormat>,
 }
 
 impl Problem {

@@ -9,6 +9,8 @@
 //! Measured quirks of particular devices (llvmpipe's loop limit, lavapipe's vector width)
 //! are read from the profile's adapter description by crate::loops and crate::cpu_vectors.
 
+pub(crate) mod cpu_vectors;
+
 /// The feature the cooperative-matrix tier needs, requested only where the adapter has a
 /// configuration the tier uses.
 pub(crate) const COOP_FEATURE: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;

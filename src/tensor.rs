@@ -4,6 +4,7 @@ use ndarray::{ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::options::{AttentionOutput, PlanInfo};
 use crate::problem::max_abs_finite;
 
 /// An f32 tensor in device memory, row-major, with its shape.
@@ -71,4 +72,38 @@ impl GpuTensor {
     pub fn buffer(&self) -> &wgpu::Buffer {
         &self.buffer
     }
+}
+
+/// Outputs of [`attention_gpu`](crate::attention_gpu), left on the device.
+#[derive(Debug)]
+pub struct GpuAttentionOutput {
+    /// Attention output, q's shape with last dimension Dv.
+    pub out: GpuTensor,
+    /// Log-sum-exp per query row, if requested (q's shape without its last dimension).
+    pub lse: Option<GpuTensor>,
+    /// Attention weights, if requested.
+    pub weights: Option<GpuTensor>,
+    /// Which path ran.
+    pub plan: PlanInfo,
+}
+
+impl GpuAttentionOutput {
+    /// The outputs read back into host arrays (the LSE as its f32 bit patterns, so `-inf`
+    /// arrives intact).
+    pub(crate) fn download(self, ctx: &Context) -> Result<AttentionOutput> {
+        Ok(AttentionOutput {
+            out: self.out.to_array(ctx)?,
+            lse: self.lse.map(|t| lse_to_array(ctx, &t)).transpose()?,
+            weights: self.weights.map(|t| t.to_array(ctx)).transpose()?,
+            plan: self.plan,
+        })
+    }
+}
+
+/// Reads an LSE tensor: the kernels store f32 bit patterns, so `-inf` arrives intact.
+pub(crate) fn lse_to_array(ctx: &Context, t: &GpuTensor) -> Result<ArrayD<f32>> {
+    let bits: Vec<u32> = ctx.download(&t.buffer, t.len())?;
+    let data = bits.into_iter().map(f32::from_bits).collect();
+    ArrayD::from_shape_vec(IxDyn(&t.shape), data)
+        .map_err(|e| Error::mismatch(format_args!("lse: {e}")))
 }

@@ -5,12 +5,39 @@
 //! the f64 reference, and where either fails or errors the context plans without the tier,
 //! and every plan says why. It costs two pipelines and two small dispatches once per context.
 
-use super::{execute, prepare::plan_call, KvStorage};
+use super::execute::execute_one;
+use super::prepare::{plan_one, prepare, Inputs, Prepared};
 use crate::context::Context;
+use crate::error::Result;
+use crate::fused;
+use crate::half_format::KvStorage;
 use crate::options::{AttentionOptions, Causal, PathChoice};
+use crate::planner::Path;
 use crate::problem::validate_dims;
+use crate::problem::Dims;
 use crate::profile::{CoopSupport, DeviceProfile};
 use crate::tensor::GpuTensor;
+
+/// [`prepare`] on the context's profile; where the plan takes the cooperative-matrix tier
+/// on the hardware, the tier checks itself first (once per context), and where that check
+/// fails the call plans again without it.
+pub(super) fn prepare_checked(
+    ctx: &Context,
+    dims: Dims,
+    kv: (usize, KvStorage),
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+    inputs: Inputs,
+) -> Result<Prepared> {
+    let plan = prepare(ctx, ctx.profile(), dims, kv, opts, max_abs, inputs)?;
+    if plan.path == Path::Fused(fused::Tier::Coop) {
+        let dev = checked_profile(ctx);
+        if matches!(dev.coop, CoopSupport::Unavailable(_)) {
+            return prepare(ctx, dev, dims, kv, opts, max_abs, inputs);
+        }
+    }
+    Ok(plan)
+}
 
 /// The profile calls on `ctx` plan with: the context's own, or where the tier runs on the
 /// hardware and failed its check, the same without it.
@@ -42,11 +69,18 @@ fn check(ctx: &Context) -> Result<(), String> {
             .with_lse();
         let what = |e: &dyn std::fmt::Display| format!("D {d}: {e}");
         let dims = validate_dims(q.shape(), k.shape(), v.shape()).map_err(|e| what(&e))?;
-        let plan = plan_call(ctx.profile(), dims, (dims.lk, KvStorage::F32), &opts, None)
-            .map_err(|e| what(&e))?;
+        let plan = plan_one(
+            ctx.profile(),
+            dims,
+            (dims.lk, KvStorage::F32),
+            &opts,
+            None,
+            None,
+        )
+        .map_err(|e| what(&e))?;
         let up = |name, a| GpuTensor::from_array(ctx, name, a).map_err(|e| what(&e));
         let (qt, kt, vt) = (up("q", &q)?, up("k", &k)?, up("v", &v)?);
-        let got = execute(ctx, &qt, &kt, &vt, &plan, &opts)
+        let got = execute_one(ctx, &qt, &kt, &vt, &plan, &opts)
             .and_then(|r| r.download(ctx))
             .map_err(|e| what(&e))?;
         let check =

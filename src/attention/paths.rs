@@ -3,9 +3,9 @@
 //! ([`plan_paths`]). Tests ask these instead of assuming an adapter's tiers.
 
 use super::prepare::plan_call;
-use super::KvStorage;
 use crate::broadcast::broadcast_shapes;
 use crate::error::{Error, Result};
+use crate::half_format::KvStorage;
 use crate::options::{AttentionOptions, PathChoice, PlanInfo};
 use crate::problem::validate_dims;
 use crate::profile::DeviceProfile;

@@ -2,11 +2,11 @@
 //! segment where a kv head exceeds a binding), and the device memory it would hold.
 
 use super::segments::{self, SegmentView, Segments};
-use super::{Inputs, KvStorage};
 use crate::context::Context;
 use crate::decode;
 use crate::error::{Error, Result};
 use crate::fused;
+use crate::half_format::KvStorage;
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::plan::{Chunk, DeviceBudget};
@@ -51,25 +51,27 @@ impl Prepared {
     }
 }
 
-/// Validates, picks the path, plans its chunks and checks the call's peak device memory
-/// against what the device has free: everything that can fail before allocating.
+/// Where q, k and v live when a call starts: host arrays are uploaded by the call itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Inputs {
+    Host,
+    /// q from the host; k and v already on the device (a cache).
+    HostQuery,
+    Device,
+}
+
+/// Validates, picks the path on `dev`, plans its chunks and checks the call's peak device
+/// memory against what the device has free: everything that can fail before allocating.
 pub(super) fn prepare(
     ctx: &Context,
+    dev: &DeviceProfile,
     dims: Dims,
     kv: (usize, KvStorage),
     opts: &AttentionOptions<'_>,
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let mut plan = plan_call(ctx.profile(), dims, kv, opts, max_abs)?;
-    // The cooperative-matrix tier checks itself on the device the first time a plan takes
-    // it; where it fails, the call plans without it.
-    if plan.path == Path::Fused(fused::Tier::Coop) {
-        let dev = super::coop_check::checked_profile(ctx);
-        if matches!(dev.coop, crate::profile::CoopSupport::Unavailable(_)) {
-            plan = plan_call(dev, dims, kv, opts, max_abs)?;
-        }
-    }
+    let plan = plan_call(dev, dims, kv, opts, max_abs)?;
     ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
     Ok(plan)
 }
@@ -92,12 +94,51 @@ pub(super) fn plan_call(
     // indices; each segment then packs its own columns of the mask.
     check_problem(dims, opts, max_abs)?;
     segments::check(&seg, opts, kv_storage)?;
-    let (mut plan, in_place) = seg.plan_segment(dev, 0, kv_storage, opts, max_abs)?;
+    let (mut plan, in_place) = plan_segment(&seg, dev, 0, kv_storage, opts, max_abs)?;
     let budget = DeviceBudget::from_limits(&dev.limits());
     plan.reason = format!("{}; {}", seg.describe(&budget, in_place), plan.reason);
     seg.first_in_place = in_place;
     plan.segments = Some(seg);
     Ok(plan)
+}
+
+/// Plans segment `s` (options from the caller's `opts`), its rows read in place unless
+/// the path pads the widths; `true` with a plan that reads them in place.
+pub(super) fn plan_segment(
+    seg: &Segments,
+    dev: &DeviceProfile,
+    s: usize,
+    storage: KvStorage,
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+) -> Result<(Prepared, bool)> {
+    let seg_opts = seg.options(opts, s);
+    let view = |first| SegmentView {
+        first,
+        causal_offset: seg.causal_offset(s),
+    };
+    let rows = seg.range(s);
+    let in_place = plan_one(
+        dev,
+        seg.dims(s),
+        (seg.caller_kv_rows, storage),
+        &seg_opts,
+        max_abs,
+        Some(view(rows.start)),
+    )?;
+    // Padding copies every row of K and V (widths::repack): copy the segment's first.
+    if in_place.problem.dims == in_place.user_dims {
+        return Ok((in_place, true));
+    }
+    let copied = plan_one(
+        dev,
+        seg.dims(s),
+        (rows.len(), storage),
+        &seg_opts,
+        max_abs,
+        Some(view(0)),
+    )?;
+    Ok((copied, false))
 }
 
 /// [`plan_call`] without segments, or of one key segment (`segment`: its first key, where

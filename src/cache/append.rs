@@ -5,10 +5,12 @@ use half::{bf16, f16};
 use ndarray::{ArrayBase, ArrayViewD, Data, Dimension};
 
 use super::KvCache;
-use crate::attention::KvStorage;
 use crate::context::Context;
+use crate::convert::narrow;
 use crate::error::{Error, Result};
-use crate::fp16::{max_abs_half, narrow, pack, pack_bits, to_f16_checked, HalfFormat, F16_MAX};
+use crate::half_format::{
+    max_abs_half, pack, pack_bits, to_f16_checked, HalfFormat, KvStorage, F16_MAX,
+};
 use crate::problem::max_abs_finite;
 use crate::tensor::GpuTensor;
 

@@ -1,7 +1,7 @@
 //! When auto takes decode: the rows per kv head and the keys from which decode beats the
 //! other paths, by adapter (GPUs, CPU adapters at 8 and 16 lanes) and width, each with the
 //! measurements behind it. The planner (crate::planner) and the tool's choice of vector
-//! width (crate::cpu_vectors::suits_wide) both follow these rules.
+//! width (crate::planner::suits_wide) both follow these rules.
 
 use super::MAX_WIDTH;
 
@@ -53,7 +53,7 @@ pub const CPU_WIDE_DECODE_ROWS: usize = 2;
 /// Fewest keys from which decode at 8 lanes (256-bit vectors) beats the subgroup tier at 16
 /// lanes for 5 to [`auto_rows`]`(Some(8))` query rows per kv head, widths up to
 /// [`MAX_WIDTH`] (decode's invocation form; wider decode shapes run its workgroup form on
-/// CPU adapters, [`CPU_WIDE_DECODE_ROWS`]): where crate::cpu_vectors::suits_wide keeps 8
+/// CPU adapters, [`CPU_WIDE_DECODE_ROWS`]): where crate::planner::suits_wide keeps 8
 /// lanes for those rows too.
 /// Measured on lavapipe (Intel Xeon, 2026-12-02, the build of a5baaad, `bench --shape S
 /// --kv-heads 8 --path decode,fused-subgroup --reps 5` with `LP_NATIVE_VECTOR_WIDTH` 256 and
@@ -74,7 +74,7 @@ pub const EIGHT_LANE_DECODE_MIN_KEYS: usize = 1024;
 /// Fewest keys from which auto takes decode at 8 lanes (256-bit vectors) for 9 to
 /// [`MAX_AUTO_ROWS`] query rows per kv head, at widths up to 128 (decode's invocation form
 /// takes them in one tile: [`invocation_tile_rows`](super::invocation_tile_rows));
-/// crate::cpu_vectors::suits_wide keeps 8 lanes for them too. Measured on lavapipe (Intel Xeon, 2026-12-02, `bench --shape S
+/// crate::planner::suits_wide keeps 8 lanes for them too. Measured on lavapipe (Intel Xeon, 2026-12-02, `bench --shape S
 /// --kv-heads 8 --path decode,fused-subgroup --reps 5 --json` with `LP_NATIVE_VECTOR_WIDTH`
 /// 256, and `--path fused-subgroup` at 512, two rounds, ms, decode at 256 against the
 /// subgroup tier at 256 and at 512): 12 rows (1,32,3,2048,128) 4.8 / 4.2 against 8.1 / 8.2
@@ -92,7 +92,7 @@ pub const EIGHT_LANE_GROUP_MIN_KEYS: usize = 2048;
 /// takes at 16 lanes ([`auto_rows_at`]), and from [`EIGHT_LANE_DECODE_MIN_KEYS`] keys what
 /// it takes at 8 lanes at widths up to [`MAX_WIDTH`] (up to 8 rows per kv head, and up to 16
 /// from [`EIGHT_LANE_GROUP_MIN_KEYS`] keys at widths up to 128).
-/// crate::cpu_vectors::suits_wide keeps 8 lanes for these.
+/// crate::planner::suits_wide keeps 8 lanes for these.
 pub fn suits_eight_lanes(rows_per_kv_head: usize, lk: usize, width: usize) -> bool {
     is_decode_shape(rows_per_kv_head, lk, auto_rows_at(Some(16), width, lk))
         || (width <= MAX_WIDTH
@@ -104,7 +104,7 @@ pub fn suits_eight_lanes(rows_per_kv_head: usize, lk: usize, width: usize) -> bo
 /// width is `width`: [`auto_rows`], but [`CPU_WIDE_DECODE_ROWS`] above [`MAX_WIDTH`] on CPU
 /// adapters where the subgroup tier runs the problem (`cpu_subgroup_lanes`), and
 /// [`MAX_AUTO_ROWS`] at 8 lanes from [`EIGHT_LANE_GROUP_MIN_KEYS`] keys at widths up to
-/// 128. The planner and crate::cpu_vectors::suits_wide both follow it.
+/// 128. The planner and crate::planner::suits_wide both follow it.
 pub fn auto_rows_at(cpu_subgroup_lanes: Option<usize>, width: usize, lk: usize) -> usize {
     match cpu_subgroup_lanes {
         Some(_) if width > MAX_WIDTH => CPU_WIDE_DECODE_ROWS,
@@ -121,7 +121,7 @@ pub fn auto_rows_at(cpu_subgroup_lanes: Option<usize>, width: usize, lk: usize) 
 
 /// Whether a problem is a decode shape: at most `max_rows` ([`auto_rows`]) query rows per kv
 /// head (Hq/Hkv x Lq) over at least [`MIN_AUTO_KEYS`] keys. The planner prefers decode for
-/// these (where decode can run them), and crate::cpu_vectors keeps lavapipe's 8 lanes for
+/// these (where decode can run them), and crate::profile::cpu_vectors keeps lavapipe's 8 lanes for
 /// them.
 pub fn is_decode_shape(rows_per_kv_head: usize, lk: usize, max_rows: usize) -> bool {
     rows_per_kv_head <= max_rows && lk >= MIN_AUTO_KEYS

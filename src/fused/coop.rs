@@ -234,7 +234,7 @@ pub fn range_obstacle(max_abs: f32) -> Option<String> {
 /// as they are (bf16 ones are widened first: fused::reads_half), and under
 /// `CoopMode::Emulated` the emulated operations.
 pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
-    let f16 = p.kv_half == Some(crate::fp16::HalfFormat::F16);
+    let f16 = p.kv_half == Some(crate::half_format::HalfFormat::F16);
     let emulated = *dev.coop() == CoopSupport::Emulated;
     variant(dev, p).kernel(f16, emulated)
 }

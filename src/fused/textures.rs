@@ -63,7 +63,7 @@ const KV_TEXTURE_ROW_UNIT: u64 = 4;
 /// fetch widens; for bfloat16, which has no texture format, rg32uint holding the packed
 /// words as they are (shaders/kv_loads_texture_bf16.wgsl widens them).
 fn kv_texture_format(p: &Problem) -> (wgpu::TextureFormat, u64) {
-    use crate::fp16::HalfFormat::{Bf16, F16};
+    use crate::half_format::HalfFormat::{Bf16, F16};
     match p.kv_half {
         Some(F16) => (wgpu::TextureFormat::Rgba16Float, 8),
         Some(Bf16) => (wgpu::TextureFormat::Rg32Uint, 8),

@@ -24,9 +24,9 @@
 //! - Widths above 128 compiled slowly at 512 bits while the subgroup tier's wide loops
 //!   stayed rolled (about 2 minutes at D = 256); unrolled since 2026-12-01, they take 28 s
 //!   there and run faster at 512 bits, so only widths above the subgroup tier's 640 (and
-//!   wide decode shapes) keep 256 bits ([`suits_wide`]).
+//!   wide decode shapes) keep 256 bits (crate::planner::suits_wide).
 //!
-//! [`request_wide`] sets the variable; [`suits_wide`] is the rule above. The command-line
+//! [`request_wide`] sets the variable; crate::planner::suits_wide is the rule above. The command-line
 //! tool applies both before it creates its context (`bench` and `run`), and leaves a
 //! variable the user set alone. Library users who want the same call [`request_wide`] at the
 //! start of `main`.
@@ -55,32 +55,6 @@ pub fn cpu_has_512() -> bool {
     }
 }
 
-/// Whether 16-lane vectors suit a problem with `rows_per_kv_head` query rows per kv head
-/// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
-/// planner sends to decode at 16 lanes (up to 4 query rows per kv head:
-/// [`crate::decode::auto_rows`]), 5-8 rows from
-/// [`crate::decode::EIGHT_LANE_DECODE_MIN_KEYS`] keys, which decode at 8 lanes runs 1.2-1.9
-/// times as fast as the subgroup tier at 16 (below that many keys the subgroup tier at 16
-/// lanes runs them), and 9-16 rows of widths up to 128 from
-/// [`crate::decode::EIGHT_LANE_GROUP_MIN_KEYS`] keys (1.2-2.4 times;
-/// [`crate::decode::suits_eight_lanes`]); for widths
-/// above 256, up to [`crate::decode::CPU_WIDE_DECODE_ROWS`], decode's workgroup form, which
-/// ran as fast or faster at 256 bits), and widths above
-/// [`crate::fused::SUBGROUP_WIDE_MAX_WIDTH`], which only decode's workgroup form and the
-/// unfused path take (not measured at 512 bits). Widths 129-256 kept 256 bits until
-/// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
-/// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:
-/// `scripts/paired_rounds.py 3 1,8,1024,1024,256` (GFLOP/s, medians, non-causal/causal):
-/// 79.1/69.6 at 512 bits against 54.9/51.2 at 256 (R = 4 both; docs/measurements.md).
-/// Widths 257-640 (the subgroup tier's since 2026-12-02): `bench --shape 1,8,512,512,512
-/// --path fused-subgroup --reps 5` ran 102.0 ms at 512 bits against 127.0 at 256 (Intel
-/// Xeon, one run each).
-pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bool {
-    let width = d.max(dv);
-    !crate::decode::suits_eight_lanes(rows_per_kv_head, lk, width)
-        && width <= crate::fused::SUBGROUP_WIDE_MAX_WIDTH
-}
-
 /// Whether K and V suit 64-bit loads on this adapter (shaders/kv_loads_u64.wgsl, for decode
 /// and the subgroup tier): CPU adapters with 8-lane subgroups whose device has
 /// `Features::SHADER_INT64`. llvmpipe loads lane-dependent addresses one lane and one
@@ -93,7 +67,7 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
 /// medians of 5 paired rounds), and GPUs keep vec4 loads (not measured there). The subgroup
 /// tier uses these words only where it cannot read K and V from textures
 /// (crate::fused::reads_textures), which ran faster still.
-pub fn kv_words(dev: &crate::profile::DeviceProfile) -> bool {
+pub fn kv_words(dev: &super::DeviceProfile) -> bool {
     let info = dev.adapter_info();
     info.device_type == wgpu::DeviceType::Cpu
         && info.subgroup_max_size <= 8
