@@ -34,7 +34,7 @@ use prepare::{estimate, plan_call, Inputs, Prepared};
 /// Scaled dot-product attention on the GPU, on host arrays; returns owned arrays.
 ///
 /// Shapes: q `(.., Hq, Lq, D)`, k `(.., Hkv, Lk, D)`, v `(.., Hkv, Lk, Dv)`, of rank 2 to
-/// [`crate::problem::MAX_RANK`] (rank 2 and 3 mean B = 1 and H = 1; above rank 4 the batch
+/// [`crate::MAX_RANK`] (rank 2 and 3 mean B = 1 and H = 1; above rank 4 the batch
 /// dimensions before `(H, L, D)` fold into one batch). As in PyTorch, they broadcast against
 /// each other over every dimension but the last two (see [`crate::broadcast`]); the outputs
 /// take the broadcast rank. See [`AttentionOptions`] for causal rules, masks and optional

@@ -4,8 +4,8 @@
 //! grouped-query decode reads K and V once.
 //!
 //! Two forms of the partial kernel ([`Form`]): one invocation per split
-//! (shaders/decode_partial.wgsl), for CPU adapters, where one thread runs a workgroup's
-//! invocations in SIMD lanes; and one workgroup per split (shaders/decode_workgroup.wgsl),
+//! (src/decode/decode_partial.wgsl), for CPU adapters, where one thread runs a workgroup's
+//! invocations in SIMD lanes; and one workgroup per split (src/decode/decode_workgroup.wgsl),
 //! for GPUs, where the first form leaves most of the device idle.
 
 use crate::context::Context;
@@ -23,10 +23,12 @@ use crate::profile::DeviceProfile;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
 
 mod auto;
+pub use auto::{auto_rows_at, is_decode_shape, suits_eight_lanes, CPU_WIDE_AUTO_LQ, MIN_AUTO_KEYS};
+// Read by the crate's own tests only (the `internals` feature).
+#[cfg(feature = "internals")]
 pub use auto::{
-    auto_rows, auto_rows_at, is_decode_shape, suits_eight_lanes, CPU_WIDE_AUTO_LQ,
-    CPU_WIDE_DECODE_ROWS, EIGHT_LANE_DECODE_MIN_KEYS, EIGHT_LANE_GROUP_MIN_KEYS, MAX_AUTO_ROWS,
-    MIN_AUTO_KEYS,
+    auto_rows, CPU_WIDE_DECODE_ROWS, EIGHT_LANE_DECODE_MIN_KEYS, EIGHT_LANE_GROUP_MIN_KEYS,
+    MAX_AUTO_ROWS,
 };
 
 /// Invocations per workgroup in both decode kernels.
@@ -44,11 +46,11 @@ pub const WORKGROUP_TARGET: usize = 2048;
 /// The form of the partial kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
-    /// shaders/decode_partial.wgsl: one invocation runs a split of a group's keys for up to
+    /// src/decode/decode_partial.wgsl: one invocation runs a split of a group's keys for up to
     /// 16 of its rows (8 above width 128: [`invocation_tile_rows`]). The form for CPU
     /// adapters (path name "decode").
     Invocation,
-    /// shaders/decode_workgroup.wgsl: one workgroup of 64 invocations runs a split for up to
+    /// src/decode/decode_workgroup.wgsl: one workgroup of 64 invocations runs a split for up to
     /// 16 rows, one key per invocation and then one output column per invocation. The form
     /// for GPUs (path name "decode-workgroup").
     Workgroup,
@@ -68,7 +70,7 @@ impl Form {
     /// The form decode takes for `p` on this adapter ([`Form::for_adapter`]), except that
     /// on CPU adapters a problem wider than the invocation form's [`MAX_WIDTH`] takes the
     /// workgroup form, which takes widths up to [`WORKGROUP_MAX_WIDTH`]: auto takes it there
-    /// up to [`CPU_WIDE_DECODE_ROWS`] rows per kv head where the subgroup tier's wide variant
+    /// up to [`CPU_WIDE_DECODE_ROWS`](auto::CPU_WIDE_DECODE_ROWS) rows per kv head where the subgroup tier's wide variant
     /// runs the problem, else up to [`CPU_WIDE_AUTO_LQ`] query positions, against the
     /// unfused path (README "Paths and the planner").
     pub fn for_problem(info: &wgpu::AdapterInfo, p: &Problem) -> Form {

@@ -18,20 +18,26 @@ mod passes;
 mod subgroup_layout;
 mod textures;
 
-pub use obstacles::{
-    problem_obstacle, tier_obstacle, weights_obstacle, width_obstacle, widths_obstacle,
-};
+pub use obstacles::{problem_obstacle, weights_obstacle, width_obstacle};
+// Read by the crate's own tests only (the `internals` feature), as are the items below
+// under the same condition.
+#[cfg(feature = "internals")]
+pub use obstacles::{tier_obstacle, widths_obstacle};
 pub use passes::{key_passes, key_passes_reason, keys_per_pass, passes_per_dispatch};
 
 use crate::profile::DeviceProfile;
 pub(crate) use subgroup_layout::chunk_layout;
+pub use subgroup_layout::{cpu_adapter_threads, SUBGROUP_INVOCATIONS};
+#[cfg(feature = "internals")]
 pub use subgroup_layout::{
-    cpu_adapter_threads, subgroup_layout, subgroup_rows, subgroup_split_layout, subgroup_splits,
-    SubgroupLayout, MIN_SPLIT_KEYS, SUBGROUP_INVOCATIONS,
+    subgroup_layout, subgroup_rows, subgroup_split_layout, subgroup_splits, SubgroupLayout,
+    MIN_SPLIT_KEYS,
 };
 pub(crate) use textures::kv_texture_bytes;
 use textures::kv_textures;
-pub use textures::{kv_textures_available, kv_textures_pay_off, reads_textures, KV_TEXTURE_WIDTH};
+pub use textures::reads_textures;
+#[cfg(feature = "internals")]
+pub use textures::{kv_textures_available, kv_textures_pay_off, KV_TEXTURE_WIDTH};
 
 use crate::context::Context;
 use crate::error::Result;
@@ -65,18 +71,18 @@ pub const MAX_WIDTH: usize = 128;
 /// their wide variants (the subgroup tier's: [`SUBGROUP_WIDE_MAX_WIDTH`]).
 pub const WIDE_MAX_WIDTH: usize = 256;
 /// Largest D and Dv of the subgroup tier, through its wide variant (D4_HI x D4_LO vec4 in
-/// shaders/subgroup_width_640.wgsl): wide enough for multi-head latent attention's
+/// src/fused/subgroup_width_640.wgsl): wide enough for multi-head latent attention's
 /// absorbed form (D 576, Dv 512).
 pub const SUBGROUP_WIDE_MAX_WIDTH: usize = 640;
 /// Largest D of the tiled tier: its scores walk D in chunks of 16 through workgroup memory,
 /// so no array is sized by D (decode's workgroup form has the same limit, for the same
 /// reason).
 pub const TILED_MAX_D: usize = 4096;
-/// Largest Dv of the tiled tier, through its widest variant (shaders/tiled_width_512.wgsl),
+/// Largest Dv of the tiled tier, through its widest variant (src/fused/tiled_width_512.wgsl),
 /// which takes Dv above [`WIDE_MAX_WIDTH`].
 pub const TILED_WIDER_MAX_DV: usize = 512;
 /// Most query rows per invocation of the subgroup tier's wide variant (MAX_R in
-/// shaders/subgroup_width_640.wgsl).
+/// src/fused/subgroup_width_640.wgsl).
 pub const WIDE_MAX_ROWS: usize = 4;
 
 /// Capability tier of the fused kernel.
@@ -150,7 +156,7 @@ impl Tier {
     }
 
     /// Query rows one workgroup of this tier covers for `p` here; on the subgroup tier the fewest
-    /// it may cover (R = 2, see [`subgroup_layout()`]); on the cooperative-matrix tier its
+    /// it may cover (R = 2, see `subgroup_layout`); on the cooperative-matrix tier its
     /// variant's ([`coop::Variant`]).
     pub fn rows_per_group(self, dev: &DeviceProfile, p: &Problem) -> usize {
         match self {
@@ -213,7 +219,7 @@ pub(crate) fn reads_half(
 }
 
 /// Query heads per unit of the tiled tier for chunk `c`: a whole GQA group, its rows
-/// interleaved in the 64-row blocks (shaders/fused_tiled.wgsl), where that takes fewer
+/// interleaved in the 64-row blocks (src/fused/fused_tiled.wgsl), where that takes fewer
 /// blocks than a head at a time, which is where a head has fewer rows than a block holds or
 /// leaves one partly empty (say 8 query positions of a speculative decode, 4 query heads
 /// per kv head: one block reading K and V once, instead of four blocks a quarter full each
@@ -331,7 +337,7 @@ pub(crate) fn run(
             let layout = (tier == Tier::Subgroup).then(|| chunk_layout(p, c, passes));
             let key = match layout {
                 Some(l) => key.clone().with_rows_per_invocation(l.rows_per_invocation),
-                // The tiled tier's UNITS: its GQA units on (shaders/fused_tiled.wgsl), as a
+                // The tiled tier's UNITS: its GQA units on (src/fused/fused_tiled.wgsl), as a
                 // pipeline of their own, so that without them the kernel is what it was.
                 None if tier == Tier::Tiled => {
                     let mut key = key.clone();

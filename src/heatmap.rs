@@ -4,7 +4,7 @@
 use ndarray::{ArrayView2, Axis};
 
 use crate::error::{Error, Result};
-use crate::raster::{Canvas, Rgb};
+pub use crate::raster::{Canvas, Rgb};
 
 /// One panel: a (queries x keys) weight matrix with its labels.
 #[derive(Clone, Debug)]

@@ -22,13 +22,18 @@
 //!   `half::bf16` arrays (f32 accumulation; decode and the fused tiers read K and V as they
 //!   are).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
-//! - [`rng`]: a seeded generator for reproducible inputs.
-//! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`] and [`raster`]: pictures.
-//! - [`perf`]: FLOP counts and timing used by every benchmark figure.
+//! - [`rng`]: a seeded generator for reproducible inputs (the examples and tests make
+//!   their inputs with it, so that a figure can be reproduced without another crate).
+//! - [`seeds`]: the tutorials' sentence experiment; [`heatmap`]: pictures ([`heatmap::Canvas`]).
+//! - [`perf`]: FLOP counts and timing (GPU timestamps where the adapter has them), the
+//!   same that every figure of the tool, the benches and the README uses.
 //! - [`cpu_vectors`]: lavapipe's vector width (8 or 16 lanes), chosen once per process.
-//! - [`memory`]: the device's memory and each call's estimate ([`memory_estimate`]),
+//! - [`DeviceMemory`], [`MemoryEstimate`]: the device's memory and each call's estimate ([`memory_estimate`]),
 //!   checked before allocating.
 //! - [`Error`]: every failure, typed.
+//!
+//! Everything else (the planner, the kernel families, the kernel registry, chunking) is
+//! private; docs/architecture.md draws it.
 //!
 //! ```
 //! use ndarray::Array3;
@@ -58,34 +63,44 @@
     )
 )]
 
+/// Declares modules of the crate's internals (the problem's layout, the kernel families,
+/// the registry, chunking): private, and public (hidden from the docs) only with the
+/// `internals` feature, which the crate's own integration tests turn on through a
+/// dev-dependency on the crate itself, so they can test planning white-box. No stability
+/// promise comes with that feature.
+macro_rules! internal_modules {
+    ($($name:ident),+) => {$(
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        mod $name;
+    )+};
+}
+
+internal_modules!(decode, fused, kernel, loops, params, plan, problem);
+
 mod attention;
 pub mod broadcast;
 mod cache;
 pub mod check;
 mod context;
 mod convert;
-pub mod decode;
 mod empty;
 mod error;
 pub mod fp16;
-pub mod fused;
 mod half_format;
 pub mod heatmap;
-pub mod kernel;
-pub mod loops;
-pub mod memory;
+mod memory;
 pub mod merge;
 pub mod mha;
 pub mod npy;
 mod options;
-pub mod params;
 pub mod perf;
-pub mod plan;
 mod planner;
-pub mod problem;
-pub mod profile;
+mod profile;
 mod projection;
-pub mod raster;
+mod raster;
 pub mod reference;
 pub mod rng;
 pub mod seeds;
@@ -98,9 +113,11 @@ pub use cache::KvCache;
 pub use check::{compare, Comparison, Tolerance};
 pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
 pub use error::{Error, Result};
+pub use memory::{DeviceMemory, MemoryEstimate};
 pub use options::{
     AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo, Precision,
 };
+pub use problem::MAX_RANK;
 pub use profile::{CoopMode, CoopSupport, DeviceProfile};
 pub use tensor::{GpuAttentionOutput, GpuTensor};
 

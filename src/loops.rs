@@ -74,7 +74,7 @@ pub fn decode_block() -> u64 {
 }
 
 /// Iterations per key block of the cooperative-matrix tier's emulated kernels
-/// (shaders/coop_ops_emulated.wgsl with 32-lane virtual subgroups: 8 elements of each 16x16
+/// (src/fused/coop_ops_emulated.wgsl with 32-lane virtual subgroups: 8 elements of each 16x16
 /// block a lane), for `rows` query rows a workgroup and widths padded to 16 (`d16`, `dv16`):
 /// the score blocks' dot products over D, the output blocks' over the 32 keys, the staging
 /// of K and V, the rescaling of the output and the softmax loops, each loop counted with its

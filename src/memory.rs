@@ -78,7 +78,7 @@ pub(crate) fn buffer_bytes(elements: usize) -> u64 {
         .saturating_add(BUFFER_SLACK)
 }
 
-pub use crate::error::human_bytes;
+pub(crate) use crate::error::human_bytes;
 
 /// The device's memory as far as it is known: its total and where that figure came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +88,16 @@ pub struct DeviceMemory {
     /// Where `total` came from ("Vulkan device-local heaps", "ContextOptions::memory_limit"),
     /// or why it is unknown.
     pub origin: String,
+}
+
+/// `140.40 GiB (Vulkan device-local memory heaps)`, or `unknown (why)`.
+impl fmt::Display for DeviceMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.total {
+            Some(total) => write!(f, "{} ({})", human_bytes(total), self.origin),
+            None => write!(f, "unknown ({})", self.origin),
+        }
+    }
 }
 
 impl DeviceMemory {

@@ -40,15 +40,15 @@ fn unavailable(path: &'static str, reason: String) -> Error {
 /// Whether lavapipe's 16-lane vectors (512 bits, crate::profile::cpu_vectors) suit a problem with `rows_per_kv_head` query rows per kv head
 /// (Hq/Hkv x Lq) over `lk` keys, of widths `d` and `dv`: everything but the shapes the
 /// planner sends to decode at 16 lanes (up to 4 query rows per kv head:
-/// [`crate::decode::auto_rows`]), 5-8 rows from
-/// [`crate::decode::EIGHT_LANE_DECODE_MIN_KEYS`] keys, which decode at 8 lanes runs 1.2-1.9
+/// `crate::decode::auto_rows`), 5-8 rows from
+/// `crate::decode::EIGHT_LANE_DECODE_MIN_KEYS` keys, which decode at 8 lanes runs 1.2-1.9
 /// times as fast as the subgroup tier at 16 (below that many keys the subgroup tier at 16
 /// lanes runs them), and 9-16 rows of widths up to 128 from
-/// [`crate::decode::EIGHT_LANE_GROUP_MIN_KEYS`] keys (1.2-2.4 times;
-/// [`decode::suits_eight_lanes`]); for widths
-/// above 256, up to [`crate::decode::CPU_WIDE_DECODE_ROWS`], decode's workgroup form, which
+/// `crate::decode::EIGHT_LANE_GROUP_MIN_KEYS` keys (1.2-2.4 times;
+/// `decode::suits_eight_lanes`); for widths
+/// above 256, up to `crate::decode::CPU_WIDE_DECODE_ROWS`, decode's workgroup form, which
 /// ran as fast or faster at 256 bits), and widths above
-/// [`fused::SUBGROUP_WIDE_MAX_WIDTH`], which only decode's workgroup form and the
+/// `fused::SUBGROUP_WIDE_MAX_WIDTH`, which only decode's workgroup form and the
 /// unfused path take (not measured at 512 bits). Widths 129-256 kept 256 bits until
 /// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
 /// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:

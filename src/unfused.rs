@@ -26,7 +26,7 @@ pub(crate) struct DeviceInputs<'a> {
 
 impl<'a> DeviceInputs<'a> {
     /// The bindings of the fused tiers and decode_partial.wgsl for one chunk, in binding
-    /// order (shaders/fused_common.wgsl): parameters, the chunk's windows of q, k, v and the
+    /// order (src/fused/fused_common.wgsl): parameters, the chunk's windows of q, k, v and the
     /// mask (`dummy` where there is none), then where the kernel writes its output and LSE.
     pub(crate) fn one_pass_bindings(
         &self,

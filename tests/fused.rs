@@ -819,7 +819,7 @@ fn subgroup_tier_takes_widths_up_to_640() {
 
 /// Widths above 256 on the tiled tier: D up to 4096 (its scores walk D in chunks, so no
 /// array is sized by D) on its wide variant where Dv is at most 256, and Dv up to 512 on
-/// its widest (`shaders/tiled_width_512.wgsl`): multi-head latent attention's absorbed form
+/// its widest (`src/fused/tiled_width_512.wgsl`): multi-head latent attention's absorbed form
 /// (D 576, Dv 512) with GQA, bottom-right causal and a mask with an empty row; D 1000 with
 /// Dv 64 top-left; past the limits a refusal that names them. Auto takes neither (not yet
 /// measured on a GPU): tests/fused.rs `planner_chooses_and_explains`.

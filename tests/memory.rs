@@ -5,7 +5,7 @@
 mod common;
 
 use ndarray::{Array4, ArrayD};
-use wgpu_attention::memory::MemoryEstimate;
+use wgpu_attention::MemoryEstimate;
 use wgpu_attention::{
     attention, attention_gpu, memory_estimate, AttentionOptions, Causal, Context, ContextOptions,
     Error, GpuAttentionOutput, GpuTensor, Mask, PathChoice, PlanInfo,

@@ -314,7 +314,7 @@ fn constant(module: &naga::Module, name: &str) -> Option<u32> {
 
 /// The arrays over D and Dv of the subgroup tier and of decode are D4_HI rounds of D4_LO
 /// vec4, with D4_LO at most 32 (Mesa unrolls no loop of more trips, and a rolled loop over D
-/// ran the wide variants at a third of their speed: shaders/fused_subgroup.wgsl), and hold
+/// ran the wide variants at a third of their speed: src/fused/fused_subgroup.wgsl), and hold
 /// the widths the planner gives them; the rows per invocation the planner picks fit MAX_R
 /// (the subgroup tier) and MAX_TILE (decode).
 #[test]

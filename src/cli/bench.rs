@@ -6,7 +6,6 @@
 
 use std::time::Instant;
 
-use wgpu_attention::decode;
 use wgpu_attention::fp16::attention_f16;
 use wgpu_attention::perf::{
     cpu_matmul_attention, forward_flops, time_calls, time_copy, time_gpu, Timing,
@@ -355,9 +354,8 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     let x = prepare(&ctx, sh, &settings)?;
     let mut table: Vec<Row> = Vec::new();
     // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
-    // runs the workgroup form (decode::Form::for_problem).
-    let workgroup_decode =
-        decode::Form::for_widths(ctx.adapter_info(), sh.d, sh.d) == decode::Form::Workgroup;
+    // runs the workgroup form: the planner says which form it would run.
+    let workgroup_decode = decode_runs_as_workgroup(&ctx, sh, causal);
     for (name, choice) in &chosen {
         if *name == "decode-workgroup"
             && workgroup_decode
@@ -409,6 +407,18 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         plot_sweep(&ctx, sh, &settings, &chosen, reps.min(3), file)?;
     }
     Ok(())
+}
+
+/// Whether forcing `decode` on this shape runs decode's workgroup form (as on GPUs, and on
+/// CPU adapters above the invocation form's widths): then a `decode-workgroup` row would
+/// time the same kernel twice.
+fn decode_runs_as_workgroup(ctx: &Context, sh: Shape, causal: Causal) -> bool {
+    let opts = AttentionOptions::default()
+        .causal(causal)
+        .path(PathChoice::Decode);
+    let q = [sh.b, sh.hq, sh.lq, sh.d];
+    let kv = [sh.b, sh.hkv, sh.lk, sh.d];
+    wgpu_attention::plan(ctx, &q, &kv, &kv, &opts).is_ok_and(|p| p.path == "decode-workgroup")
 }
 
 /// GFLOP/s against sequence length: lengths from 128 doubling up to the shape's (Lq follows

@@ -1,7 +1,6 @@
 //! `wgpu-attention devices`: every adapter with backend, type, key features, cooperative
 //! matrices, limits and device memory.
 
-use wgpu_attention::memory::human_bytes;
 use wgpu_attention::{
     describe_adapter, enumerate_adapters, Context, ContextOptions, CoopMode, CoopSupport,
 };
@@ -64,9 +63,7 @@ pub fn run() -> i32 {
         };
         match Context::from_adapter(a, &options) {
             Ok(ctx) => {
-                let m = ctx.device_memory();
-                let total = m.total.map_or("unknown".to_string(), human_bytes);
-                println!("    memory: {total} ({})", m.origin);
+                println!("    memory: {}", ctx.device_memory());
                 let coop = match ctx.coop() {
                     CoopSupport::Hardware { subgroup } => {
                         format!("on the hardware, {subgroup}-lane subgroups")

@@ -1,6 +1,6 @@
 //! A line chart: one series per path, x on a log2 scale, a legend, axis labels, a title.
 
-use wgpu_attention::raster::{Canvas, Rgb};
+use wgpu_attention::heatmap::{Canvas, Rgb};
 
 const WHITE: Rgb = [255, 255, 255];
 const INK: Rgb = [30, 30, 30];

@@ -1,4 +1,4 @@
-//! The cooperative-matrix tier (`fused-coop`, shaders/fused_coop.wgsl): FlashAttention-2 with
+//! The cooperative-matrix tier (`fused-coop`, src/fused/fused_coop.wgsl): FlashAttention-2 with
 //! Q Kᵀ and P V on the matrix units (tensor cores) in f16 with f32 accumulators, the online
 //! softmax in f32. Its variants, what it needs of the adapter, and its kernels; the plan and
 //! the dispatch are the fused path's (crate::fused), as for every tier.
@@ -10,7 +10,7 @@
 //! range (65504) are refused where the host knows their magnitudes.
 //!
 //! Where no adapter has cooperative matrices (lavapipe in CI), `CoopMode::Emulated` runs the
-//! same kernels with the cooperative operations in scalar code (shaders/coop_ops_emulated.wgsl).
+//! same kernels with the cooperative operations in scalar code (src/fused/coop_ops_emulated.wgsl).
 
 use super::tiled_unit_heads_in;
 use crate::kernel::Kernel;
@@ -18,13 +18,13 @@ use crate::plan::Chunk;
 use crate::problem::Problem;
 use crate::profile::{CoopSupport, DeviceProfile};
 
-/// Invocations per workgroup of the tier (WG in shaders/fused_coop.wgsl).
+/// Invocations per workgroup of the tier (WG in src/fused/fused_coop.wgsl).
 pub const COOP_INVOCATIONS: u32 = 128;
 
 /// Largest f16 value: inputs beyond it cannot be staged for the matrix units.
 pub const F16_MAX: f32 = 65504.0;
 
-/// Tile sizes of a compiled variant (`shaders/coop_tile_<rows>x<width>.wgsl`): query rows a
+/// Tile sizes of a compiled variant (`src/fused/coop_tile_<rows>x<width>.wgsl`): query rows a
 /// workgroup and the largest D and Dv; every variant takes keys in blocks of 32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
@@ -71,7 +71,7 @@ impl Variant {
         32
     }
 
-    /// Workgroup memory the variant declares, bytes: the arrays of shaders/fused_coop.wgsl
+    /// Workgroup memory the variant declares, bytes: the arrays of src/fused/fused_coop.wgsl
     /// (Q, K or V, and the weights in f16; the scores and the output in f32; a row's
     /// rescaling factor and a partial per invocation).
     pub fn workgroup_bytes(self) -> u32 {
@@ -82,7 +82,7 @@ impl Variant {
     }
 
     /// Columns its output blocks cover for `dv` with subgroups of `lanes` (DV16 in
-    /// shaders/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks divide evenly
+    /// src/fused/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks divide evenly
     /// among the 128 / `lanes` subgroups, as an output block must have one subgroup.
     pub fn output_width(self, dv: usize, lanes: u32) -> usize {
         let subgroups = (COOP_INVOCATIONS / lanes.max(1)) as usize;

@@ -39,7 +39,7 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
 /// Keys one pass of the tier visits: all of them, or on llvmpipe as many key blocks as fit
 /// its loop limit (crate::loops); more keys run in several passes whose partial outputs
 /// merge.wgsl combines. The subgroup tier also splits the keys where its row blocks alone
-/// would leave the adapter's threads idle ([`subgroup_splits`](super::subgroup_splits)),
+/// would leave the adapter's threads idle ([`subgroup_splits`](super::subgroup_layout::subgroup_splits)),
 /// and runs its passes side by side in one dispatch; the other tiers run theirs one after
 /// another.
 pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
@@ -76,7 +76,7 @@ pub fn passes_per_dispatch(tier: Tier, passes: usize) -> usize {
 }
 
 /// Key passes of the tier on this adapter (1 but on llvmpipe with long rows, or on the
-/// subgroup tier where [`subgroup_splits`](super::subgroup_splits) asks for more).
+/// subgroup tier where [`subgroup_splits`](super::subgroup_layout::subgroup_splits) asks for more).
 pub fn key_passes(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
     p.dims.lk.div_ceil(keys_per_pass(info, p, tier)).max(1)
 }

@@ -1,13 +1,13 @@
 //! How the subgroup tier lays a chunk's query rows out over its workgroups: rows per
 //! invocation (the shader's `R`), GQA units, and the key ranges it runs side by side where
 //! row blocks alone would leave lavapipe's threads idle. The estimates here are fitted to
-//! lavapipe, the adapter this tier runs on (see [`super::tier_obstacle`]).
+//! lavapipe, the adapter this tier runs on (see [`tier_obstacle`](super::obstacles::tier_obstacle)).
 
 use super::{Problem, MAX_WIDTH, WIDE_MAX_ROWS};
 use crate::plan::Chunk;
 
 /// Query rows per invocation of the subgroup tier (the shader's `R`) where rows are many
-/// ([`subgroup_layout`] may take fewer): 512 / max(D, Dv), but at least 8 up to width 128,
+/// (`subgroup_layout` may take fewer): 512 / max(D, Dv), but at least 8 up to width 128,
 /// at most 16 (so 8 to 16 on the standard variant); on the wide variant (D or Dv above 128)
 /// 1024 / max(D, Dv), at most [`WIDE_MAX_ROWS`]. More rows share each key/value load (on
 /// lavapipe, B1 H8 L1024 D64: R = 4 gave 21 GFLOP/s, R = 8 gives 27, R = 16 about 28), but
@@ -68,6 +68,7 @@ pub struct SubgroupLayout {
 /// ceil(workgroups / threads) workgroups each. The shrunken R, measured on lavapipe at 16
 /// lanes in paired rounds (docs/measurements.md): B1 H8 L77 D64 34.6 against 28.5 GFLOP/s
 /// (causal 18.1 against 13.6), B1 H12 L197 66.2 against 58.4 (causal 39.5 against 35.0).
+#[cfg(feature = "internals")]
 pub fn subgroup_layout(
     d: usize,
     dv: usize,
@@ -79,7 +80,7 @@ pub fn subgroup_layout(
     subgroup_split_layout(d, dv, group, heads, rows, threads, 1)
 }
 
-/// [`subgroup_layout`] where the keys run in `splits` ranges side by side (one dispatch of
+/// `subgroup_layout` where the keys run in `splits` ranges side by side (one dispatch of
 /// `workgroups x splits` workgroups): R is chosen for that many workgroups.
 pub fn subgroup_split_layout(
     d: usize,
@@ -122,7 +123,7 @@ pub fn subgroup_split_layout(
         .unwrap_or_else(|| layout(most))
 }
 
-/// The time estimate of [`subgroup_layout`] with the keys in `splits` ranges side by side:
+/// The time estimate of `subgroup_layout` with the keys in `splits` ranges side by side:
 /// rounds of workgroups per thread times 16 x (R + 3) per key, each workgroup taking a
 /// 1/splits share of the keys (in units of an eighth of the keys, for splits up to 8).
 fn layout_cost(l: &SubgroupLayout, threads: usize, splits: usize) -> usize {
@@ -136,11 +137,11 @@ pub const MIN_SPLIT_KEYS: usize = 512;
 
 /// Key ranges the subgroup tier runs side by side (1, 2, 4 or 8) for a problem with query
 /// heads `heads` of `rows` rows over `lk` keys (the other arguments as for
-/// [`subgroup_layout`]): more than 1 only when its row blocks alone would leave some of the
+/// `subgroup_layout`): more than 1 only when its row blocks alone would leave some of the
 /// adapter's `threads` idle or unevenly loaded, such as one kv head with few query rows over
 /// many keys. Each range writes a partial output and its LSE, which merge.wgsl combines,
 /// as it combines llvmpipe's key passes. With `s` ranges the estimate of
-/// [`subgroup_layout`] becomes ceil(workgroups x s / threads) rounds of 1/s of the keys;
+/// `subgroup_layout` becomes ceil(workgroups x s / threads) rounds of 1/s of the keys;
 /// ties keep fewer ranges.
 pub fn subgroup_splits(
     d: usize,
@@ -195,7 +196,7 @@ pub(super) fn side_by_side(p: &Problem) -> usize {
 }
 
 /// Workgroups lavapipe runs at once: its thread count (`LP_NUM_THREADS`, by default one per
-/// CPU), which [`subgroup_layout`] balances against. Read once per process, as lavapipe
+/// CPU), which `subgroup_layout` balances against. Read once per process, as lavapipe
 /// reads it once: `available_parallelism` reads cgroup files on Linux, which took 12 % of
 /// a small call's CPU time when the planner asked for every call (perf, B1 H1 L16 D16).
 pub fn cpu_adapter_threads() -> usize {

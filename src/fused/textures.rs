@@ -19,13 +19,13 @@ pub const KV_TEXTURE_WIDTH: u32 = 4096;
 /// is one 16-byte load per lane. On an Intel Xeon at 512 bits that made B1 H8 L1024 D64 run
 /// 108.2 against 93.9 GFLOP/s, copies included (docs/measurements.md). The price: the K/V
 /// windows are copied into the textures every call (their device memory is counted in the
-/// call's estimate, see [`crate::memory`]).
+/// call's estimate, see [`crate::MemoryEstimate`]).
 pub fn reads_textures(dev: &DeviceProfile, p: &Problem, tier: Tier) -> bool {
     kv_textures_available(dev, tier) && kv_textures_pay_off(p)
 }
 
 /// Whether `tier` can read K and V from textures on this context: the subgroup tier (which
-/// runs on CPU adapters only, see [`super::tier_obstacle`]), where a texture row of
+/// runs on CPU adapters only, see [`tier_obstacle`](super::obstacles::tier_obstacle)), where a texture row of
 /// [`KV_TEXTURE_WIDTH`] texels fits the limits and every window a binding can hold fits the
 /// texture's rows. At 8 lanes the textures replace the 64-bit loads too (+9 % at B1 H8
 /// L1024 D64, +16 % at D 256 on the Xeon; docs/measurements.md). Asking for a context with
