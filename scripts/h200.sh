@@ -10,7 +10,7 @@
 #   on lavapipe, end to end before any device run (the cooperative-matrix tier emulated, a
 #   small grid, the coop tests only):
 #           H200_LOCAL=1 WGPU_ADAPTER_NAME=llvmpipe WGPU_ATTENTION_COOP=emulate \
-#           H200_GRID="1,2,64,64,32 none 2 auto" H200_TESTS='coop-*' \
+#           H200_GRID="1,2,64,64,32 none 2 auto" H200_TESTS='coop::' \
 #           H200_COOP_GRID="1,2,100,100,32 top-left 1 64x32 32x64" bash scripts/h200.sh device
 #   then:   paste $OUT/h200.md into docs/h200.md, the headline into README "Measured".
 #
@@ -31,14 +31,15 @@ prepare)
     cargo build --release --bin wgpu-attention --example decode
     cp target/release/wgpu-attention target/release/examples/decode .h200/
     # Test binaries: cargo prints their paths as JSON lines.
-    # tests/cli.rs and tests/examples.rs run the tool and cargo from this checkout's paths,
-    # which do not exist there; every GPU path is covered by the others.
+    # Two: the suite (tests/suite/) and tests/lanes16.rs. The suite's cli:: and examples::
+    # modules run the tool and cargo from this checkout's paths, which do not exist there
+    # (`device` skips them); every GPU path is covered by the others.
     cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
     m = json.loads(line)
     exe = m.get("executable")
-    if exe and m.get("profile", {}).get("test") and m["target"]["name"] not in ("cli", "examples"):
+    if exe and m.get("profile", {}).get("test") and m["target"]["name"] in ("suite", "lanes16"):
         shutil.copy(exe, ".h200/tests/")
 '
     # Carried paths are limited to 64 MiB: strip, and pack the test binaries (which share
@@ -229,11 +230,13 @@ PY
     if [ "$part" != bench ]; then
         step "self-check (every path against the reference)"
         timeout 120 ./.h200/wgpu-attention
-        # Parity: every test binary (the README doctest needs cargo and is skipped here).
-        # H200_TESTS: a glob of test binaries to run (default all), e.g. 'coop-*'.
-        for t in .h200/tests/${H200_TESTS:-*}; do
+        # Parity: the suite and lanes16 (the README doctest needs cargo and is skipped here).
+        # H200_TESTS: test name filters for the suite (default all), e.g. 'coop:: f16::'.
+        for t in .h200/tests/*; do
             step "$t"
-            timeout "${H200_TEST_TIMEOUT:-90}" "$t" --test-threads 4
+            # shellcheck disable=SC2086
+            timeout "${H200_TEST_TIMEOUT:-480}" "$t" --test-threads 4 --skip cli:: \
+                --skip examples:: ${H200_TESTS:-}
             rc=$?
             [ $rc -ne 0 ] && echo "FAILED ($rc): $t"
         done

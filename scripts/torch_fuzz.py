@@ -79,14 +79,14 @@ def case():
     # f64 .npy files as f32 without rounding anything); against torch's own f32 result, large
     # logits would measure torch's rounding as much as ours.
     exact = {k: x.double() if torch.is_tensor(x) and x.is_floating_point() else x for k, x in c.items()}
-    # Large logits only (amplitude or scale above 1), as in tests/properties.rs.
+    # Large logits only (amplitude or scale above 1), as in tests/suite/properties.rs.
     if amp > 1.0 or c.get("scale", 0.0) > 1.0:
         exact["allow"] = allowance(exact)
     return exact
 
 
 def allowance(c):
-    """The rule of tests/common/mod.rs for ill-conditioned problems: rerun the exact answer
+    """The rule of tests/suite/common/mod.rs for ill-conditioned problems: rerun the exact answer
     with q perturbed elementwise by +-eps*D (eps the f32 epsilon; the worst-case relative
     growth of an f32 dot product of length D), three times with independent signs, and
     allow 4x the largest change. Well-conditioned cases get next to nothing."""

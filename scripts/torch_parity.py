@@ -7,7 +7,7 @@ atol 1e-4 + rtol 1e-3. Usage: python3 scripts/torch_parity.py [path/to/wgpu-atte
 [--dtype f16|bf16]
 
 With --dtype f16 the inputs are rounded to f16 and written as float16 .npy, the tool runs
-with --dtype f16, and each output is held to the rule of tests/f16.rs: its largest error
+with --dtype f16, and each output is held to the rule of tests/suite/f16.rs: its largest error
 against PyTorch's f32 result on the rounded inputs is at most twice the largest error of
 rounding that result to f16 (what f16 storage on the CPU gives). PyTorch's own f16 SDPA error
 is printed beside it for comparison. --dtype bf16 does the same in bfloat16 (inputs and the

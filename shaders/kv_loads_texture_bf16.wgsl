@@ -20,7 +20,7 @@
 @group(0) @binding(2) var k: texture_2d<u32>;
 @group(0) @binding(3) var v: texture_2d<u32>;
 
-// Texels per texture row: crate::fused::KV_TEXTURE_WIDTH (tests/shaders.rs checks they
+// Texels per texture row: crate::fused::KV_TEXTURE_WIDTH (tests/suite/shaders.rs checks they
 // agree).
 const TEXTURE_WIDTH: u32 = 4096u;
 

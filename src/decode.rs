@@ -647,7 +647,7 @@ mod tests {
         }
     }
 
-    /// tests/decode.rs `decode_under_small_limits` failed on an H200 (a grid of 3 x 3
+    /// tests/suite/decode.rs `decode_under_small_limits` failed on an H200 (a grid of 3 x 3
     /// workgroups, 600 keys in 64-key splits: 10 workgroups a group): every chunk of the
     /// plan now fits the grid and its bindings, on a GPU's rule as on a CPU's.
     #[test]

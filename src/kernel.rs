@@ -29,7 +29,7 @@ pub enum BindingKind {
 }
 
 // Binding tables of group 0, in binding order; each must match the WGSL declarations of
-// the kernels that use it (tests/shaders.rs checks every kernel against its shader).
+// the kernels that use it (tests/suite/shaders.rs checks every kernel against its shader).
 use BindingKind::{
     StorageRead as R, StorageReadWrite as RW, Texture as T, TextureUint as TU, Uniform as U,
 };
@@ -150,7 +150,7 @@ macro_rules! kernels {
         }
     )+) => {
         /// Every compute kernel of the crate. (`FusedCoop16x64Simd8` is built only by
-        /// tests/shaders.rs, through the `internals` feature, until a planner takes it.)
+        /// tests/suite/shaders.rs, through the `internals` feature, until a planner takes it.)
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[cfg_attr(not(feature = "internals"), allow(dead_code))]
         pub enum Kernel {
@@ -682,7 +682,7 @@ kernels! {
     }
     /// `src/fused/fused_coop.wgsl` on 8x8 cooperative matrices of f32
     /// (`src/fused/coop_ops_8_f32.wgsl`: Apple GPUs' simdgroup matrices through Metal), 16 rows
-    /// x D and Dv up to 64, f32 K and V. Translated to MSL and SPIR-V by tests/shaders.rs;
+    /// x D and Dv up to 64, f32 K and V. Translated to MSL and SPIR-V by tests/suite/shaders.rs;
     /// not yet planned (no adapter here exposes 8x8 configurations).
     FusedCoop16x64Simd8 {
         label: "fused_coop_16x64_simd8",

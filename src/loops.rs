@@ -10,7 +10,7 @@
 //! The estimates are upper bounds on the iterations per key block, measured on lavapipe
 //! (Mesa 22.3) by running each kernel over keys until results went wrong: with q = 0 every
 //! key has the same weight, so the LSE counts the keys that were actually visited.
-//! `tests/loops.rs` runs each path at the most keys one pass may take, and one block past
+//! `tests/suite/loops.rs` runs each path at the most keys one pass may take, and one block past
 //! it, against the reference.
 
 use crate::problem::Problem;
@@ -28,7 +28,7 @@ pub fn limited(info: &wgpu::AdapterInfo) -> bool {
 }
 
 /// Iterations per key block of the subgroup tier (8 keys, or 16 on 16-lane subgroups:
-/// crate::fused::subgroup_keys): one, since its inner loops unroll (tests/loops.rs and
+/// crate::fused::subgroup_keys): one, since its inner loops unroll (tests/suite/loops.rs and
 /// tests/lanes16.rs run it at its limit). Its wide variant's loops over D and Dv ran 64
 /// times and stayed rolled until 2026-12-01 (measured then: 131 per block, whatever D and
 /// Dv); they now run as two rounds of 32, which unroll, so its JIT code has only the key
@@ -52,11 +52,11 @@ pub fn portable_block(d4: u64, dv4: u64) -> u64 {
 /// at D 4 and 8, 149 at D 64, 221 at D 128, whatever Dv; wide variant 103 at D 8, 157 at D 64,
 /// 247 at D 132 and 136, 373-375 at D 256, whatever Dv. Bounded by 80 (wide 90) plus 19 a
 /// round. (Measured before the staging change of 2026-11-30, after which the staging loop
-/// runs once a round instead of twice; tests/loops.rs runs the kernel at the bound.)
+/// runs once a round instead of twice; tests/suite/loops.rs runs the kernel at the bound.)
 ///
 /// `variant` is 0 for the standard variant, 1 for the wide one and 2 for the widest (Dv up
 /// to 512, V chunks of 4 keys: 16 a block against 8 and 4), estimated at 130 plus 19 a round
-/// (tests/loops.rs runs it at that bound).
+/// (tests/suite/loops.rs runs it at that bound).
 pub fn tiled_block(d4: u64, variant: u8) -> u64 {
     let base = match variant {
         0 => 80,

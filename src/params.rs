@@ -1,5 +1,5 @@
 //! Uniform structs shared with the shaders. Each mirrors a WGSL struct field by field:
-//! change both together (the naga test in `tests/shaders.rs` checks the sizes agree).
+//! change both together (the naga test in `tests/suite/shaders.rs` checks the sizes agree).
 
 use bytemuck::{Pod, Zeroable};
 

@@ -3,7 +3,7 @@
 //! was created with, and how the cooperative-matrix tier runs there. Every planning
 //! function (path choice, chunks, key splits and passes, variants) takes a profile rather
 //! than a device, so the planner runs on recorded profiles of GPUs this machine does not
-//! have ([`DeviceProfile::recorded`]; tests/profiles.rs), and a [`crate::Context`] hands
+//! have ([`DeviceProfile::recorded`]; tests/suite/profiles.rs), and a [`crate::Context`] hands
 //! its own profile to the same functions (it derefs to it).
 //!
 //! Measured quirks of particular devices (llvmpipe's loop limit, lavapipe's vector width)

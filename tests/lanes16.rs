@@ -17,6 +17,7 @@
 //! textures (rgba16float, rg32uint), standard and wide. Other adapters have no
 //! 16-lane variant to test: the binary returns early there.
 
+#[path = "suite/common/mod.rs"]
 mod common;
 
 use common::{assert_parity, assert_parity_conditioned, inputs, Rng};
@@ -392,7 +393,7 @@ fn texture_and_buffer_forms(ctx: &Context) {
 /// f16 and bfloat16 K and V through the 16-key kernels: copied into 16-bit textures
 /// (rgba16float for f16, rg32uint for bf16: `Kernel::FusedSubgroupTexture16Bf16` and its
 /// wide twin) and read from there, not widened first. The output is f16 (bf16), so the rule
-/// is tests/f16.rs's: at most twice the error of rounding the exact result (the reference
+/// is tests/suite/f16.rs's: at most twice the error of rounding the exact result (the reference
 /// on the widened inputs) to the format.
 fn half_textures(ctx: &Context) {
     use half::{bf16, f16};

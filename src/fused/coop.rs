@@ -6,7 +6,7 @@
 //! Accuracy: Q, K, V and the weights P are rounded to f16 (relative error 2^-11 each) and
 //! everything else is f32, so the error against an f64 reference is that of f16 inputs,
 //! about 1e-3 relative to the output's scale; tests hold it to twice the error of the same
-//! computation with f16-rounded inputs on the CPU (tests/coop.rs). Inputs beyond f16's
+//! computation with f16-rounded inputs on the CPU (tests/suite/coop.rs). Inputs beyond f16's
 //! range (65504) are refused where the host knows their magnitudes.
 //!
 //! Where no adapter has cooperative matrices (lavapipe in CI), `CoopMode::Emulated` runs the

@@ -6,7 +6,7 @@
 //! custom scale, Dv != D, ranks 2 to 6. Outputs are NaN-filled before every dispatch (the
 //! library does this), so a kernel that skips a write fails here.
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use ndarray::ArrayD;

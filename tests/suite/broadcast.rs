@@ -3,7 +3,7 @@
 //! same call on explicitly repeated inputs, computed by the reference on shapes that need
 //! no broadcast.
 
-mod common;
+use crate::common;
 
 use common::{assert_parity, Rng};
 use ndarray::{ArrayD, IxDyn};

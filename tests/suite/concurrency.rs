@@ -2,7 +2,7 @@
 //! against the reference; and determinism: the same inputs give bitwise identical outputs
 //! across calls and threads, per path.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,13 +1,13 @@
 //! Every example runs (they check their own results against the reference).
 
-mod common;
+use crate::common;
 
-#[path = "../examples/sentence.rs"]
+#[path = "../../examples/sentence.rs"]
 mod sentence;
 
 // `main` parses the command line; the test calls `run` with the defaults.
 #[allow(dead_code)]
-#[path = "../examples/decode.rs"]
+#[path = "../../examples/decode.rs"]
 mod decode;
 
 #[test]
@@ -26,7 +26,7 @@ fn decode_example_runs() {
     decode::run(8, 2, 64, 300).expect("decode example");
 }
 
-#[path = "../examples/tiny_transformer.rs"]
+#[path = "../../examples/tiny_transformer.rs"]
 mod tiny_transformer;
 
 #[test]

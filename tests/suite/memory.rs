@@ -2,7 +2,7 @@
 //! allocation, and the error when a problem does not fit. Each test opens its own context,
 //! so wgpu's per-device buffer counters see only that test's buffers.
 
-mod common;
+use crate::common;
 
 use ndarray::{Array4, ArrayD};
 use wgpu_attention::MemoryEstimate;

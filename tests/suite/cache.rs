@@ -4,7 +4,7 @@
 //! reference then takes the rounded values, and the f32 tolerance holds, as the kernels
 //! widen them exactly and compute in f32).
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use half::f16;
@@ -540,7 +540,7 @@ fn cache_memory_is_counted_and_refused_when_missing() {
 /// estimate, on each path; the second shape's widths need padded copies of the whole
 /// capacity. Only the bound is checked: a call whose work lavapipe has finished by the time
 /// it returns has had its scratch freed already (in CI a forced decode held 19 KB of its
-/// 116 KB this way), so how close the estimate comes is left to tests/memory.rs.
+/// 116 KB this way), so how close the estimate comes is left to tests/suite/memory.rs.
 #[test]
 fn cache_calls_fit_exactly_at_their_estimate() {
     let Some(base) = common::ctx() else { return };

@@ -220,7 +220,7 @@ pub fn vec4_load_cases(
 /// The most keys, a multiple of `block`, whose rows of `width` floats for `rows_of_keys`
 /// key rows each (kv heads, or key splits) fit one storage binding of the context: how far
 /// a kernel can go over keys in one dispatch where the binding, not llvmpipe's loop limit,
-/// is what bounds it (tests/loops.rs, tests/lanes16.rs).
+/// is what bounds it (tests/suite/loops.rs, tests/lanes16.rs).
 pub fn keys_in_a_binding(ctx: &Context, rows_of_keys: usize, width: usize, block: usize) -> usize {
     let binding = ctx.limits().max_storage_buffer_binding_size as usize;
     binding / (rows_of_keys * width * 4) / block * block

@@ -3,7 +3,7 @@
 //! masked rows, small device limits, and shaders built with wgpu's runtime checks.
 //! Cases reuse a few (D, Dv, causal, mask) specialisations so pipelines compile once.
 
-mod common;
+use crate::common;
 
 use common::{assert_parity, assert_parity_conditioned, inputs, Rng};
 use wgpu_attention::{
@@ -682,7 +682,7 @@ fn planner_chooses_and_explains() {
     // takes it (up to 640), so auto and forced fused run it where the adapter runs that
     // tier; elsewhere auto falls back (6 keys are too few for decode), since the tiled tier
     // takes D above 256 (up to 4096) only when asked: forced fused runs it there. Forced
-    // decode runs its workgroup form, which takes widths up to 4096 (tests/decode.rs).
+    // decode runs its workgroup form, which takes widths up to 4096 (tests/suite/decode.rs).
     let (q, k, v) = inputs(&mut rng, [1, 1, 1, 5, 6, 260, 8], 1.0);
     let subgroup = tier_obstacle(&ctx, Tier::Subgroup).is_none();
     let tiled = tier_obstacle(&ctx, Tier::Tiled).is_none();
@@ -822,7 +822,7 @@ fn subgroup_tier_takes_widths_up_to_640() {
 /// its widest (`src/fused/tiled_width_512.wgsl`): multi-head latent attention's absorbed form
 /// (D 576, Dv 512) with GQA, bottom-right causal and a mask with an empty row; D 1000 with
 /// Dv 64 top-left; past the limits a refusal that names them. Auto takes neither (not yet
-/// measured on a GPU): tests/fused.rs `planner_chooses_and_explains`.
+/// measured on a GPU): tests/suite/fused.rs `planner_chooses_and_explains`.
 #[test]
 fn tiled_tier_takes_d_up_to_4096_and_dv_up_to_512() {
     let Some(ctx) = common::ctx() else { return };

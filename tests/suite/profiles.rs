@@ -8,7 +8,7 @@
 //! profile's limits as it goes (windows within a binding, dispatches within the grid, a
 //! tier's workgroup memory and invocations), so a plan is a plan that fits.
 //!
-//! tests/decode.rs `decode_under_small_limits` failed on an H200 (2026-12-04) where decode's
+//! tests/suite/decode.rs `decode_under_small_limits` failed on an H200 (2026-12-04) where decode's
 //! workgroup form split 600 keys into 10 splits for a 3 x 3 grid; the tiny H200 profile here
 //! plans that problem.
 

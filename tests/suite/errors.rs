@@ -20,7 +20,7 @@ fn shape_errors_name_the_problem() {
     let nine = [1, 1, 1, 1, 1, 1, 1, 2, 4];
     let e = err(&nine, &nine, &nine, &o);
     assert!(matches!(e, Error::Rank { got: 9, .. }), "{e}");
-    // Ranks and batch dimensions broadcast (tests/broadcast.rs), but 2 against 3 does not.
+    // Ranks and batch dimensions broadcast (tests/suite/broadcast.rs), but 2 against 3 does not.
     let e = err(&[2, 3, 1, 5, 4], &[2, 2, 1, 5, 4], &[2, 2, 1, 5, 4], &o);
     assert!(e.to_string().contains("do not broadcast"), "{e}");
     let e = err(&[2, 1, 5, 4], &[3, 1, 5, 4], &[3, 1, 5, 4], &o);
@@ -33,7 +33,7 @@ fn shape_errors_name_the_problem() {
     assert!(e.to_string().contains("do not broadcast"), "{e}");
     let e = err(&[3, 5, 4], &[2, 6, 4], &[2, 6, 4], &o);
     assert!(matches!(e, Error::HeadGrouping { hq: 3, hkv: 2 }), "{e}");
-    // Zero-size dimensions are accepted (tests/zero_size.rs), but no kv heads only fit no
+    // Zero-size dimensions are accepted (tests/suite/zero_size.rs), but no kv heads only fit no
     // query heads.
     let e = err(&[2, 5, 4], &[0, 6, 4], &[0, 6, 4], &o);
     assert!(matches!(e, Error::HeadGrouping { hq: 2, hkv: 0 }), "{e}");
@@ -180,7 +180,7 @@ fn gpu_path_rejects_the_same_inputs() {
     assert!(matches!(e, Error::NonFinite { .. }), "{e}");
 }
 
-mod common;
+use crate::common;
 
 /// A lost device is reported as an error, and stays reported for later calls.
 #[test]

@@ -1,7 +1,7 @@
 //! The decode path (split-K with a merge kernel) against the reference, and the public
 //! merge of partial results.
 
-mod common;
+use crate::common;
 
 use common::{assert_parity, inputs, Rng};
 use ndarray::{s, ArrayD};

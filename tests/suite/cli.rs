@@ -1,7 +1,7 @@
 //! The command-line tool as a user runs it: `.npy` in, `.npy` out, exit codes, and no output
 //! file on any error.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! computed. Each through auto and every forced path, against the reference and against
 //! those known answers.
 
-mod common;
+use crate::common;
 
 use common::{assert_parity, inputs, Rng};
 use ndarray::{ArrayD, Axis, IxDyn};

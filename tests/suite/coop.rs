@@ -6,7 +6,7 @@
 //! of the same attention in f16 on the CPU (inputs rounded to f16, the exact result on them
 //! rounded to f16), against f64 on the original inputs.
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use half::f16;

@@ -4,7 +4,7 @@
 //! `PROPERTY_CASES` (default 300) and `PROPERTY_SEED` (default 1) reproduce any run; a
 //! failure prints the case's seed and shape.
 
-mod common;
+use crate::common;
 
 use common::Rng;
 use ndarray::ArrayD;
@@ -69,18 +69,40 @@ fn case(rng: &mut Rng) -> Case {
     }
 }
 
-#[test]
-fn random_problems_match_the_reference() {
-    let Some(ctx) = common::ctx() else { return };
+/// `PROPERTY_CASES` cases (default 300) in three tests of a third each, so that the suite's
+/// two test threads share them (the cases are the same as in one loop: each case's seed is
+/// its index's).
+fn property_cases(part: usize) -> std::ops::Range<usize> {
     let n: usize = std::env::var("PROPERTY_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
-    let seed: u64 = std::env::var("PROPERTY_SEED")
+    n * part / 3..n * (part + 1) / 3
+}
+
+fn property_seed() -> u64 {
+    std::env::var("PROPERTY_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    run_cases(&ctx, n, seed, None);
+        .unwrap_or(1)
+}
+
+#[test]
+fn random_problems_match_the_reference_first_third() {
+    let Some(ctx) = common::ctx() else { return };
+    run_cases(&ctx, property_cases(0), property_seed(), None);
+}
+
+#[test]
+fn random_problems_match_the_reference_second_third() {
+    let Some(ctx) = common::ctx() else { return };
+    run_cases(&ctx, property_cases(1), property_seed(), None);
+}
+
+#[test]
+fn random_problems_match_the_reference_last_third() {
+    let Some(ctx) = common::ctx() else { return };
+    run_cases(&ctx, property_cases(2), property_seed(), None);
 }
 
 /// The same generator on a context with small limits (16 KiB bindings, 4 workgroups per
@@ -97,20 +119,27 @@ fn random_problems_on_small_limits() {
         ..Default::default()
     };
     let ctx = wgpu_attention::Context::with_options(&opts).expect("small context");
-    let seed: u64 = std::env::var("PROPERTY_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    run_cases(&ctx, 40, seed.wrapping_add(0x5EED), Some(16 * 1024));
+    run_cases(
+        &ctx,
+        0..40,
+        property_seed().wrapping_add(0x5EED),
+        Some(16 * 1024),
+    );
 }
 
 /// `binding`: the context's binding limit, when small. Every case must match all the same:
 /// a kv head whose K or V exceeds a binding runs its keys in segments (until 2026-12-02 such
 /// cases were `Error::TooLarge`), and the run must have had some.
-fn run_cases(ctx: &wgpu_attention::Context, n: usize, seed: u64, binding: Option<u64>) {
+fn run_cases(
+    ctx: &wgpu_attention::Context,
+    cases: std::ops::Range<usize>,
+    seed: u64,
+    binding: Option<u64>,
+) {
+    let n = cases.len();
     let mut paths_seen = std::collections::BTreeMap::new();
     let mut segmented = 0;
-    for i in 0..n {
+    for i in cases {
         let case_seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64);
         let mut rng = Rng::new(case_seed);
         let c = case(&mut rng);
@@ -137,7 +166,7 @@ fn run_cases(ctx: &wgpu_attention::Context, n: usize, seed: u64, binding: Option
         let what = format!("case {i} (run seed {seed}, case seed {case_seed}): {c:?}");
         // Auto (the tier this adapter runs by default), the unfused path, and the tiled tier
         // where the context's limits allow it (auto picks it on GPUs, not on CPU adapters).
-        // Padded widths reach the tiled tier through tests/fused.rs; here it is forced only
+        // Padded widths reach the tiled tier through tests/suite/fused.rs; here it is forced only
         // on widths it runs as given, which bounds the pipelines to compile.
         let fused_shape = d % 4 == 0 && dv % 4 == 0 && d <= 128 && dv <= 128;
         let tiled = wgpu_attention::fused::tier_obstacle(ctx, wgpu_attention::fused::Tier::Tiled)

@@ -5,7 +5,7 @@
 //! wall clock. A warm-up also lasts at least `perf::MIN_WARMUP`, because lavapipe runs a
 //! kernel slower for a moment after compiling it.
 
-mod common;
+use crate::common;
 
 use common::{inputs, Rng};
 use std::time::Instant;
