@@ -7,8 +7,21 @@ use ndarray::ArrayD;
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{reference, AttentionOptions, Causal, Context, PathChoice, Tolerance};
 
-use super::args::Args;
 use super::Failure;
+
+/// `soak --help`'s description.
+pub const LONG_ABOUT: &str = "\
+Many mixed calls in one process (four shapes, four paths, the three causal rules), every 50th \
+result checked against the reference, reporting host memory (RSS) after the warm-up and at \
+the end, and the live device buffers and bind groups.";
+
+/// `wgpu-attention soak`'s options.
+#[derive(Debug, clap::Args)]
+pub struct SoakArgs {
+    /// How many calls after the warm-up
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    calls: usize,
+}
 
 /// Resident set size in MiB from /proc (Linux); `None` elsewhere.
 fn rss_mib() -> Option<f64> {
@@ -32,12 +45,8 @@ fn show(x: Option<f64>) -> String {
     x.map_or("n/a".to_string(), |v| format!("{v:.1} MiB"))
 }
 
-pub fn run(argv: &[String]) -> Result<(), Failure> {
-    let args = Args::parse(argv, &["calls"], &[]).map_err(Failure::usage)?;
-    let calls: usize = args
-        .number("calls")
-        .map_err(Failure::input)?
-        .unwrap_or(10_000);
+pub fn run(args: SoakArgs) -> Result<(), Failure> {
+    let calls = args.calls;
     let ctx = Context::new().map_err(Failure::from_error)?;
     let mut rng = Rng::new(9);
     // (q, k, v, causal, path, expected output)
