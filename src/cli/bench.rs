@@ -19,9 +19,10 @@ mod inputs;
 mod report;
 
 use inputs::{max_err, prepare, Inputs, MaskArg, Settings};
-use report::{json_quiet, print_table, Progress};
+use report::{json_quiet, print_table};
 
 use super::options::{at_least_one, CausalArg, Dtype, PrecisionArg, Trimmed};
+use super::progress::Progress;
 use super::Failure;
 
 /// `bench --help`'s description.
@@ -220,25 +221,35 @@ fn paths(chosen: &[BenchPath]) -> Result<Vec<(&'static str, Option<PathChoice>)>
     Ok(chosen.iter().map(|p| p.row()).collect())
 }
 
+/// Where the paths' notes go while they are measured.
+struct Notes<'a> {
+    /// JSON or a plot: stdout stays machine-readable, notes go to stderr.
+    quiet: bool,
+    /// The progress bar, cleared while a note prints.
+    progress: &'a Progress,
+}
+
 /// Reports a path that cannot run this shape. Quiet output (JSON, plots) keeps stdout
 /// machine-readable: the reason goes to stderr then, never nowhere.
-fn report_skip(name: &str, why: impl std::fmt::Display, quiet: bool) {
-    if quiet {
-        eprintln!("{name}: skipped: {why}");
-    } else {
-        println!("{name:<16} skipped: {why}");
-    }
+fn report_skip(name: &str, why: impl std::fmt::Display, notes: &Notes<'_>) {
+    notes.progress.suspend(|| {
+        if notes.quiet {
+            eprintln!("{name}: skipped: {why}");
+        } else {
+            println!("{name:<16} skipped: {why}");
+        }
+    });
 }
 
 /// Checks one path against the reference, then times it. `None` when the path cannot run
-/// this shape (the reason goes to stdout, or to stderr when `quiet`).
+/// this shape (the reason goes to stdout, or to stderr when `notes.quiet`).
 fn measure(
     ctx: &Context,
     x: &Inputs,
     name: &str,
     choice: Option<PathChoice>,
     reps: usize,
-    quiet: bool,
+    notes: &Notes<'_>,
 ) -> Result<Option<Row>, Failure> {
     let sh = x.sh;
     let flops = forward_flops(sh.b, sh.hq, sh.lq, sh.lk, sh.d, sh.d, x.causal);
@@ -248,7 +259,7 @@ fn measure(
     let kv_bytes = 8.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
     let Some(path) = choice else {
         if x.mask.is_some() {
-            report_skip(name, "the CPU baseline takes no mask", quiet);
+            report_skip(name, "the CPU baseline takes no mask", notes);
             return Ok(None);
         }
         let mut timing_runs = Vec::new();
@@ -285,7 +296,7 @@ fn measure(
         opts = opts.mask(m.mask());
     }
     if x.bf16 {
-        return measure_bf16(ctx, x, name, &opts, reps, quiet);
+        return measure_bf16(ctx, x, name, &opts, reps, notes);
     }
     if let Some([q16, k16, v16]) = &x.halves {
         // f16: checked end to end on host arrays (conversion, upload, attention, narrowing,
@@ -297,7 +308,7 @@ fn measure(
         let r = match attention_f16(ctx, q16, k16, v16, &opts) {
             Ok(r) => r,
             Err(e) => {
-                report_skip(name, e, quiet);
+                report_skip(name, e, notes);
                 return Ok(None);
             }
         };
@@ -361,7 +372,7 @@ fn measure(
     let r = match wgpu_attention::attention_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts) {
         Ok(r) => r,
         Err(e) => {
-            report_skip(name, e, quiet);
+            report_skip(name, e, notes);
             return Ok(None);
         }
     };
@@ -415,17 +426,26 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     // runs the workgroup form (decode::Form::for_problem).
     let workgroup_decode =
         decode::Form::for_widths(ctx.adapter_info(), sh.d, sh.d) == decode::Form::Workgroup;
+    let progress = Progress::bar(chosen.len(), "bench");
+    let notes = Notes {
+        quiet: json,
+        progress: &progress,
+    };
     for (name, choice) in &chosen {
         if *name == "decode-workgroup"
             && workgroup_decode
             && chosen.iter().any(|(n, _)| *n == "decode")
         {
+            progress.step();
             continue;
         }
-        if let Some(row) = measure(&ctx, &x, name, *choice, reps, json)? {
+        progress.working_on(*name);
+        if let Some(row) = measure(&ctx, &x, name, *choice, reps, &notes)? {
             table.push(row);
         }
+        progress.step();
     }
+    progress.finish();
     // The decode path reads K and V once: say how many query positions a second one call's
     // time gives (tokens/s of one layer), and compare with a plain copy of the same bytes.
     let tokens = sh.b * sh.lq;
@@ -488,20 +508,26 @@ fn plot_sweep(
     }
     lengths.push(top);
     let mut series: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
-    let mut progress = Progress::new(lengths.len());
+    let progress = Progress::bar(lengths.len() * chosen.len(), "--plot sweep");
+    let notes = Notes {
+        quiet: true,
+        progress: &progress,
+    };
     for &len in &lengths {
         let lq = if sh.lq < 64 { sh.lq } else { len };
         let point = Shape { lq, lk: len, ..sh };
+        progress.working_on(format!("length {len}: inputs and reference"));
         let x = prepare(ctx, point, settings)?;
         for (name, choice) in chosen {
-            if let Some(row) = measure(ctx, &x, name, *choice, reps, true)? {
+            progress.working_on(format!("length {len}: {name}"));
+            if let Some(row) = measure(ctx, &x, name, *choice, reps, &notes)? {
                 match series.iter_mut().find(|(n, _)| *n == row.path) {
                     Some((_, pts)) => pts.push((len, row.gflops)),
                     None => series.push((row.path.clone(), vec![(len, row.gflops)])),
                 }
             }
+            progress.step();
         }
-        progress.step(&format!("length {len}"));
     }
     progress.finish();
     let title = format!(
@@ -540,11 +566,11 @@ fn measure_bf16(
     name: &str,
     opts: &AttentionOptions<'_>,
     reps: usize,
-    quiet: bool,
+    notes: &Notes<'_>,
 ) -> Result<Option<Row>, Failure> {
     let sh = x.sh;
     let skip = |why: String| {
-        report_skip(name, why, quiet);
+        report_skip(name, why, notes);
         Ok(None)
     };
     let mut cache = match KvCache::new_bf16(ctx, sh.b, sh.hkv, sh.lk, sh.d, sh.d) {

@@ -5,6 +5,7 @@ pub mod devices;
 pub mod heatmap;
 pub mod options;
 pub mod plot;
+pub mod progress;
 pub mod run;
 pub mod selfcheck;
 pub mod soak;

@@ -7,6 +7,7 @@ use ndarray::ArrayD;
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{reference, AttentionOptions, Causal, Context, PathChoice, Tolerance};
 
+use super::progress::Progress;
 use super::Failure;
 
 /// `soak --help`'s description.
@@ -89,6 +90,8 @@ pub fn run(args: SoakArgs) -> Result<(), Failure> {
     let mut objects_start = (0, 0, 0.0);
     let mut checked = 0;
     let start = Instant::now();
+    let progress = Progress::bar(calls + warmup, "soak");
+    progress.working_on(format!("{warmup} warm-up calls, then {calls}"));
     for n in 0..calls + warmup {
         let (q, k, v, causal, path, expected) = &work[n % work.len()];
         let opts = AttentionOptions::default().causal(*causal).path(*path);
@@ -110,8 +113,11 @@ pub fn run(args: SoakArgs) -> Result<(), Failure> {
         }
         if n % 500 == 0 {
             rss_peak = rss_peak.max(rss_mib().unwrap_or(0.0));
+            progress.working_on(format!("{checked} checked, RSS {}", show(rss_mib())));
         }
+        progress.step();
     }
+    progress.finish();
     let rss_end = rss_mib();
     ctx.wait().map_err(Failure::from_error)?;
     let objects_end = device_objects(&ctx);
