@@ -131,6 +131,18 @@ impl Canvas {
         }
     }
 
+    /// A canvas holding `pixels`: `width x height` RGB triples, row-major, origin top-left
+    /// (what other drawing code, such as a plotting library's bitmap, leaves in a buffer).
+    /// `None` when the buffer's length is not `width * height * 3`.
+    pub fn from_rgb(width: usize, height: usize, pixels: Vec<u8>) -> Option<Self> {
+        let expected = width.checked_mul(height)?.checked_mul(3)?;
+        (pixels.len() == expected).then_some(Canvas {
+            width,
+            height,
+            pixels,
+        })
+    }
+
     /// Width in pixels.
     pub fn width(&self) -> usize {
         self.width
@@ -270,6 +282,14 @@ mod tests {
         assert_eq!((info.width, info.height), (3, 2));
         assert_eq!(info.color_type, png::ColorType::Rgb);
         assert_eq!(&pixels[..info.buffer_size()], c.pixels.as_slice());
+    }
+
+    #[test]
+    fn canvases_from_rgb_buffers() {
+        let c = Canvas::from_rgb(2, 1, vec![1, 2, 3, 4, 5, 6]).expect("2 x 1");
+        assert_eq!(c.get(1, 0), Some([4, 5, 6]));
+        assert!(Canvas::from_rgb(2, 2, vec![0; 6]).is_none());
+        assert!(Canvas::from_rgb(usize::MAX, 2, Vec::new()).is_none());
     }
 
     #[test]

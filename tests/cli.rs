@@ -528,6 +528,19 @@ fn bench_json_and_plot() {
     }
     let bytes = std::fs::read(&png).expect("plot written");
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    // A whole RGB picture, compressed (uncompressed it would be 1.9 MB).
+    let (width, height) = png_size(&bytes);
+    assert!(width >= 640 && height >= 400, "{width} x {height}");
+    assert!(bytes.len() < 400_000, "{} bytes", bytes.len());
+}
+
+/// The size of a PNG, which must decode whole.
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut reader = decoder.read_info().expect("a PNG header");
+    let mut pixels = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut pixels).expect("the pixels");
+    (info.width, info.height)
 }
 
 /// `bench --mask` gives every path the mask and checks it against the reference with the
@@ -776,9 +789,12 @@ fn heatmap_demo_and_files() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(stdout.contains("weight of \"I\" on \"not\""), "{stdout}");
-    assert!(std::fs::read(&demo)
-        .expect("demo png")
-        .starts_with(b"\x89PNG"));
+    let bytes = std::fs::read(&demo).expect("demo png");
+    assert!(bytes.starts_with(b"\x89PNG"));
+    let (width, height) = png_size(&bytes);
+    assert!(width > 600 && height > 300, "{width} x {height}");
+    // Compressed: 19.5 kB on 2026-12-04, where the stored-blocks encoder wrote 2.7 MB.
+    assert!(bytes.len() < 200_000, "{} bytes", bytes.len());
     let mut rng = Rng::new(34);
     let q = save(&dir, "q.npy", &rng.array(&[2, 5, 8], 1.0));
     let k = save(&dir, "k.npy", &rng.array(&[2, 5, 8], 1.0));

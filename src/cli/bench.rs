@@ -548,7 +548,7 @@ fn plot_sweep(
         "sequence length (Lk)",
         "GFLOP/s",
         &series,
-    );
+    )?;
     canvas.save_png(file).map_err(Failure::from_error)?;
     if !json_quiet() {
         eprintln!("plot written to {file}");
