@@ -1,5 +1,10 @@
 //! Attention weights as a heatmap picture: one panel per head (or per sentence), token labels
 //! on both axes, a colour bar and a title, drawn with the embedded font into a PNG.
+//!
+//! It stays on the raster [`Canvas`] rather than plotters (which draws the command-line
+//! tool's bench chart): plotters is an optional dependency of the tool alone (feature `cli`),
+//! a grid of coloured cells with labels needs nothing of a plotting library, and the
+//! canvas's 5x8 bitmap font keeps short token labels crisp at the cell sizes used here.
 
 use ndarray::{ArrayView2, Axis};
 

@@ -17,26 +17,142 @@ use wgpu_attention::{
 mod inputs;
 mod report;
 
-use inputs::{max_err, parse_mask, prepare, Dtype, Inputs, Settings};
-use report::{json_quiet, print_table, Progress};
+use inputs::{max_err, prepare, Inputs, MaskArg, Settings};
+use report::{json_quiet, print_table};
 
-use super::args::Args;
-use super::run::parse_causal;
+use super::options::{at_least_one, CausalArg, Dtype, PrecisionArg, Trimmed};
+use super::progress::Progress;
 use super::Failure;
 
-const VALUES: &[&str] = &[
-    "shape",
-    "kv-heads",
-    "causal",
-    "path",
-    "reps",
-    "plot",
-    "seed",
-    "dtype",
-    "mask",
-    "precision",
-];
-const SWITCHES: &[&str] = &["json"];
+/// `bench --help`'s description.
+pub const LONG_ABOUT: &str = "\
+Every path side by side on one shape, in one run, each checked against the CPU reference \
+before it is timed (all query rows, or 16 spread over Lq when the problem is large).
+
+Per path: median ms (GPU timestamps where the adapter has them, wall clock beside), GFLOP/s \
+(4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error against the \
+reference. A path that cannot run the shape is reported as skipped with the reason (on \
+stderr with --json). With decode, a plain copy kernel of the same bytes is timed beside it \
+(the bandwidth baseline) and the decode row gives tokens/s.";
+
+/// `wgpu-attention bench`'s options.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The shape: batch, query heads, query length, key length, head width (B,H,L,D: Lq = Lk)
+    #[arg(long, value_name = "B,H,Lq,Lk,D", value_parser = parse_shape)]
+    shape: [usize; 5],
+    /// Key/value heads (grouped-query attention; H must be a multiple) [default: H]
+    #[arg(long, value_name = "N")]
+    kv_heads: Option<usize>,
+    /// The causal rule
+    #[arg(long, value_enum, default_value_t = CausalArg::None)]
+    causal: CausalArg,
+    /// One path, all, or a comma-separated list (one set of inputs, timed side by side)
+    #[arg(
+        long,
+        value_name = "PATH[,PATH..]",
+        value_delimiter = ',',
+        value_parser = Trimmed::<BenchPath>::new(),
+        default_value = "auto",
+        action = clap::ArgAction::Set
+    )]
+    path: Vec<BenchPath>,
+    /// Timed runs per path (the median is reported)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "10",
+        value_parser = at_least_one,
+        allow_negative_numbers = true
+    )]
+    reps: usize,
+    /// The inputs' random seed
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    seed: u64,
+    /// One JSON object per path on stdout (path, ms, wall_ms, gpu_ms, gflops, gbps,
+    /// max_abs_err, shape, causal, mask, adapter; null where not finite)
+    #[arg(long)]
+    json: bool,
+    /// Also sweep the length from 128 up to the shape's, doubling (Lq follows Lk unless Lq <
+    /// 64), and draw GFLOP/s per path against it as a PNG
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<String>,
+    /// f16: the inputs rounded to f16, each path checked end to end on f16 arrays, then timed
+    /// with K and V in an f16 KvCache on the device (decode reads them as f16). bf16: rounded
+    /// to bfloat16, checked and timed on a bf16 KvCache
+    #[arg(long, value_enum, default_value_t = Dtype::F32)]
+    dtype: Dtype,
+    /// A mask every path gets (and is checked with); GFLOP/s still counts every pair the
+    /// causal rule allows
+    #[arg(long, value_enum, default_value_t = MaskArg::None)]
+    mask: MaskArg,
+    /// What the products are computed in: f16 lets auto take the cooperative-matrix tier
+    /// (fused-coop) on f32 inputs; with --dtype f16 auto takes it anyway where it runs
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
+    precision: PrecisionArg,
+}
+
+/// `bench --path`: a kernel path, `all` of them, or the CPU baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BenchPath {
+    /// The planner's choice
+    Auto,
+    /// Every path below (alone, not in a list)
+    All,
+    /// Three kernels (scores, softmax, weighted sum)
+    Unfused,
+    /// The fused kernel, best tier the adapter supports
+    Fused,
+    /// The fused kernel's subgroup tier (CPU adapters)
+    FusedSubgroup,
+    /// The fused kernel's portable tier
+    FusedPortable,
+    /// The fused kernel's tiled tier (GPUs)
+    FusedTiled,
+    /// The fused kernel's cooperative-matrix tier (f16 products)
+    FusedCoop,
+    /// Split-K decode, in the form that suits the adapter
+    Decode,
+    /// Split-K decode, one workgroup per split
+    DecodeWorkgroup,
+    /// Per-head ndarray matmul, softmax, matmul on the CPU (f32, all cores)
+    CpuNdarray,
+}
+
+impl BenchPath {
+    /// The row's name and the path to force (`None`: the CPU baseline).
+    fn row(self) -> (&'static str, Option<PathChoice>) {
+        match self {
+            BenchPath::Auto | BenchPath::All => ("auto", Some(PathChoice::Auto)),
+            BenchPath::Unfused => ("unfused", Some(PathChoice::Unfused)),
+            BenchPath::Fused => ("fused", Some(PathChoice::Fused)),
+            BenchPath::FusedSubgroup => ("fused-subgroup", Some(PathChoice::FusedSubgroup)),
+            BenchPath::FusedPortable => ("fused-portable", Some(PathChoice::FusedPortable)),
+            BenchPath::FusedTiled => ("fused-tiled", Some(PathChoice::FusedTiled)),
+            BenchPath::FusedCoop => ("fused-coop", Some(PathChoice::FusedCoop)),
+            BenchPath::Decode => ("decode", Some(PathChoice::Decode)),
+            BenchPath::DecodeWorkgroup => ("decode-workgroup", Some(PathChoice::DecodeWorkgroup)),
+            BenchPath::CpuNdarray => ("cpu-ndarray", None),
+        }
+    }
+}
+
+/// `--shape`: B,H,Lq,Lk,D, or B,H,L,D for Lq = Lk.
+fn parse_shape(text: &str) -> Result<[usize; 5], String> {
+    let nums: Vec<usize> = text
+        .split(',')
+        .map(|t| t.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| "expects B,H,Lq,Lk,D (or B,H,L,D) of whole numbers".to_string())?;
+    match nums.as_slice() {
+        [b, h, l, d] => Ok([*b, *h, *l, *l, *d]),
+        [b, h, lq, lk, d] => Ok([*b, *h, *lq, *lk, *d]),
+        _ => Err(format!(
+            "expects B,H,Lq,Lk,D (or B,H,L,D); got {} numbers",
+            nums.len()
+        )),
+    }
+}
 
 /// Reference checks above this many score elements use a sample of query rows.
 const FULL_CHECK_LIMIT: usize = 1 << 26;
@@ -60,30 +176,10 @@ struct Row {
     note: String,
 }
 
-fn parse_shape(args: &Args) -> Result<Shape, Failure> {
-    let text = args.require("shape").map_err(Failure::usage)?;
-    let nums: Vec<usize> = text
-        .split(',')
-        .map(|t| t.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| {
-            Failure::input(format!(
-                "--shape expects B,H,Lq,Lk,D (or B,H,L,D); got '{text}'"
-            ))
-        })?;
-    let (b, hq, lq, lk, d) = match nums.as_slice() {
-        [b, h, l, d] => (*b, *h, *l, *l, *d),
-        [b, h, lq, lk, d] => (*b, *h, *lq, *lk, *d),
-        _ => {
-            return Err(Failure::input(format!(
-                "--shape expects B,H,Lq,Lk,D (or B,H,L,D); got '{text}'"
-            )))
-        }
-    };
-    let hkv = args
-        .number("kv-heads")
-        .map_err(Failure::input)?
-        .unwrap_or(hq);
+/// The shape from `--shape` and `--kv-heads`, every dimension at least 1.
+fn shape(args: &BenchArgs) -> Result<Shape, Failure> {
+    let [b, hq, lq, lk, d] = args.shape;
+    let hkv = args.kv_heads.unwrap_or(hq);
     if [b, hq, hkv, lq, lk, d].contains(&0) {
         return Err(Failure::input(
             "every dimension of --shape and --kv-heads must be at least 1",
@@ -99,74 +195,60 @@ fn parse_shape(args: &Args) -> Result<Shape, Failure> {
     })
 }
 
-fn paths(choice: Option<&str>) -> Result<Vec<(&'static str, Option<PathChoice>)>, Failure> {
-    let all = vec![
-        ("unfused", Some(PathChoice::Unfused)),
-        ("fused-subgroup", Some(PathChoice::FusedSubgroup)),
-        ("fused-portable", Some(PathChoice::FusedPortable)),
-        ("fused-tiled", Some(PathChoice::FusedTiled)),
-        ("fused-coop", Some(PathChoice::FusedCoop)),
-        ("decode", Some(PathChoice::Decode)),
-        ("decode-workgroup", Some(PathChoice::DecodeWorkgroup)),
-        ("cpu-ndarray", None),
-    ];
-    Ok(match choice {
-        None | Some("auto") => vec![("auto", Some(PathChoice::Auto))],
-        Some("all") => all,
-        Some("fused") => vec![("fused", Some(PathChoice::Fused))],
-        // One name, or several separated by commas (one input set, timed side by side).
-        Some(list) => {
-            let mut chosen = Vec::new();
-            for name in list.split(',').map(str::trim) {
-                let found = match name {
-                    "auto" => Some(("auto", Some(PathChoice::Auto))),
-                    "fused" => Some(("fused", Some(PathChoice::Fused))),
-                    _ => all.iter().copied().find(|(n, _)| *n == name),
-                };
-                match found {
-                    Some(p) => chosen.push(p),
-                    None => {
-                        return Err(Failure::input(format!(
-                            "--path must be auto, all, unfused, fused, fused-subgroup, fused-portable, fused-tiled, fused-coop, decode, decode-workgroup or cpu-ndarray, or a comma-separated list of them; got '{name}'"
-                        )))
-                    }
-                }
-            }
-            chosen
+/// The rows `--path` asks for: `all` alone is every path and the CPU baseline.
+fn paths(chosen: &[BenchPath]) -> Result<Vec<(&'static str, Option<PathChoice>)>, Failure> {
+    if chosen.contains(&BenchPath::All) {
+        if chosen.len() > 1 {
+            return Err(Failure::usage(
+                "bench",
+                "--path all stands alone: it cannot be part of a list",
+            ));
         }
-    })
+        return Ok([
+            BenchPath::Unfused,
+            BenchPath::FusedSubgroup,
+            BenchPath::FusedPortable,
+            BenchPath::FusedTiled,
+            BenchPath::FusedCoop,
+            BenchPath::Decode,
+            BenchPath::DecodeWorkgroup,
+            BenchPath::CpuNdarray,
+        ]
+        .map(BenchPath::row)
+        .to_vec());
+    }
+    Ok(chosen.iter().map(|p| p.row()).collect())
+}
+
+/// Where the paths' notes go while they are measured.
+struct Notes<'a> {
+    /// JSON or a plot: stdout stays machine-readable, notes go to stderr.
+    quiet: bool,
+    /// The progress bar, cleared while a note prints.
+    progress: &'a Progress,
 }
 
 /// Reports a path that cannot run this shape. Quiet output (JSON, plots) keeps stdout
 /// machine-readable: the reason goes to stderr then, never nowhere.
-fn report_skip(name: &str, why: impl std::fmt::Display, quiet: bool) {
-    if quiet {
-        eprintln!("{name}: skipped: {why}");
-    } else {
-        println!("{name:<16} skipped: {why}");
-    }
+fn report_skip(name: &str, why: impl std::fmt::Display, notes: &Notes<'_>) {
+    notes.progress.suspend(|| {
+        if notes.quiet {
+            eprintln!("{name}: skipped: {why}");
+        } else {
+            println!("{name:<16} skipped: {why}");
+        }
+    });
 }
 
 /// Checks one path against the reference, then times it. `None` when the path cannot run
-/// this shape (the reason goes to stdout, or to stderr when `quiet`).
-/// What `--precision` asks the products to be computed in.
-fn parse_precision(s: Option<&str>) -> Result<Precision, Failure> {
-    match s {
-        None | Some("f32") => Ok(Precision::F32),
-        Some("f16") => Ok(Precision::F16),
-        Some(other) => Err(Failure::input(format!(
-            "--precision must be f32 or f16; got '{other}'"
-        ))),
-    }
-}
-
+/// this shape (the reason goes to stdout, or to stderr when `notes.quiet`).
 fn measure(
     ctx: &Context,
     x: &Inputs,
     name: &str,
     choice: Option<PathChoice>,
     reps: usize,
-    quiet: bool,
+    notes: &Notes<'_>,
 ) -> Result<Option<Row>, Failure> {
     let sh = x.sh;
     let flops = forward_flops(sh.b, sh.hq, sh.lq, sh.lk, sh.d, sh.d, x.causal);
@@ -176,7 +258,7 @@ fn measure(
     let kv_bytes = 8.0 * (sh.b * sh.hkv * sh.lk * sh.d) as f64;
     let Some(path) = choice else {
         if x.mask.is_some() {
-            report_skip(name, "the CPU baseline takes no mask", quiet);
+            report_skip(name, "the CPU baseline takes no mask", notes);
             return Ok(None);
         }
         let mut timing_runs = Vec::new();
@@ -213,7 +295,7 @@ fn measure(
         opts = opts.mask(m.mask());
     }
     if x.bf16 {
-        return measure_bf16(ctx, x, name, &opts, reps, quiet);
+        return measure_bf16(ctx, x, name, &opts, reps, notes);
     }
     if let Some([q16, k16, v16]) = &x.halves {
         // f16: checked end to end on host arrays (conversion, upload, attention, narrowing,
@@ -225,7 +307,7 @@ fn measure(
         let r = match attention_f16(ctx, q16, k16, v16, &opts) {
             Ok(r) => r,
             Err(e) => {
-                report_skip(name, e, quiet);
+                report_skip(name, e, notes);
                 return Ok(None);
             }
         };
@@ -289,7 +371,7 @@ fn measure(
     let r = match wgpu_attention::attention_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts) {
         Ok(r) => r,
         Err(e) => {
-            report_skip(name, e, quiet);
+            report_skip(name, e, notes);
             return Ok(None);
         }
     };
@@ -313,20 +395,16 @@ fn measure(
     }))
 }
 
-pub fn run(argv: &[String]) -> Result<(), Failure> {
-    let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
-    let sh = parse_shape(&args)?;
-    let causal = parse_causal(args.get("causal"))?;
-    let reps: usize = args.number("reps").map_err(Failure::input)?.unwrap_or(10);
-    if reps == 0 {
-        return Err(Failure::input("--reps must be at least 1; got 0"));
-    }
-    let seed: u64 = args.number("seed").map_err(Failure::input)?.unwrap_or(1);
-    let chosen = paths(args.get("path"))?;
-    if let Some(file) = args.get("plot") {
+pub fn run(args: BenchArgs) -> Result<(), Failure> {
+    let sh = shape(&args)?;
+    let causal = Causal::from(args.causal);
+    let reps = args.reps;
+    let seed = args.seed;
+    let chosen = paths(&args.path)?;
+    if let Some(file) = &args.plot {
         super::check_output_path("plot", file)?;
     }
-    let json = args.has("json");
+    let json = args.json;
 
     // Before the first context: lavapipe reads its vector width once (crate::cpu_vectors).
     if cpu_vectors::suits_wide(sh.hq / sh.hkv.max(1) * sh.lq, sh.lk, sh.d, sh.d) {
@@ -334,39 +412,38 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     }
     let ctx = Context::new().map_err(Failure::from_error)?;
     let gpu_timing = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
-    let dtype = match args.get("dtype") {
-        None | Some("f32") => Dtype::F32,
-        Some("f16") => Dtype::F16,
-        Some("bf16") => Dtype::Bf16,
-        Some(other) => {
-            return Err(Failure::input(format!(
-                "--dtype must be f32, f16 or bf16; got '{other}'"
-            )))
-        }
-    };
     let settings = Settings {
         causal,
-        precision: parse_precision(args.get("precision"))?,
+        precision: Precision::from(args.precision),
         seed,
-        dtype,
-        mask: parse_mask(args.get("mask"))?,
+        dtype: args.dtype,
+        mask: args.mask.kind(),
     };
     let x = prepare(&ctx, sh, &settings)?;
     let mut table: Vec<Row> = Vec::new();
     // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
     // runs the workgroup form: the planner says which form it would run.
     let workgroup_decode = decode_runs_as_workgroup(&ctx, sh, causal);
+    let progress = Progress::bar(chosen.len(), "bench");
+    let notes = Notes {
+        quiet: json,
+        progress: &progress,
+    };
     for (name, choice) in &chosen {
         if *name == "decode-workgroup"
             && workgroup_decode
             && chosen.iter().any(|(n, _)| *n == "decode")
         {
+            progress.step();
             continue;
         }
-        if let Some(row) = measure(&ctx, &x, name, *choice, reps, json)? {
+        progress.working_on(*name);
+        if let Some(row) = measure(&ctx, &x, name, *choice, reps, &notes)? {
             table.push(row);
         }
+        progress.step();
     }
+    progress.finish();
     // The decode path reads K and V once: say how many query positions a second one call's
     // time gives (tokens/s of one layer), and compare with a plain copy of the same bytes.
     let tokens = sh.b * sh.lq;
@@ -403,7 +480,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         });
     }
     print_table(&ctx, &sh, &settings, &table, gpu_timing, json, x.rows.len());
-    if let Some(file) = args.get("plot") {
+    if let Some(file) = &args.plot {
         plot_sweep(&ctx, sh, &settings, &chosen, reps.min(3), file)?;
     }
     Ok(())
@@ -441,20 +518,26 @@ fn plot_sweep(
     }
     lengths.push(top);
     let mut series: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
-    let mut progress = Progress::new(lengths.len());
+    let progress = Progress::bar(lengths.len() * chosen.len(), "--plot sweep");
+    let notes = Notes {
+        quiet: true,
+        progress: &progress,
+    };
     for &len in &lengths {
         let lq = if sh.lq < 64 { sh.lq } else { len };
         let point = Shape { lq, lk: len, ..sh };
+        progress.working_on(format!("length {len}: inputs and reference"));
         let x = prepare(ctx, point, settings)?;
         for (name, choice) in chosen {
-            if let Some(row) = measure(ctx, &x, name, *choice, reps, true)? {
+            progress.working_on(format!("length {len}: {name}"));
+            if let Some(row) = measure(ctx, &x, name, *choice, reps, &notes)? {
                 match series.iter_mut().find(|(n, _)| *n == row.path) {
                     Some((_, pts)) => pts.push((len, row.gflops)),
                     None => series.push((row.path.clone(), vec![(len, row.gflops)])),
                 }
             }
+            progress.step();
         }
-        progress.step(&format!("length {len}"));
     }
     progress.finish();
     let title = format!(
@@ -475,7 +558,7 @@ fn plot_sweep(
         "sequence length (Lk)",
         "GFLOP/s",
         &series,
-    );
+    )?;
     canvas.save_png(file).map_err(Failure::from_error)?;
     if !json_quiet() {
         eprintln!("plot written to {file}");
@@ -493,11 +576,11 @@ fn measure_bf16(
     name: &str,
     opts: &AttentionOptions<'_>,
     reps: usize,
-    quiet: bool,
+    notes: &Notes<'_>,
 ) -> Result<Option<Row>, Failure> {
     let sh = x.sh;
     let skip = |why: String| {
-        report_skip(name, why, quiet);
+        report_skip(name, why, notes);
         Ok(None)
     };
     let mut cache = match KvCache::new_bf16(ctx, sh.b, sh.hkv, sh.lk, sh.d, sh.d) {

@@ -5,25 +5,55 @@ use wgpu_attention::heatmap::{render_panels, Panel};
 use wgpu_attention::npy::{self, NpyArray};
 use wgpu_attention::{AttentionOptions, Context};
 
-use super::args::Args;
-use super::run::parse_causal;
+use super::options::CausalArg;
 use super::Failure;
 use wgpu_attention::seeds::{sentence, SENTENCES};
+use wgpu_attention::Causal;
+
+/// `heatmap --help`'s description.
+pub const LONG_ABOUT: &str = "\
+Attention weights computed on the GPU, drawn as a PNG: token labels on both axes, the value \
+in each cell when cells are large enough, a colour bar, and a title with the adapter; one \
+panel per head for rank 3 and 4 inputs.
+
+Either --demo, or --q and --k (float32 or float64 .npy, rank 2 to 4).";
+
+/// `wgpu-attention heatmap`'s options.
+#[derive(Debug, clap::Args)]
+pub struct HeatmapArgs {
+    /// The seeds' experiment: 'I do not want to go to the office' and 'I do want to go to the
+    /// office', seeded embeddings and projections, side by side
+    #[arg(long, conflicts_with_all = ["q", "k", "labels", "key_labels"])]
+    demo: bool,
+    /// Queries (.npy)
+    #[arg(long, value_name = "Q.npy", required_unless_present = "demo")]
+    q: Option<String>,
+    /// Keys (.npy)
+    #[arg(long, value_name = "K.npy", required_unless_present = "demo")]
+    k: Option<String>,
+    /// Query labels: a text file of whitespace-separated tokens (indices when their number
+    /// does not match)
+    #[arg(long, value_name = "TOKENS.txt")]
+    labels: Option<String>,
+    /// Key labels, as --labels [default: the query labels]
+    #[arg(long, value_name = "TOKENS.txt")]
+    key_labels: Option<String>,
+    /// The causal rule
+    #[arg(long, value_enum, default_value_t = CausalArg::None)]
+    causal: CausalArg,
+    /// The factor the scores are multiplied by [default: 1/sqrt(D)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    scale: Option<f32>,
+    /// The picture's title
+    #[arg(long, value_name = "T")]
+    title: Option<String>,
+    /// Where to write the PNG
+    #[arg(long, value_name = "FILE.png", default_value = "heatmap.png")]
+    out: String,
+}
 
 /// A panel's data before it is borrowed for drawing: weights, query labels, key labels, title.
 type PanelData = (ArrayD<f32>, Vec<String>, Vec<String>, String);
-
-const VALUES: &[&str] = &[
-    "q",
-    "k",
-    "labels",
-    "key-labels",
-    "causal",
-    "scale",
-    "out",
-    "title",
-];
-const SWITCHES: &[&str] = &["demo"];
 
 fn read_labels(path: Option<&str>) -> Result<Vec<String>, Failure> {
     match path {
@@ -66,12 +96,11 @@ fn weights(
     })
 }
 
-pub fn run(argv: &[String]) -> Result<(), Failure> {
-    let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
-    let out = args.get("out").unwrap_or("heatmap.png").to_string();
+pub fn run(args: HeatmapArgs) -> Result<(), Failure> {
+    let out = args.out;
     super::check_output_path("out", &out)?;
-    let causal = parse_causal(args.get("causal"))?;
-    let scale: Option<f32> = args.number("scale").map_err(Failure::input)?;
+    let causal = Causal::from(args.causal);
+    let scale = args.scale;
     let opts = AttentionOptions {
         causal,
         scale,
@@ -79,7 +108,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     };
     let ctx = Context::new().map_err(Failure::from_error)?;
 
-    let (title, panels_data): (String, Vec<PanelData>) = if args.has("demo") {
+    let (title, panels_data): (String, Vec<PanelData>) = if args.demo {
         let mut data = Vec::new();
         for (i, words) in SENTENCES.iter().enumerate() {
             let (tokens, q, k, _) = sentence(words, 42);
@@ -98,14 +127,22 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
             ));
         }
         let t = args
-            .get("title")
+            .title
+            .as_deref()
             .unwrap_or("Attention weights: one word changed (seeded d_model 4 embeddings)");
         (t.to_string(), data)
     } else {
-        let q = read_f32(args.require("q").map_err(Failure::usage)?)?;
-        let k = read_f32(args.require("k").map_err(Failure::usage)?)?;
-        let ql = read_labels(args.get("labels"))?;
-        let kl = match args.get("key-labels") {
+        // clap requires both without --demo.
+        let (Some(qp), Some(kp)) = (&args.q, &args.k) else {
+            return Err(Failure::usage(
+                "heatmap",
+                "--q and --k are required without --demo",
+            ));
+        };
+        let q = read_f32(qp)?;
+        let k = read_f32(kp)?;
+        let ql = read_labels(args.labels.as_deref())?;
+        let kl = match args.key_labels.as_deref() {
             Some(p) => read_labels(Some(p))?,
             None => ql.clone(),
         };
@@ -129,7 +166,8 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
             })
             .collect();
         (
-            args.get("title").unwrap_or("Attention weights").to_string(),
+            args.title
+                .unwrap_or_else(|| "Attention weights".to_string()),
             data,
         )
     };

@@ -1,10 +1,11 @@
 //! The command-line tool's subcommands.
 
-pub mod args;
 pub mod bench;
 pub mod devices;
 pub mod heatmap;
+pub mod options;
 pub mod plot;
+pub mod progress;
 pub mod run;
 pub mod selfcheck;
 pub mod soak;
@@ -27,9 +28,9 @@ impl Failure {
         }
     }
 
-    /// Bad command line: exit 2, with a pointer to --help.
-    pub fn usage(message: String) -> Self {
-        Failure::input(format!("{message} (see wgpu-attention --help)"))
+    /// Bad command line that clap let through: exit 2, with a pointer to the command's help.
+    pub fn usage(command: &str, message: &str) -> Self {
+        Failure::input(format!("{message} (see wgpu-attention {command} --help)"))
     }
 
     /// From a library error, with the exit code its kind deserves.

@@ -7,51 +7,78 @@ use ndarray::ArrayD;
 use wgpu_attention::fp16::{attention_bf16, attention_f16, to_f16_checked};
 use wgpu_attention::npy::{self, NpyArray};
 use wgpu_attention::{
-    check, reference, AttentionOptions, AttentionOutput, Causal, Context, Error, Mask, PathChoice,
-    Tolerance,
+    check, reference, AttentionOptions, AttentionOutput, Causal, Context, Error, Mask, Tolerance,
 };
 
-use super::args::Args;
+use super::options::{CausalArg, Dtype, PathArg};
 use super::Failure;
 
-const VALUES: &[&str] = &[
-    "q", "k", "v", "mask", "causal", "scale", "out", "lse", "weights", "path", "atol", "rtol",
-    "dtype",
-];
-const SWITCHES: &[&str] = &["check"];
+/// `run --help`'s description.
+pub const LONG_ABOUT: &str = "\
+Attention on .npy files, optionally checked against the CPU reference.
+
+Inputs: float32, float64 or float16 .npy (little-endian, C or Fortran order), rank 2 (L, D), \
+3 (H, L, D), 4 (B, H, L, D) or up to 8 (several batch dimensions before H, L, D); k and v \
+may have fewer heads than q (grouped-query attention). The output has q's rank, last \
+dimension Dv, float32 (float16 with --dtype f16). Nothing is written unless everything \
+succeeded (and --check passed).";
+
+/// `wgpu-attention run`'s options.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Queries (.npy)
+    #[arg(long, value_name = "Q.npy")]
+    q: String,
+    /// Keys (.npy); may have fewer heads than q (grouped-query attention)
+    #[arg(long, value_name = "K.npy")]
+    k: String,
+    /// Values (.npy), with k's leading dimensions; the output's last dimension is theirs
+    #[arg(long, value_name = "V.npy")]
+    v: String,
+    /// A mask (.npy): bool (true = may attend) or float (added to the scores; -inf masks
+    /// out), broadcast to (batch dims.., H, Lq, Lk)
+    #[arg(long, value_name = "M.npy")]
+    mask: Option<String>,
+    /// The causal rule
+    #[arg(long, value_enum, default_value_t = CausalArg::None)]
+    causal: CausalArg,
+    /// The factor the scores are multiplied by [default: 1/sqrt(D)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    scale: Option<f32>,
+    /// Write the output here (.npy)
+    #[arg(long, value_name = "O.npy")]
+    out: Option<String>,
+    /// Write the log-sum-exp of each query row here (.npy)
+    #[arg(long, value_name = "L.npy")]
+    lse: Option<String>,
+    /// Write the attention weights here (.npy; the unfused path computes them)
+    #[arg(long, value_name = "W.npy")]
+    weights: Option<String>,
+    /// The kernel path
+    #[arg(long, value_enum, default_value_t = PathArg::Auto)]
+    path: PathArg,
+    /// Compare with the CPU reference and exit 1, writing nothing, when outside atol + rtol *
+    /// |expected|. Where fused-coop ran, which multiplies in f16, the output is held by
+    /// default to twice the error of f16 attention on the CPU instead
+    #[arg(long)]
+    check: bool,
+    /// --check's absolute tolerance [default: 1e-4]
+    #[arg(long, value_name = "A", allow_negative_numbers = true)]
+    atol: Option<f32>,
+    /// --check's relative tolerance [default: 1e-3; 2^-7 with --dtype bf16]
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    rtol: Option<f32>,
+    /// f16: the inputs rounded to f16 (values beyond its range are an error), f32
+    /// accumulation, the output written as float16 (.npy '<f2'). bf16: the inputs rounded to
+    /// bfloat16 (no range limit), the output written as float32 holding bfloat16 values
+    /// (numpy has no bfloat16)
+    #[arg(long, value_enum, default_value_t = Dtype::F32)]
+    dtype: Dtype,
+}
 
 /// FLOPs from which `run` asks lavapipe for 512-bit vectors: about 20 s of arithmetic at
 /// 256 bits, where 512's speed (1.3-1.5x on the fused tier) outweighs its slower compile.
 const RUN_WIDE_MIN_FLOPS: f64 = 2e12;
-/// Parses a causal flag value.
-pub fn parse_causal(s: Option<&str>) -> Result<Causal, Failure> {
-    match s {
-        None | Some("none") => Ok(Causal::None),
-        Some("top-left") => Ok(Causal::TopLeft),
-        Some("bottom-right") => Ok(Causal::BottomRight),
-        Some(other) => Err(Failure::input(format!(
-            "--causal must be none, top-left or bottom-right; got '{other}'"
-        ))),
-    }
-}
-
-/// Parses a path flag value.
-pub fn parse_path(s: Option<&str>) -> Result<PathChoice, Failure> {
-    match s {
-        None | Some("auto") => Ok(PathChoice::Auto),
-        Some("unfused") => Ok(PathChoice::Unfused),
-        Some("fused") => Ok(PathChoice::Fused),
-        Some("fused-subgroup") => Ok(PathChoice::FusedSubgroup),
-        Some("fused-portable") => Ok(PathChoice::FusedPortable),
-        Some("fused-tiled") => Ok(PathChoice::FusedTiled),
-        Some("fused-coop") => Ok(PathChoice::FusedCoop),
-        Some("decode") => Ok(PathChoice::Decode),
-        Some("decode-workgroup") => Ok(PathChoice::DecodeWorkgroup),
-        Some(other) => Err(Failure::input(format!(
-            "--path must be auto, unfused, fused, fused-subgroup, fused-portable, fused-tiled, fused-coop, decode or decode-workgroup; got '{other}'"
-        ))),
-    }
-}
 
 fn read_f32(flag: &str, path: &str) -> Result<ArrayD<f32>, Failure> {
     match npy::read(path).map_err(Failure::from_error)? {
@@ -82,44 +109,34 @@ fn with_files(e: Error, files: &[(&str, &str)]) -> Failure {
     }
 }
 
-pub fn run(argv: &[String]) -> Result<(), Failure> {
-    let args = Args::parse(argv, VALUES, SWITCHES).map_err(Failure::usage)?;
-    let (qp, kp, vp) = (
-        args.require("q").map_err(Failure::usage)?,
-        args.require("k").map_err(Failure::usage)?,
-        args.require("v").map_err(Failure::usage)?,
-    );
-    for flag in ["out", "lse", "weights"] {
-        if let Some(file) = args.get(flag) {
+pub fn run(args: RunArgs) -> Result<(), Failure> {
+    let (qp, kp, vp) = (args.q.as_str(), args.k.as_str(), args.v.as_str());
+    for (flag, file) in [
+        ("out", &args.out),
+        ("lse", &args.lse),
+        ("weights", &args.weights),
+    ] {
+        if let Some(file) = file {
             super::check_output_path(flag, file)?;
         }
     }
-    let causal = parse_causal(args.get("causal"))?;
-    let path = parse_path(args.get("path"))?;
-    let scale: Option<f32> = args.number("scale").map_err(Failure::input)?;
-    let atol: f32 = args.number("atol").map_err(Failure::input)?.unwrap_or(1e-4);
+    let causal = Causal::from(args.causal);
+    let path = args.path.choice();
+    let scale = args.scale;
+    let atol = args.atol.unwrap_or(1e-4);
     // bf16 keeps 8 bits of mantissa: its output alone is off by up to 2^-9 relative, so
     // --check defaults to twice its spacing there, 2^-7 (f16's 2^-11 fits 1e-3).
-    let bf16_out = args.get("dtype") == Some("bf16");
-    let rtol: f32 = args
-        .number("rtol")
-        .map_err(Failure::input)?
-        .unwrap_or(if bf16_out { 1.0 / 128.0 } else { 1e-3 });
+    let rtol = args.rtol.unwrap_or(if args.dtype == Dtype::Bf16 {
+        1.0 / 128.0
+    } else {
+        1e-3
+    });
     if !(atol >= 0.0 && rtol >= 0.0 && atol.is_finite() && rtol.is_finite()) {
         return Err(Failure::input(
             "--atol and --rtol must be finite and non-negative",
         ));
     }
-    let (f16, bf16) = match args.get("dtype") {
-        None | Some("f32") => (false, false),
-        Some("f16") => (true, false),
-        Some("bf16") => (false, true),
-        Some(other) => {
-            return Err(Failure::input(format!(
-                "--dtype must be f32, f16 or bf16; got '{other}'"
-            )))
-        }
-    };
+    let (f16, bf16) = (args.dtype == Dtype::F16, args.dtype == Dtype::Bf16);
     let mut q = read_f32("q", qp)?;
     let mut k = read_f32("k", kp)?;
     let mut v = read_f32("v", vp)?;
@@ -147,7 +164,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         v = vb.mapv(half::bf16::to_f32);
         brains = Some((qb, kb, vb));
     }
-    let mask_file = match args.get("mask") {
+    let mask_file = match args.mask.as_deref() {
         Some(p) => Some((p, npy::read(p).map_err(Failure::from_error)?)),
         None => None,
     };
@@ -156,8 +173,8 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         causal,
         scale,
         path,
-        return_lse: args.get("lse").is_some(),
-        return_weights: args.get("weights").is_some(),
+        return_lse: args.lse.is_some(),
+        return_weights: args.weights.is_some(),
         ..Default::default()
     };
     if let Some((p, m)) = &mask_file {
@@ -223,7 +240,7 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         result.plan.chunks
     );
     let mut failed_check = false;
-    if args.has("check") {
+    if args.check {
         let expected =
             reference::attention(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
         let tol = Tolerance { atol, rtol };
@@ -236,9 +253,8 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         }
         // fused-coop multiplies in f16: by default its output is held to FlashAttention's
         // rule (twice the error of f16 attention on the CPU), as in the tests.
-        let f16_rule = result.plan.path == "fused-coop"
-            && args.get("atol").is_none()
-            && args.get("rtol").is_none();
+        let f16_rule =
+            result.plan.path == "fused-coop" && args.atol.is_none() && args.rtol.is_none();
         if f16_rule {
             pairs.retain(|(name, _, _)| *name != "out");
             let c = reference::check_f16(&q, &k, &v, &opts, &result.out)
@@ -277,19 +293,19 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         });
     }
     // Everything computed and checked: only now write files.
-    for (flag, array) in [
-        ("out", Some(&result.out)),
-        ("lse", result.lse.as_ref()),
-        ("weights", result.weights.as_ref()),
+    for (flag, file, array) in [
+        ("out", &args.out, Some(&result.out)),
+        ("lse", &args.lse, result.lse.as_ref()),
+        ("weights", &args.weights, result.weights.as_ref()),
     ] {
-        if let (Some(path), Some(a)) = (args.get(flag), array) {
+        if let (Some(path), Some(a)) = (file, array) {
             match (&out16, flag) {
                 (Some(o), "out") => npy::write_f16(path, &o.view()).map_err(Failure::from_error)?,
                 _ => npy::write(path, &a.view()).map_err(Failure::from_error)?,
             }
         }
     }
-    if args.get("out").is_none() {
+    if args.out.is_none() {
         println!(
             "out shape {:?} (pass --out FILE.npy to save it)",
             result.out.shape()

@@ -10,6 +10,7 @@ use wgpu_attention::{
     Mask, PathChoice, Tolerance,
 };
 
+use super::progress::Progress;
 use super::Failure;
 use wgpu_attention::seeds::sentence;
 
@@ -63,8 +64,13 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
         "case", "path", "max abs", "max rel"
     );
     let mut all_ok = true;
-    for case in cases() {
+    let cases = cases();
+    // A first run on lavapipe compiles each row's kernels for seconds: the bar says which
+    // row is running (on a terminal only).
+    let progress = Progress::bar(cases.len() * PATHS.len(), "parity");
+    for case in cases {
         for (path, path_name) in PATHS {
+            progress.working_on(format!("{}: {path_name}", case.name));
             let mut opts = AttentionOptions::default()
                 .causal(case.causal)
                 .path(path)
@@ -77,10 +83,13 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
                 // A tier this adapter cannot run (the subgroup tier on a GPU, say) is not a
                 // failure of the self-check: say so and go on.
                 Err(Error::PathUnavailable { reason, .. }) => {
-                    println!(
-                        "  {:<52} {:<16} not on this adapter: {reason}",
-                        case.name, path_name
-                    );
+                    progress.suspend(|| {
+                        println!(
+                            "  {:<52} {:<16} not on this adapter: {reason}",
+                            case.name, path_name
+                        )
+                    });
+                    progress.step();
                     continue;
                 }
                 Err(e) => return Err(Failure::from_error(e)),
@@ -106,20 +115,24 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
             all_ok &= ok;
             // The path that ran (forced decode takes the adapter's form: on GPUs, the
             // workgroup form, so the row says decode-workgroup).
-            println!(
-                "  {:<52} {:<16} {:>11.3e} {:>11.3e}  {}",
-                case.name,
-                gpu.plan.path,
-                c.max_abs_err,
-                c.max_rel_err,
-                match (ok, f16_rule.is_some()) {
-                    (true, false) => "ok",
-                    (true, true) => "ok (f16: within twice f16's own error)",
-                    (false, _) => "FAILED",
-                }
-            );
+            progress.suspend(|| {
+                println!(
+                    "  {:<52} {:<16} {:>11.3e} {:>11.3e}  {}",
+                    case.name,
+                    gpu.plan.path,
+                    c.max_abs_err,
+                    c.max_rel_err,
+                    match (ok, f16_rule.is_some()) {
+                        (true, false) => "ok",
+                        (true, true) => "ok (f16: within twice f16's own error)",
+                        (false, _) => "FAILED",
+                    }
+                )
+            });
+            progress.step();
         }
     }
+    progress.finish();
     Ok(all_ok)
 }
 
@@ -141,7 +154,13 @@ fn cache_decode(ctx: &Context) -> Result<bool, Failure> {
         .causal(Causal::BottomRight)
         .with_lse();
     let (mut worst, mut ok, mut paths) = (0.0f64, true, Vec::new());
+    let progress = Progress::bar(steps + 1, "KV cache");
     for step in 0..=steps {
+        progress.working_on(if step == 0 {
+            format!("the {prompt}-token prompt")
+        } else {
+            format!("token {step}")
+        });
         let (from, to) = if step == 0 {
             (0, prompt)
         } else {
@@ -167,7 +186,9 @@ fn cache_decode(ctx: &Context) -> Result<bool, Failure> {
         if !paths.contains(&gpu.plan.path) {
             paths.push(gpu.plan.path);
         }
+        progress.step();
     }
+    progress.finish();
     println!(
         "\nA KV cache on the device (KvCache): a {prompt}-token prompt, then {steps} tokens one at a time (Hq{hq} Hkv{hkv} D{d}, bottom-right causal), each step against the reference:"
     );
@@ -254,8 +275,10 @@ fn timing(ctx: &Context) -> Result<(), Failure> {
 /// its first context (crate::cpu_vectors), and passes its rows through. False, with a note,
 /// when the child could not run them (the caller then times them here).
 fn prefill_elsewhere() -> bool {
+    let progress = Progress::spinner("prefill rows at 512-bit vectors, in a second process");
     let child = std::env::current_exe()
         .and_then(|exe| std::process::Command::new(exe).arg(ROWS_COMMAND).output());
+    progress.finish();
     match child {
         Ok(out) if out.status.success() => {
             print!("{}", String::from_utf8_lossy(&out.stdout));
@@ -288,6 +311,9 @@ pub fn prefill_rows() -> Result<(), Failure> {
 fn time_rows(ctx: &Context, shapes: &[Shape]) -> Result<(), Failure> {
     let mut rng = Rng::new(7);
     for &(b, hq, hkv, lq, lk, d, causal) in shapes {
+        let progress = Progress::spinner(format!(
+            "timing B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} {causal:?}"
+        ));
         let up = |a: ArrayD<f32>, name| {
             GpuTensor::from_array(ctx, name, &a).map_err(Failure::from_error)
         };
@@ -302,6 +328,7 @@ fn time_rows(ctx: &Context, shapes: &[Shape]) -> Result<(), Failure> {
         let t = time_gpu(ctx, &q, &k, &v, &opts, 2, 5).map_err(Failure::from_error)?;
         let ms = t.median_gpu_ms().unwrap_or(t.median_ms());
         let gflops = forward_flops(b, hq, lq, lk, d, d, causal) / (ms * 1e6);
+        progress.finish();
         let shape = format!(
             "B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d}{}",
             if causal == Causal::None {

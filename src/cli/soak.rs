@@ -7,8 +7,22 @@ use ndarray::ArrayD;
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{reference, AttentionOptions, Causal, Context, PathChoice, Tolerance};
 
-use super::args::Args;
+use super::progress::Progress;
 use super::Failure;
+
+/// `soak --help`'s description.
+pub const LONG_ABOUT: &str = "\
+Many mixed calls in one process (four shapes, four paths, the three causal rules), every 50th \
+result checked against the reference, reporting host memory (RSS) after the warm-up and at \
+the end, and the live device buffers and bind groups.";
+
+/// `wgpu-attention soak`'s options.
+#[derive(Debug, clap::Args)]
+pub struct SoakArgs {
+    /// How many calls after the warm-up
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    calls: usize,
+}
 
 /// Resident set size in MiB from /proc (Linux); `None` elsewhere.
 fn rss_mib() -> Option<f64> {
@@ -32,12 +46,8 @@ fn show(x: Option<f64>) -> String {
     x.map_or("n/a".to_string(), |v| format!("{v:.1} MiB"))
 }
 
-pub fn run(argv: &[String]) -> Result<(), Failure> {
-    let args = Args::parse(argv, &["calls"], &[]).map_err(Failure::usage)?;
-    let calls: usize = args
-        .number("calls")
-        .map_err(Failure::input)?
-        .unwrap_or(10_000);
+pub fn run(args: SoakArgs) -> Result<(), Failure> {
+    let calls = args.calls;
     let ctx = Context::new().map_err(Failure::from_error)?;
     let mut rng = Rng::new(9);
     // (q, k, v, causal, path, expected output)
@@ -80,6 +90,8 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
     let mut objects_start = (0, 0, 0.0);
     let mut checked = 0;
     let start = Instant::now();
+    let progress = Progress::bar(calls + warmup, "soak");
+    progress.working_on(format!("{warmup} warm-up calls, then {calls}"));
     for n in 0..calls + warmup {
         let (q, k, v, causal, path, expected) = &work[n % work.len()];
         let opts = AttentionOptions::default().causal(*causal).path(*path);
@@ -101,8 +113,11 @@ pub fn run(argv: &[String]) -> Result<(), Failure> {
         }
         if n % 500 == 0 {
             rss_peak = rss_peak.max(rss_mib().unwrap_or(0.0));
+            progress.working_on(format!("{checked} checked, RSS {}", show(rss_mib())));
         }
+        progress.step();
     }
+    progress.finish();
     let rss_end = rss_mib();
     ctx.wait().map_err(Failure::from_error)?;
     let objects_end = device_objects(&ctx);

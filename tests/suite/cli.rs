@@ -231,6 +231,30 @@ fn bad_inputs_exit_2_and_write_nothing() {
             vec!["--q", &good, "--k", &good, "--v", &good, "--bogus", "1"],
             "--bogus",
         ),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--dtype", "f64"],
+            "--dtype",
+        ),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--path=fastest"],
+            "--path",
+        ),
+        (
+            vec!["--q", &good, "--q", &good, "--k", &good, "--v", &good],
+            "--q",
+        ),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--check=yes"],
+            "--check",
+        ),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--atol", "x"],
+            "--atol",
+        ),
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--rtol", "-1"],
+            "--rtol",
+        ),
     ];
     for (args, mention) in cases {
         let o = tool()
@@ -300,7 +324,12 @@ fn output_paths_are_checked_before_any_work() {
     cases.push((bench(&missing_dir), "plot", "does not exist"));
     cases.push((bench(&a_dir), "plot", "is a directory"));
     cases.push((
-        vec!["heatmap".into(), "--out".into(), missing_dir.clone()],
+        vec![
+            "heatmap".into(),
+            "--demo".into(),
+            "--out".into(),
+            missing_dir.clone(),
+        ],
         "out",
         "does not exist",
     ));
@@ -323,9 +352,84 @@ fn output_paths_are_checked_before_any_work() {
 fn help_and_unknown_commands() {
     let o = tool().arg("--help").output().expect("run tool");
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).contains("wgpu-attention run"));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for said in [
+        "wgpu-attention run",
+        "EXIT CODES",
+        "ENVIRONMENT",
+        "WGPU_ADAPTER_NAME",
+    ] {
+        assert!(stdout.contains(said), "{said}: {stdout}");
+    }
+    for command in ["devices", "run", "bench", "heatmap", "soak", "completions"] {
+        assert!(
+            stdout.lines().any(|l| l.trim_start().starts_with(command)),
+            "{command}: {stdout}"
+        );
+    }
+    // The internal command stays out of the help.
+    assert!(!stdout.contains("self-check-rows"), "{stdout}");
+    let o = tool().arg("--version").output().expect("run tool");
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("wgpu-attention "));
     let o = tool().arg("frobnicate").output().expect("run tool");
     assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lines = error_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("'frobnicate'"), "{stderr}");
+    assert!(o.stdout.is_empty());
+}
+
+/// `completions SHELL` prints the shell's script (the subcommands and their options, not the
+/// internal command); a shell it does not know is exit 2 with one line.
+#[test]
+fn completions_for_each_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = tool()
+            .args(["completions", shell])
+            .output()
+            .expect("run tool");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{shell}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // fish names options without their dashes (-l shape).
+        for said in [
+            "wgpu-attention",
+            "bench",
+            "heatmap",
+            "shape",
+            "causal",
+            "kv-heads",
+        ] {
+            assert!(stdout.contains(said), "{shell}: {said} missing");
+        }
+        assert!(!stdout.contains("self-check-rows"), "{shell}");
+    }
+    let o = tool()
+        .args(["completions", "bash"])
+        .output()
+        .expect("run tool");
+    let script = String::from_utf8_lossy(&o.stdout);
+    assert!(script.contains("complete -F"), "{script}");
+    assert!(script.contains("top-left bottom-right"), "{script}");
+    let o = tool()
+        .args(["completions", "tcsh"])
+        .output()
+        .expect("run tool");
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lines = error_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("'tcsh'") && lines[0].contains("bash"),
+        "{stderr}"
+    );
+    assert!(o.stdout.is_empty());
 }
 
 /// Every path the help names can be chosen with `run --path` and passes `--check`.
@@ -424,6 +528,19 @@ fn bench_json_and_plot() {
     }
     let bytes = std::fs::read(&png).expect("plot written");
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    // A whole RGB picture, compressed (uncompressed it would be 1.9 MB).
+    let (width, height) = png_size(&bytes);
+    assert!(width >= 640 && height >= 400, "{width} x {height}");
+    assert!(bytes.len() < 400_000, "{} bytes", bytes.len());
+}
+
+/// The size of a PNG, which must decode whole.
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut reader = decoder.read_info().expect("a PNG header");
+    let mut pixels = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut pixels).expect("the pixels");
+    (info.width, info.height)
 }
 
 /// `bench --mask` gives every path the mask and checks it against the reference with the
@@ -465,45 +582,90 @@ fn bench_with_masks() {
         .output()
         .expect("run tool");
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--mask must be"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lines = error_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    for said in [
+        "--mask",
+        "'sometimes'",
+        "possible values",
+        "finfo-padding",
+        "window",
+    ] {
+        assert!(lines[0].contains(said), "{said}: {}", lines[0]);
+    }
+    assert!(o.stdout.is_empty(), "nothing timed");
 }
 
-/// Bad bench options: exit 2 before any work, one line saying what was expected.
+/// Bad bench options: exit 2 before any work, one line naming the option and saying what
+/// was expected.
 #[test]
 fn bench_rejects_bad_options() {
-    let cases: [(&[&str], &str); 9] = [
-        (&["--shape", "1,2,3"], "--shape expects"),
+    let cases: [(&[&str], &[&str]); 11] = [
+        (
+            &["--shape", "1,2,3"],
+            &["--shape", "'1,2,3'", "B,H,Lq,Lk,D"],
+        ),
+        (&["--shape", "1,2,x,4"], &["--shape", "B,H,Lq,Lk,D"]),
         // Arrays too large for the device are refused before the host makes them (this
         // one overflowed ndarray's size and panicked).
         (
             &["--shape", "100000,100000,100000,100000,100000"],
-            "q (100000 x 100000 x 100000 x 100000) needs more than 2^64 bytes",
+            &["q (100000 x 100000 x 100000 x 100000) needs more than 2^64 bytes"],
         ),
         (
             &["--shape", "1,1,70000,70000,4", "--mask", "bias"],
-            "the mask (70000 x 70000) needs 19600000000 bytes in one buffer",
+            &["the mask (70000 x 70000) needs 19600000000 bytes in one buffer"],
         ),
-        (&["--shape", "1,0,4,4,4"], "at least 1"),
-        (&["--shape", "1,8,4,4,8", "--kv-heads", "3"], "multiple of"),
+        (&["--shape", "1,0,4,4,4"], &["--shape", "at least 1"]),
+        (
+            &["--shape", "1,8,4,4,8", "--kv-heads", "3"],
+            &["multiple of"],
+        ),
         (
             &["--shape", "1,1,4,4,4", "--reps", "0"],
-            "--reps must be at least 1",
+            &["--reps", "at least 1"],
         ),
-        (&["--shape", "1,1,4,4,4", "--reps", "-1"], "--reps"),
+        (
+            &["--shape", "1,1,4,4,4", "--reps", "-1"],
+            &["--reps", "'-1'"],
+        ),
         (
             &["--shape", "1,1,4,4,4", "--path", "fastest"],
-            "--path must be",
+            &[
+                "--path",
+                "'fastest'",
+                "possible values",
+                "all",
+                "cpu-ndarray",
+            ],
+        ),
+        (
+            &["--shape", "1,1,4,4,4", "--path", "all,unfused"],
+            &["--path all stands alone"],
         ),
         (
             &["--shape", "1,1,4,4,4", "--causal", "diagonal"],
-            "--causal must be",
+            &[
+                "--causal",
+                "'diagonal'",
+                "possible values: none, top-left, bottom-right",
+            ],
         ),
     ];
-    for (args, mention) in cases {
+    for (args, mentions) in cases {
         let o = tool().arg("bench").args(args).output().expect("run tool");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(mention), "{args:?}: {stderr}");
+        let lines = error_lines(&stderr);
+        assert_eq!(
+            lines.len(),
+            1,
+            "{args:?}: one error line expected, got {stderr}"
+        );
+        for mention in mentions {
+            assert!(lines[0].contains(mention), "{args:?}: {mention}: {stderr}");
+        }
         assert!(o.stdout.is_empty(), "{args:?}: nothing timed");
     }
 }
@@ -627,9 +789,12 @@ fn heatmap_demo_and_files() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(stdout.contains("weight of \"I\" on \"not\""), "{stdout}");
-    assert!(std::fs::read(&demo)
-        .expect("demo png")
-        .starts_with(b"\x89PNG"));
+    let bytes = std::fs::read(&demo).expect("demo png");
+    assert!(bytes.starts_with(b"\x89PNG"));
+    let (width, height) = png_size(&bytes);
+    assert!(width > 600 && height > 300, "{width} x {height}");
+    // Compressed: 19.5 kB on 2026-12-04, where the stored-blocks encoder wrote 2.7 MB.
+    assert!(bytes.len() < 200_000, "{} bytes", bytes.len());
     let mut rng = Rng::new(34);
     let q = save(&dir, "q.npy", &rng.array(&[2, 5, 8], 1.0));
     let k = save(&dir, "k.npy", &rng.array(&[2, 5, 8], 1.0));
@@ -658,6 +823,35 @@ fn heatmap_demo_and_files() {
         .output()
         .expect("run tool");
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// `heatmap` draws either the demo or the files: both, or neither, is exit 2 with one line
+/// naming the options, and no picture.
+#[test]
+fn heatmap_takes_the_demo_or_files() {
+    let dir = tmpdir("heatmap-args");
+    let png = dir.join("h.png").display().to_string();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["--demo", "--q", "q.npy"], &["--demo", "--q"]),
+        (&[], &["--q", "--k"]),
+        (&["--q", "q.npy"], &["--k"]),
+    ];
+    for (args, mentions) in cases {
+        let o = tool()
+            .arg("heatmap")
+            .args(args)
+            .args(["--out", &png])
+            .output()
+            .expect("run tool");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines = error_lines(&stderr);
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        for mention in mentions {
+            assert!(lines[0].contains(mention), "{args:?}: {mention}: {stderr}");
+        }
+        assert!(!Path::new(&png).exists(), "{args:?}: no picture");
+    }
 }
 
 /// A short soak: mixed calls, results sampled against the reference, memory reported.
@@ -850,7 +1044,7 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// and flags take `--name=value` as well as `--name value`.
 #[test]
 fn subcommands_have_help_and_take_name_equals_value() {
-    for command in ["run", "bench", "heatmap", "devices", "soak"] {
+    for command in ["run", "bench", "heatmap", "devices", "soak", "completions"] {
         let o = tool().args([command, "--help"]).output().expect("run tool");
         let stdout = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(0), "{command}: {stdout}");
@@ -880,11 +1074,18 @@ fn subcommands_have_help_and_take_name_equals_value() {
     );
     assert!(stdout.contains("\"path\": \"fused-portable\""), "{stdout}");
     let o = tool()
-        .args(["bench", "--json=yes"])
+        .args(["bench", "--shape=1,2,40,40,16", "--json=yes"])
         .output()
         .expect("run tool");
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--json takes no value"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let lines = error_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("--json") && lines[0].contains("'yes'"),
+        "{stderr}"
+    );
+    assert!(o.stdout.is_empty());
 }
 
 /// `run --dtype f16 --check` where fused-coop runs (emulated here) holds its output to the

@@ -11,6 +11,8 @@ mod common;
 
 mod broadcast;
 mod cache;
+// Runs the binary, which needs the `cli` feature (a default one).
+#[cfg(feature = "cli")]
 mod cli;
 mod concurrency;
 mod coop;

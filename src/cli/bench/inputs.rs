@@ -10,6 +10,7 @@ use wgpu_attention::{
 };
 
 use super::{Shape, FULL_CHECK_LIMIT};
+use crate::cli::options::Dtype;
 use crate::cli::Failure;
 
 /// `bench --mask`: a mask every path gets, to time masked attention.
@@ -41,20 +42,34 @@ impl MaskKind {
     }
 }
 
-pub(super) fn parse_mask(text: Option<&str>) -> Result<Option<MaskKind>, Failure> {
-    Ok(match text {
-        None | Some("none") => None,
-        Some("padding") => Some(MaskKind::Padding),
-        Some("finfo-padding") => Some(MaskKind::FinfoPadding),
-        Some("bool") => Some(MaskKind::Bool),
-        Some("bias") => Some(MaskKind::Bias),
-        Some("window") => Some(MaskKind::Window),
-        Some(other) => {
-            return Err(Failure::input(format!(
-                "--mask must be none, padding, finfo-padding, bool, bias or window; got '{other}'"
-            )))
+/// `bench --mask`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum MaskArg {
+    /// No mask
+    None,
+    /// Bool (B,1,1,Lk) with the last eighth of the keys masked out (key padding)
+    Padding,
+    /// The same padding as a float mask of 0 and f32::MIN (Hugging Face's form)
+    FinfoPadding,
+    /// Bool (Lq,Lk) with 10% masked out at random
+    Bool,
+    /// Float (Lq,Lk) of normal values (a bias such as ALiBi's or T5's)
+    Bias,
+    /// Bool (Lq,Lk), each row the 256 keys up to its own (a sliding window, bottom-right aligned)
+    Window,
+}
+
+impl MaskArg {
+    pub(super) fn kind(self) -> Option<MaskKind> {
+        match self {
+            MaskArg::None => None,
+            MaskArg::Padding => Some(MaskKind::Padding),
+            MaskArg::FinfoPadding => Some(MaskKind::FinfoPadding),
+            MaskArg::Bool => Some(MaskKind::Bool),
+            MaskArg::Bias => Some(MaskKind::Bias),
+            MaskArg::Window => Some(MaskKind::Window),
         }
-    })
+    }
 }
 
 /// The values of a `--mask` for a shape.
@@ -185,14 +200,6 @@ pub(super) struct Inputs {
     pub(super) bf16: bool,
     /// With --mask: the mask every path gets.
     pub(super) mask: Option<BenchMask>,
-}
-
-/// The element type of `bench --dtype`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Dtype {
-    F32,
-    F16,
-    Bf16,
 }
 
 /// What a bench run measures besides the shape.

@@ -1,5 +1,5 @@
-//! `bench`'s output: the table (or one JSON object per path), the progress bar of a
-//! `--plot` sweep, and the number formats of the JSON lines.
+//! `bench`'s output: the table (or one JSON object per path) and the number formats of the
+//! JSON lines.
 
 use wgpu_attention::Context;
 
@@ -73,45 +73,6 @@ pub(super) fn print_table(
             r.max_abs_err,
             r.note
         );
-    }
-}
-
-/// A one-line progress bar on stderr when it is a terminal; silent otherwise (logs, CI).
-pub(super) struct Progress {
-    total: usize,
-    done: usize,
-    tty: bool,
-}
-
-impl Progress {
-    pub(super) fn new(total: usize) -> Self {
-        use std::io::IsTerminal;
-        Progress {
-            total,
-            done: 0,
-            tty: std::io::stderr().is_terminal(),
-        }
-    }
-
-    pub(super) fn step(&mut self, what: &str) {
-        self.done += 1;
-        if self.tty {
-            let width = 30;
-            let filled = width * self.done / self.total.max(1);
-            eprint!(
-                "\r[{}{}] {}/{} {what:<20}",
-                "#".repeat(filled),
-                " ".repeat(width - filled),
-                self.done,
-                self.total
-            );
-        }
-    }
-
-    pub(super) fn finish(&self) {
-        if self.tty {
-            eprintln!();
-        }
     }
 }
 

@@ -1,0 +1,349 @@
+//! The command line as clap reads it: the tool, its subcommands, the value names that the
+//! options share (`--causal`, `--path`, `--dtype`, ...), the text every `--help` ends with,
+//! and usage errors squeezed to the one line the tool prints on stderr.
+
+use std::ffi::OsStr;
+
+use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
+use clap::{Parser, Subcommand, ValueEnum};
+use wgpu_attention::{Causal, PathChoice, Precision};
+
+use super::{bench, heatmap, run, soak};
+
+/// The end of `-h`: the exit codes in one line.
+const EXIT_CODES_SHORT: &str =
+    "EXIT CODES: 0 success, 1 GPU failure or --check outside tolerance, 2 bad input (nothing written). \
+     --help says more, and lists the environment variables.";
+
+/// Before the exit codes at the end of the tool's own `--help`.
+const EXAMPLES: &str = "\
+EXAMPLES:
+    wgpu-attention                     self-check and a short timing table
+    wgpu-attention devices             the adapters, with features, limits and memory
+    wgpu-attention run --q Q.npy --k K.npy --v V.npy --causal bottom-right --check --out O.npy
+    wgpu-attention bench --shape 1,8,1024,1024,64 --path all
+    wgpu-attention bench --shape 1,32,1,4096,128 --kv-heads 8 --path decode,fused --json
+    wgpu-attention heatmap --demo --out heatmap.png
+    wgpu-attention soak --calls 2000
+    wgpu-attention completions bash > ~/.local/share/bash-completion/completions/wgpu-attention
+
+    Options take --name value or --name=value; `wgpu-attention COMMAND --help` describes
+    a command's options.";
+
+/// The end of the tool's own `--help`.
+fn tool_after_long_help() -> String {
+    format!("{EXAMPLES}\n\n{EXIT_CODES_AND_ENVIRONMENT}")
+}
+
+/// The end of `--help`, on the tool and on every subcommand.
+const EXIT_CODES_AND_ENVIRONMENT: &str = "\
+EXIT CODES:
+    0 success, 1 GPU failure or --check outside tolerance, 2 bad input (nothing written).
+    A usage error, a bad file or bad options: one line on stderr, starting
+    'wgpu-attention: error:', and no output file.
+
+ENVIRONMENT:
+    WGPU_BACKEND (vulkan, metal, dx12), WGPU_ADAPTER_NAME (substring of the adapter name)
+    choose the adapter; by default discrete GPUs come first, then integrated, then CPU.
+    WGPU_ATTENTION_COOP: emulate runs the cooperative-matrix tier (fused-coop) with its
+    matrix operations in scalar code on any adapter with f16 (slow; for testing); off turns
+    the tier off. WGPU_ATTENTION_COOP_VARIANT=RxW (64x64, 32x128, 64x32, 32x64, 16x128)
+    picks its tile variant where that fits, to time the variants side by side.
+    LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
+    AVX-512, `bench` (and `run` from 2 TFLOP) sets it to 512 (16-lane subgroups) except for
+    decode shapes (few query rows per kv head over many keys), which run faster at
+    lavapipe's default 256, and widths above 128, whose pipelines compile four times slower
+    at 512. It then also sets MESA_SHADER_CACHE_DIR, when unset, to
+    ~/.cache/wgpu-attention-512-bit: Mesa's cache does not tell the two widths apart.";
+
+/// `wgpu-attention`: scaled dot-product attention on the GPU, checked against a CPU
+/// reference.
+#[derive(Debug, Parser)]
+#[command(
+    name = "wgpu-attention",
+    version,
+    about = "Scaled dot-product attention on the GPU, checked against a CPU reference",
+    long_about = "Scaled dot-product attention on the GPU, checked against a CPU reference.\n\n\
+        With no command: a self-check on the default adapter (every kernel path against the \
+        CPU reference, the seeds' sentence, decoding through a KV cache), then a short timing \
+        table.",
+    after_help = EXIT_CODES_SHORT,
+    after_long_help = tool_after_long_help(),
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List adapters with backend, type, features, cooperative matrices, limits and memory
+    #[command(
+        after_help = EXIT_CODES_SHORT,
+        after_long_help = EXIT_CODES_AND_ENVIRONMENT,
+    )]
+    Devices,
+    /// Attention on .npy files, optionally checked against the CPU reference
+    #[command(
+        long_about = run::LONG_ABOUT,
+        after_help = EXIT_CODES_SHORT,
+        after_long_help = EXIT_CODES_AND_ENVIRONMENT,
+    )]
+    Run(run::RunArgs),
+    /// Every path side by side on one shape, each checked before it is timed
+    #[command(
+        long_about = bench::LONG_ABOUT,
+        after_help = EXIT_CODES_SHORT,
+        after_long_help = EXIT_CODES_AND_ENVIRONMENT,
+    )]
+    Bench(bench::BenchArgs),
+    /// Attention weights computed on the GPU, drawn as a PNG
+    #[command(
+        long_about = heatmap::LONG_ABOUT,
+        override_usage = "wgpu-attention heatmap --demo [OPTIONS]\n       \
+            wgpu-attention heatmap --q <Q.npy> --k <K.npy> [OPTIONS]",
+        after_help = EXIT_CODES_SHORT,
+        after_long_help = EXIT_CODES_AND_ENVIRONMENT,
+    )]
+    Heatmap(heatmap::HeatmapArgs),
+    /// Many mixed calls in one process; reports host memory and live device objects
+    #[command(
+        long_about = soak::LONG_ABOUT,
+        after_help = EXIT_CODES_SHORT,
+        after_long_help = EXIT_CODES_AND_ENVIRONMENT,
+    )]
+    Soak(soak::SoakArgs),
+    /// Print a shell's completion script (bash, zsh, fish, elvish, powershell)
+    #[command(
+        long_about = "Print the completion script of a shell on stdout.\n\n\
+            bash: wgpu-attention completions bash > ~/.local/share/bash-completion/completions/wgpu-attention\n\
+            zsh: wgpu-attention completions zsh > ~/.zfunc/_wgpu-attention (with fpath+=~/.zfunc before compinit)\n\
+            fish: wgpu-attention completions fish > ~/.config/fish/completions/wgpu-attention.fish",
+        after_help = EXIT_CODES_SHORT,
+        after_long_help = EXIT_CODES_AND_ENVIRONMENT,
+    )]
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `--causal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CausalArg {
+    /// Every query sees every key (subject to the mask)
+    None,
+    /// Query i sees keys j <= i (PyTorch's is_causal=True)
+    TopLeft,
+    /// Query i sees keys j <= i + Lk - Lq (aligned to the last key, as a KV-cache decode needs)
+    BottomRight,
+}
+
+impl From<CausalArg> for Causal {
+    fn from(c: CausalArg) -> Self {
+        match c {
+            CausalArg::None => Causal::None,
+            CausalArg::TopLeft => Causal::TopLeft,
+            CausalArg::BottomRight => Causal::BottomRight,
+        }
+    }
+}
+
+/// `run --path`: one kernel path (bench's `--path` also takes `all`, `cpu-ndarray` and lists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PathArg {
+    /// The planner chooses from shapes, options, features and limits
+    Auto,
+    /// Three kernels (scores, softmax, weighted sum); the only path that returns the weights
+    Unfused,
+    /// The fused one-pass kernel, best tier the adapter supports
+    Fused,
+    /// The fused kernel's subgroup tier (CPU adapters such as lavapipe)
+    FusedSubgroup,
+    /// The fused kernel's portable tier (needs nothing optional)
+    FusedPortable,
+    /// The fused kernel's tiled tier (GPUs)
+    FusedTiled,
+    /// The fused kernel's cooperative-matrix tier (f16 products, f32 accumulation)
+    FusedCoop,
+    /// Split-K decode, in the form that suits the adapter
+    Decode,
+    /// Split-K decode, one workgroup per split, on any adapter
+    DecodeWorkgroup,
+}
+
+impl PathArg {
+    /// The library's choice for this name.
+    pub fn choice(self) -> PathChoice {
+        match self {
+            PathArg::Auto => PathChoice::Auto,
+            PathArg::Unfused => PathChoice::Unfused,
+            PathArg::Fused => PathChoice::Fused,
+            PathArg::FusedSubgroup => PathChoice::FusedSubgroup,
+            PathArg::FusedPortable => PathChoice::FusedPortable,
+            PathArg::FusedTiled => PathChoice::FusedTiled,
+            PathArg::FusedCoop => PathChoice::FusedCoop,
+            PathArg::Decode => PathChoice::Decode,
+            PathArg::DecodeWorkgroup => PathChoice::DecodeWorkgroup,
+        }
+    }
+}
+
+/// `--dtype`: the element type the inputs are rounded to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Dtype {
+    /// float32
+    #[value(name = "f32")]
+    F32,
+    /// IEEE half precision (range +-65504)
+    #[value(name = "f16")]
+    F16,
+    /// bfloat16 (f32's range, 8 bits of mantissa)
+    #[value(name = "bf16")]
+    Bf16,
+}
+
+/// `bench --precision`: what the products are computed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    /// Every path computes in f32
+    #[value(name = "f32")]
+    F32,
+    /// f16 products, f32 accumulation: auto may take fused-coop on f32 inputs
+    #[value(name = "f16")]
+    F16,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(p: PrecisionArg) -> Self {
+        match p {
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::F16 => Precision::F16,
+        }
+    }
+}
+
+/// A [`ValueEnum`] read with the spaces around it trimmed (`--path "auto, unfused"`),
+/// otherwise as clap reads it: the same error, the same possible values in `--help`.
+#[derive(Clone)]
+pub struct Trimmed<E: ValueEnum + Clone + Send + Sync + 'static>(EnumValueParser<E>);
+
+impl<E: ValueEnum + Clone + Send + Sync + 'static> Trimmed<E> {
+    pub fn new() -> Self {
+        Trimmed(EnumValueParser::new())
+    }
+}
+
+impl<E: ValueEnum + Clone + Send + Sync + 'static> TypedValueParser for Trimmed<E> {
+    type Value = E;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<E, clap::Error> {
+        let trimmed = value.to_str().map_or(value, |s| OsStr::new(s.trim()));
+        self.0.parse_ref(cmd, arg, trimmed)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        self.0.possible_values()
+    }
+}
+
+/// A count of at least 1 (`--reps`).
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1; got 0".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("expects a whole number of at least 1 ({e})")),
+    }
+}
+
+/// What to do with a command line clap refused: `--help` and `--version` go to stdout with
+/// exit 0; any other error is one line on stderr (the message, its possible values and tip,
+/// and where to find help, without clap's usage block), exit 2.
+pub fn exit_on_parse_error(e: clap::Error) -> ! {
+    if !e.use_stderr() {
+        // --help, --version: clap prints them to stdout.
+        let _ = e.print();
+        std::process::exit(0);
+    }
+    eprintln!("wgpu-attention: error: {}", one_line(&e));
+    std::process::exit(2);
+}
+
+/// Clap's rendering of `e` squeezed to one line: its lines up to the usage block, trimmed and
+/// joined, "error: " dropped, and which `--help` to read.
+fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts: Vec<&str> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line);
+        }
+    }
+    let message = parts.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    let help = match subcommand_given() {
+        Some(name) => format!("wgpu-attention {name} --help"),
+        None => "wgpu-attention --help".to_string(),
+    };
+    format!("{message} (see {help})")
+}
+
+/// The subcommand named on the command line, if its first argument is one.
+fn subcommand_given() -> Option<String> {
+    use clap::CommandFactory;
+    let first = std::env::args().nth(1)?;
+    Cli::command()
+        .get_subcommands()
+        .any(|c| c.get_name() == first)
+        .then_some(first)
+}
+
+/// Writes the completion script of `shell` to stdout.
+pub fn print_completions(shell: clap_complete::Shell) {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    clap_complete::generate(shell, &mut cmd, "wgpu-attention", &mut std::io::stdout());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn value_names_are_the_documented_ones() {
+        let names = |v: &[PathArg]| {
+            v.iter()
+                .filter_map(|p| p.to_possible_value())
+                .map(|p| p.get_name().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(
+            names(PathArg::value_variants()),
+            "auto,unfused,fused,fused-subgroup,fused-portable,fused-tiled,fused-coop,decode,decode-workgroup"
+        );
+        assert_eq!(
+            CausalArg::from_str("bottom-right", false),
+            Ok(CausalArg::BottomRight)
+        );
+        assert_eq!(Dtype::from_str("bf16", false), Ok(Dtype::Bf16));
+        assert_eq!(at_least_one("3"), Ok(3));
+        assert!(at_least_one("0").is_err() && at_least_one("-1").is_err());
+    }
+}
