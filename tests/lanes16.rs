@@ -71,10 +71,22 @@ fn main() {
         ),
         ("16-bit K/V from textures", half_textures),
     ];
-    for (name, case) in cases {
-        case(&ctx);
-        println!("lanes16: {name} ... ok");
-    }
+    // Two workers take the cases in turn (the machines this runs on have two or more cores
+    // and each case is mostly pipeline creation, which runs on the calling thread); a panic
+    // in either fails the process when the scope joins.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                while let Some((name, case)) =
+                    cases.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    case(&ctx);
+                    println!("lanes16: {name} ... ok");
+                }
+            });
+        }
+    });
 }
 
 /// One group of checks; panics on the first mismatch.
