@@ -397,9 +397,21 @@ impl Context {
         if let Some(p) = self.inner.registry.get(key) {
             return Ok(p);
         }
+        let started = std::time::Instant::now();
         let built = self.scoped("pipeline creation", || {
             key.build(&self.inner.device, self.inner.checked)
         })?;
+        self.inner.registry.record_build(started.elapsed());
         Ok(self.inner.registry.insert(key.clone(), built))
+    }
+
+    /// How many pipelines this context (and its clones) has built, and the time building
+    /// them took. Each kernel and specialisation (D, Dv, causal rule, mask kind) is built on
+    /// its first use and kept: on a GPU in milliseconds; on lavapipe in seconds each, the
+    /// driver compiling the shader (3-30 s the first time on a machine, less once Mesa's
+    /// disk cache holds it). A caller timing calls, or telling its user why a first call
+    /// was slow, reads it here.
+    pub fn pipeline_builds(&self) -> (usize, std::time::Duration) {
+        self.inner.registry.builds()
     }
 }

@@ -76,6 +76,9 @@ pub struct RunArgs {
     dtype: Dtype,
 }
 
+/// Pipeline building from which `run` says how long it took (a first run on lavapipe).
+const SAY_BUILD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// FLOPs from which `run` asks lavapipe for 512-bit vectors: about 20 s of arithmetic at
 /// 256 bits, where 512's speed (1.3-1.5x on the fused tier) outweighs its slower compile.
 const RUN_WIDE_MIN_FLOPS: f64 = 2e12;
@@ -239,6 +242,15 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         result.plan.reason,
         result.plan.chunks
     );
+    let (built, building) = ctx.pipeline_builds();
+    if building >= SAY_BUILD_TIME {
+        eprintln!(
+            "building its {built} pipeline(s) took {:.1} s of that: the driver compiles each \
+             kernel on first use (on lavapipe, seconds each the first time on a machine; \
+             Mesa's disk cache keeps them for later runs)",
+            building.as_secs_f64()
+        );
+    }
     let mut failed_check = false;
     if args.check {
         let expected =

@@ -193,11 +193,26 @@ impl Pipeline {
 #[derive(Default)]
 pub(crate) struct KernelRegistry {
     built: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    /// Pipelines built and the time their building took, for [`KernelRegistry::builds`].
+    builds: Mutex<(usize, std::time::Duration)>,
 }
 
 impl KernelRegistry {
     pub(crate) fn get(&self, key: &PipelineKey) -> Option<Arc<Pipeline>> {
         self.built.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    /// Counts one pipeline built in `took`.
+    pub(crate) fn record_build(&self, took: std::time::Duration) {
+        if let Ok(mut b) = self.builds.lock() {
+            b.0 += 1;
+            b.1 += took;
+        }
+    }
+
+    /// How many pipelines were built, and how long building them took in all.
+    pub(crate) fn builds(&self) -> (usize, std::time::Duration) {
+        self.builds.lock().map_or((0, std::time::Duration::ZERO), |b| *b)
     }
 
     pub(crate) fn insert(&self, key: PipelineKey, pipeline: Pipeline) -> Arc<Pipeline> {

@@ -62,3 +62,26 @@ fn a_warm_up_lasts_its_minimum_and_none_is_none() {
         "no warm-up asked, none run"
     );
 }
+
+/// `Context::pipeline_builds` counts each pipeline once, when a call first needs it, with the
+/// time its building took; a second identical call builds nothing. A fresh context, so that
+/// other tests' pipelines do not count.
+#[test]
+fn pipeline_builds_count_first_uses_only() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let ctx = wgpu_attention::Context::new().expect("context");
+    assert_eq!(ctx.pipeline_builds().0, 0);
+    let mut rng = Rng::new(182);
+    let (q, k, v) = inputs(&mut rng, [1, 2, 2, 33, 40, 16, 16], 1.0);
+    let opts = AttentionOptions::default();
+    wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect("first call");
+    let (built, took) = ctx.pipeline_builds();
+    assert!(built >= 1, "a first call builds its pipelines");
+    assert!(took > std::time::Duration::ZERO);
+    wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect("second call");
+    assert_eq!(ctx.pipeline_builds(), (built, took), "nothing built twice");
+    // Clones share the pipelines and the count.
+    assert_eq!(ctx.clone().pipeline_builds().0, built);
+}
