@@ -407,10 +407,10 @@ impl Context {
 
     /// How many pipelines this context (and its clones) has built, and the time building
     /// them took. Each kernel and specialisation (D, Dv, causal rule, mask kind) is built on
-    /// its first use and kept: on a GPU in milliseconds; on lavapipe in seconds each, the
-    /// driver compiling the shader (3-30 s the first time on a machine, less once Mesa's
-    /// disk cache holds it). A caller timing calls, or telling its user why a first call
-    /// was slow, reads it here.
+    /// its first use and kept. Where the driver compiles at pipeline creation (GPU drivers)
+    /// the time is the compile; lavapipe compiles a kernel at its first dispatch instead
+    /// (3-30 s the first time on a machine, then from Mesa's disk cache), so there the
+    /// first call's own time holds it and this time is the driver's translation only.
     pub fn pipeline_builds(&self) -> (usize, std::time::Duration) {
         self.inner.registry.builds()
     }
