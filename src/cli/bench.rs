@@ -20,8 +20,8 @@ mod report;
 use inputs::{max_err, prepare, Inputs, MaskArg, Settings};
 use report::{json_quiet, print_table};
 
-use super::options::{at_least_one, CausalArg, Dtype, PrecisionArg, Trimmed};
 use super::progress::Progress;
+use super::values::{at_least_one, CausalArg, Dtype, PrecisionArg, Trimmed};
 use super::Failure;
 
 /// `bench --help`'s description.

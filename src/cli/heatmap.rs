@@ -5,7 +5,7 @@ use wgpu_attention::heatmap::{render_panels, Panel};
 use wgpu_attention::npy::{self, NpyArray};
 use wgpu_attention::{AttentionOptions, Context};
 
-use super::options::CausalArg;
+use super::values::CausalArg;
 use super::Failure;
 use wgpu_attention::seeds::{sentence, SENTENCES};
 use wgpu_attention::Causal;

@@ -9,6 +9,7 @@ pub mod progress;
 pub mod run;
 pub mod selfcheck;
 pub mod soak;
+pub mod values;
 
 use wgpu_attention::Error;
 

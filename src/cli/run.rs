@@ -10,7 +10,7 @@ use wgpu_attention::{
     check, reference, AttentionOptions, AttentionOutput, Causal, Context, Error, Mask, Tolerance,
 };
 
-use super::options::{CausalArg, Dtype, PathArg};
+use super::values::{CausalArg, Dtype, PathArg};
 use super::Failure;
 
 /// `run --help`'s description.

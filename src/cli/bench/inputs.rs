@@ -10,7 +10,7 @@ use wgpu_attention::{
 };
 
 use super::{Shape, FULL_CHECK_LIMIT};
-use crate::cli::options::Dtype;
+use crate::cli::values::Dtype;
 use crate::cli::Failure;
 
 /// `bench --mask`: a mask every path gets, to time masked attention.
