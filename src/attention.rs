@@ -3,8 +3,9 @@
 //! before it runs (validation, path, chunk plan, memory estimate) is in
 //! `attention/prepare.rs`; keys in segments, where a kv head exceeds a binding, in
 //! `attention/segments.rs` (their geometry) and `attention/run_segments.rs`; one call's
-//! dispatch in `attention/execute.rs`; the tensor-core tier's self-check, which wraps
-//! `prepare`, in `attention/coop_check.rs` (docs/architecture.md: the executor's layers).
+//! dispatch in `attention/execute.rs`; the tensor-core tier's self-check, which wraps the
+//! planning and runs before a call's memory check, in `attention/coop_check.rs`
+//! (docs/architecture.md: the executor's layers).
 
 use ndarray::{ArrayBase, Data, Dimension};
 

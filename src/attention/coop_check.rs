@@ -6,7 +6,7 @@
 //! and every plan says why. It costs two pipelines and two small dispatches once per context.
 
 use super::execute::execute_one;
-use super::prepare::{plan_one, prepare, Inputs, Prepared};
+use super::prepare::{estimate, plan_call, plan_one, Inputs, Prepared};
 use crate::context::Context;
 use crate::error::Result;
 use crate::fused;
@@ -18,9 +18,10 @@ use crate::problem::Dims;
 use crate::profile::{CoopSupport, DeviceProfile};
 use crate::tensor::GpuTensor;
 
-/// [`prepare`] on the context's profile; where the plan takes the cooperative-matrix tier
-/// on the hardware, the tier checks itself first (once per context), and where that check
-/// fails the call plans again without it.
+/// Everything a call does before it allocates: validation, the path (where the plan takes
+/// the cooperative-matrix tier on the hardware, the tier checks itself first, once per
+/// context, and where that check fails the call plans again without it), the chunk plan,
+/// and the call's peak device memory against what the device has free.
 pub(super) fn prepare_checked(
     ctx: &Context,
     dims: Dims,
@@ -29,13 +30,14 @@ pub(super) fn prepare_checked(
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let plan = prepare(ctx, ctx.profile(), dims, kv, opts, max_abs, inputs)?;
+    let mut plan = plan_call(ctx.profile(), dims, kv, opts, max_abs)?;
     if plan.path == Path::Fused(fused::Tier::Coop) {
         let dev = checked_profile(ctx);
         if matches!(dev.coop, CoopSupport::Unavailable(_)) {
-            return prepare(ctx, dev, dims, kv, opts, max_abs, inputs);
+            plan = plan_call(dev, dims, kv, opts, max_abs)?;
         }
     }
+    ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
     Ok(plan)
 }
 

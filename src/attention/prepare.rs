@@ -60,22 +60,6 @@ pub(super) enum Inputs {
     Device,
 }
 
-/// Validates, picks the path on `dev`, plans its chunks and checks the call's peak device
-/// memory against what the device has free: everything that can fail before allocating.
-pub(super) fn prepare(
-    ctx: &Context,
-    dev: &DeviceProfile,
-    dims: Dims,
-    kv: (usize, KvStorage),
-    opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
-    inputs: Inputs,
-) -> Result<Prepared> {
-    let plan = plan_call(dev, dims, kv, opts, max_abs)?;
-    ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
-    Ok(plan)
-}
-
 /// Validation, path choice and chunk plan of a call whose K and V hold `kv_rows` rows per kv
 /// head (`dims.lk`, or a cache's capacity) stored as `kv_storage`; where one kv head's rows
 /// exceed a binding, the plan of its first key segment (`segments.rs`).
