@@ -1,6 +1,6 @@
 // kv_loads_f32.wgsl — the K and V bindings of the fused tiers and of decode, read as
 // vec4<f32>: what every kernel but the 8-lane CPU forms uses (kv_loads_u64.wgsl is the
-// other form). Not a kernel on its own; the registry puts it in front of fused_subgroup.wgsl,
+// other form). Not a kernel on its own; the kernel tables put it in front of fused_subgroup.wgsl,
 // fused_portable.wgsl, fused_tiled.wgsl and decode_partial.wgsl. The portable and tiled
 // tiers index k and v directly; the subgroup tier and decode read through load_k/load_v,
 // so that either file can stand here.

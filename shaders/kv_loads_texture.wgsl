@@ -1,9 +1,9 @@
 // kv_loads_texture.wgsl — the K and V bindings of the subgroup tier read from rgba32float
-// textures (Kernel::FusedSubgroupTexture, FusedSubgroupWideTexture, FusedSubgroupTexture16,
-// FusedSubgroupWideTexture16): what CPU adapters run (crate::fused::reads_textures). For f16
+// textures (fused_subgroup_texture, fused_subgroup_wide_texture, fused_subgroup_texture_16,
+// fused_subgroup_wide_texture_16): what CPU adapters run (crate::fused::reads_textures). For f16
 // K and V the host makes the textures rgba16float and copies the 16-bit values as they are:
 // the fetch widens them, so the same kernels read both (bfloat16: kv_loads_texture_bf16.wgsl). Not a kernel
-// on its own; the registry puts it in front of fused_subgroup.wgsl instead of
+// on its own; the kernel tables put it in front of fused_subgroup.wgsl instead of
 // kv_loads_f32.wgsl. The host copies each chunk's K and V windows (vec4 element i of a
 // window is texel i) into textures TEXTURE_WIDTH texels wide, row after row, before the
 // pass (crate::fused::kv_textures).

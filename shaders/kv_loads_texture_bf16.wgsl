@@ -1,8 +1,8 @@
 // kv_loads_texture_bf16.wgsl — the K and V bindings of the subgroup tier read from rg32uint
-// textures holding bfloat16 values (Kernel::FusedSubgroupTextureBf16 and its wide and
+// textures holding bfloat16 values (fused_subgroup_texture_bf16 and its wide and
 // 16-key twins): what CPU adapters run on K and V stored as bf16 (a KvCache made with
-// KvCache::new_bf16, crate::fp16::attention_bf16). Not a kernel on its own; the registry
-// puts it in front of fused_subgroup.wgsl instead of kv_loads_texture.wgsl.
+// KvCache::new_bf16, crate::fp16::attention_bf16). Not a kernel on its own; the kernel tables
+// put it in front of fused_subgroup.wgsl instead of kv_loads_texture.wgsl.
 //
 // Why: the twin of kv_loads_texture.wgsl (see there why textures on lavapipe) for 16-bit
 // storage. f16 K and V go into rgba16float textures and need no shader of their own (the

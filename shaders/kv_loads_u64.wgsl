@@ -1,10 +1,10 @@
 // kv_loads_u64.wgsl — the K and V bindings read as 64-bit words, for CPU adapters with 8-lane
 // subgroups and Features::SHADER_INT64 (crate::cpu_vectors::kv_words): each vec4 of floats
 // as two 64-bit words, split back into floats by bit casts. Used by decode
-// (Kernel::DecodePartialU64, DecodePartialWideU64) and the subgroup tier's 8-lane kernels
-// (Kernel::FusedSubgroupU64, FusedSubgroupWideU64; since 2026-12-01 only where K and V
-// cannot come from textures: kv_loads_texture.wgsl). Not a kernel on its own; the registry
-// puts it in front of decode_partial.wgsl or fused_subgroup.wgsl instead of
+// (decode_partial_u64, decode_partial_wide_u64) and the subgroup tier's 8-lane kernels
+// (fused_subgroup_u64, fused_subgroup_wide_u64; since 2026-12-01 only where K and V
+// cannot come from textures: kv_loads_texture.wgsl). Not a kernel on its own; the kernel tables
+// put it in front of decode_partial.wgsl or fused_subgroup.wgsl instead of
 // kv_loads_f32.wgsl. The same buffers, windows and indices (16 bytes an element), so the
 // host binds them alike.
 //

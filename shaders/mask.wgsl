@@ -1,6 +1,6 @@
 // mask.wgsl — where a mask's values lie, shared by every kernel that reads a mask (the
-// unfused scores and softmax, the fused tiers, decode). Not a kernel: the registry
-// (src/kernel.rs) puts it in front of each such kernel's source; the kernel declares the
+// unfused scores and softmax, the fused tiers, decode). Not a kernel: the kernel tables
+// (src/*/kernels.rs) put it in front of each such kernel's source; the kernel declares the
 // bindings and carries a MaskParams as the member `mask` of its parameters.
 //
 // The host (crate::problem::MaskData) lays a mask out in its own shape over (b, h, i), with

@@ -402,6 +402,7 @@ impl Context {
             key.build(&self.inner.device, self.inner.checked)
         })?;
         self.inner.registry.record_build(started.elapsed());
+        crate::kernel::log_build(key, self.inner.checked);
         Ok(self.inner.registry.insert(key.clone(), built))
     }
 

@@ -7,7 +7,7 @@
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::half_format::{max_abs_half, pack, HalfElem, HalfFormat};
-use crate::kernel::{Kernel, PipelineKey};
+use crate::kernel::{shared, Kernel, PipelineKey};
 use crate::params::ConvertParams;
 use crate::plan::{whole, DeviceBudget, Window};
 use crate::tensor::GpuTensor;
@@ -15,16 +15,16 @@ use crate::tensor::GpuTensor;
 /// The kernel that widens packed words of `format` to f32.
 fn widen_kernel(format: HalfFormat) -> Kernel {
     match format {
-        HalfFormat::F16 => Kernel::WidenF16,
-        HalfFormat::Bf16 => Kernel::WidenBf16,
+        HalfFormat::F16 => shared::WIDEN_F16,
+        HalfFormat::Bf16 => shared::WIDEN_BF16,
     }
 }
 
 /// The kernel that narrows f32 values to packed words of `format`.
 fn narrow_kernel(format: HalfFormat) -> Kernel {
     match format {
-        HalfFormat::F16 => Kernel::NarrowF16,
-        HalfFormat::Bf16 => Kernel::NarrowBf16,
+        HalfFormat::F16 => shared::NARROW_F16,
+        HalfFormat::Bf16 => shared::NARROW_BF16,
     }
 }
 
@@ -66,7 +66,7 @@ fn convert(
             budget.max_binding, budget.align
         )));
     }
-    let widens = matches!(kernel, Kernel::WidenF16 | Kernel::WidenBf16);
+    let widens = kernel == shared::WIDEN_F16 || kernel == shared::WIDEN_BF16;
     let (words_buffer, values_buffer) = if widens { (src, dst) } else { (dst, src) };
     let n = n as u64;
     let n_words = n.div_ceil(2);

@@ -10,7 +10,7 @@
 
 use crate::context::Context;
 use crate::error::Result;
-use crate::kernel::{Kernel, PipelineKey};
+use crate::kernel::{shared, Kernel, PipelineKey};
 use crate::loops;
 use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{
@@ -23,6 +23,7 @@ use crate::profile::DeviceProfile;
 use crate::unfused::{DeviceInputs, DeviceOutputs};
 
 mod auto;
+pub mod kernels;
 pub use auto::{auto_rows_at, is_decode_shape, suits_eight_lanes, CPU_WIDE_AUTO_LQ, MIN_AUTO_KEYS};
 // Read by the crate's own tests only (the `internals` feature).
 #[cfg(feature = "internals")]
@@ -383,20 +384,20 @@ fn partial_kernel(dev: &DeviceProfile, p: &Problem, form: Form) -> Kernel {
     use crate::half_format::HalfFormat::{Bf16, F16};
     let wide = crate::fused::wide(p);
     match (form, p.kv_half) {
-        (Form::Workgroup, None) => return Kernel::DecodeWorkgroup,
-        (Form::Workgroup, Some(F16)) => return Kernel::DecodeWorkgroupF16,
-        (Form::Workgroup, Some(Bf16)) => return Kernel::DecodeWorkgroupBf16,
-        (Form::Invocation, Some(F16)) if wide => return Kernel::DecodePartialWideF16,
-        (Form::Invocation, Some(F16)) => return Kernel::DecodePartialF16,
-        (Form::Invocation, Some(Bf16)) if wide => return Kernel::DecodePartialWideBf16,
-        (Form::Invocation, Some(Bf16)) => return Kernel::DecodePartialBf16,
+        (Form::Workgroup, None) => return kernels::WORKGROUP,
+        (Form::Workgroup, Some(F16)) => return kernels::WORKGROUP_F16,
+        (Form::Workgroup, Some(Bf16)) => return kernels::WORKGROUP_BF16,
+        (Form::Invocation, Some(F16)) if wide => return kernels::PARTIAL_WIDE_F16,
+        (Form::Invocation, Some(F16)) => return kernels::PARTIAL_F16,
+        (Form::Invocation, Some(Bf16)) if wide => return kernels::PARTIAL_WIDE_BF16,
+        (Form::Invocation, Some(Bf16)) => return kernels::PARTIAL_BF16,
         (Form::Invocation, None) => {}
     }
     match (crate::fused::wide(p), kv_words(dev)) {
-        (false, false) => Kernel::DecodePartial,
-        (true, false) => Kernel::DecodePartialWide,
-        (false, true) => Kernel::DecodePartialU64,
-        (true, true) => Kernel::DecodePartialWideU64,
+        (false, false) => kernels::PARTIAL,
+        (true, false) => kernels::PARTIAL_WIDE,
+        (false, true) => kernels::PARTIAL_U64,
+        (true, true) => kernels::PARTIAL_WIDE_U64,
     }
 }
 
@@ -539,7 +540,7 @@ pub(crate) fn run(
         ]),
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
-    let merge_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?;
+    let merge_pipe = ctx.pipeline(&PipelineKey::plain(shared::MERGE))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {

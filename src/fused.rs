@@ -13,6 +13,7 @@
 //! the dispatch here.
 
 pub mod coop;
+pub mod kernels;
 mod obstacles;
 mod passes;
 mod subgroup_layout;
@@ -41,7 +42,7 @@ pub use textures::{kv_textures_available, kv_textures_pay_off, KV_TEXTURE_WIDTH}
 
 use crate::context::Context;
 use crate::error::Result;
-use crate::kernel::{Kernel, PipelineKey};
+use crate::kernel::{shared, Kernel, PipelineKey};
 use crate::params::{FusedParams, MergeParams};
 use crate::plan::{
     mask_params, merge_bindings, partial_windows, plan_chunks, Chunk, ChunkCost, DeviceBudget,
@@ -117,40 +118,40 @@ impl Tier {
         match (self, p.kv_half) {
             (Tier::Subgroup, Some(Bf16)) => {
                 return match (wide(p), lanes16) {
-                    (true, true) => Kernel::FusedSubgroupWideTexture16Bf16,
-                    (false, true) => Kernel::FusedSubgroupTexture16Bf16,
-                    (true, false) => Kernel::FusedSubgroupWideTextureBf16,
-                    (false, false) => Kernel::FusedSubgroupTextureBf16,
+                    (true, true) => kernels::SUBGROUP_WIDE_TEXTURE_16_BF16,
+                    (false, true) => kernels::SUBGROUP_TEXTURE_16_BF16,
+                    (true, false) => kernels::SUBGROUP_WIDE_TEXTURE_BF16,
+                    (false, false) => kernels::SUBGROUP_TEXTURE_BF16,
                 }
             }
-            (Tier::Portable, Some(F16)) if wide(p) => return Kernel::FusedPortableWideF16,
-            (Tier::Portable, Some(F16)) => return Kernel::FusedPortableF16,
-            (Tier::Portable, Some(Bf16)) if wide(p) => return Kernel::FusedPortableWideBf16,
-            (Tier::Portable, Some(Bf16)) => return Kernel::FusedPortableBf16,
-            (Tier::Tiled, Some(F16)) if tiled_wider(p) => return Kernel::FusedTiledWiderF16,
-            (Tier::Tiled, Some(F16)) if wide(p) => return Kernel::FusedTiledWideF16,
-            (Tier::Tiled, Some(F16)) => return Kernel::FusedTiledF16,
-            (Tier::Tiled, Some(Bf16)) if tiled_wider(p) => return Kernel::FusedTiledWiderBf16,
-            (Tier::Tiled, Some(Bf16)) if wide(p) => return Kernel::FusedTiledWideBf16,
-            (Tier::Tiled, Some(Bf16)) => return Kernel::FusedTiledBf16,
+            (Tier::Portable, Some(F16)) if wide(p) => return kernels::PORTABLE_WIDE_F16,
+            (Tier::Portable, Some(F16)) => return kernels::PORTABLE_F16,
+            (Tier::Portable, Some(Bf16)) if wide(p) => return kernels::PORTABLE_WIDE_BF16,
+            (Tier::Portable, Some(Bf16)) => return kernels::PORTABLE_BF16,
+            (Tier::Tiled, Some(F16)) if tiled_wider(p) => return kernels::TILED_WIDER_F16,
+            (Tier::Tiled, Some(F16)) if wide(p) => return kernels::TILED_WIDE_F16,
+            (Tier::Tiled, Some(F16)) => return kernels::TILED_F16,
+            (Tier::Tiled, Some(Bf16)) if tiled_wider(p) => return kernels::TILED_WIDER_BF16,
+            (Tier::Tiled, Some(Bf16)) if wide(p) => return kernels::TILED_WIDE_BF16,
+            (Tier::Tiled, Some(Bf16)) => return kernels::TILED_BF16,
             _ => {}
         }
         match self {
-            Tier::Subgroup if wide(p) && textures && lanes16 => Kernel::FusedSubgroupWideTexture16,
-            Tier::Subgroup if textures && lanes16 => Kernel::FusedSubgroupTexture16,
-            Tier::Subgroup if wide(p) && textures => Kernel::FusedSubgroupWideTexture,
-            Tier::Subgroup if textures => Kernel::FusedSubgroupTexture,
-            Tier::Subgroup if wide(p) && lanes16 => Kernel::FusedSubgroupWide16,
-            Tier::Subgroup if wide(p) && words => Kernel::FusedSubgroupWideU64,
-            Tier::Subgroup if wide(p) => Kernel::FusedSubgroupWide,
-            Tier::Subgroup if lanes16 => Kernel::FusedSubgroup16,
-            Tier::Subgroup if words => Kernel::FusedSubgroupU64,
-            Tier::Subgroup => Kernel::FusedSubgroup,
-            Tier::Portable if wide(p) => Kernel::FusedPortableWide,
-            Tier::Portable => Kernel::FusedPortable,
-            Tier::Tiled if tiled_wider(p) => Kernel::FusedTiledWider,
-            Tier::Tiled if wide(p) => Kernel::FusedTiledWide,
-            Tier::Tiled => Kernel::FusedTiled,
+            Tier::Subgroup if wide(p) && textures && lanes16 => kernels::SUBGROUP_WIDE_TEXTURE_16,
+            Tier::Subgroup if textures && lanes16 => kernels::SUBGROUP_TEXTURE_16,
+            Tier::Subgroup if wide(p) && textures => kernels::SUBGROUP_WIDE_TEXTURE,
+            Tier::Subgroup if textures => kernels::SUBGROUP_TEXTURE,
+            Tier::Subgroup if wide(p) && lanes16 => kernels::SUBGROUP_WIDE_16,
+            Tier::Subgroup if wide(p) && words => kernels::SUBGROUP_WIDE_U64,
+            Tier::Subgroup if wide(p) => kernels::SUBGROUP_WIDE,
+            Tier::Subgroup if lanes16 => kernels::SUBGROUP_16,
+            Tier::Subgroup if words => kernels::SUBGROUP_U64,
+            Tier::Subgroup => kernels::SUBGROUP,
+            Tier::Portable if wide(p) => kernels::PORTABLE_WIDE,
+            Tier::Portable => kernels::PORTABLE,
+            Tier::Tiled if tiled_wider(p) => kernels::TILED_WIDER,
+            Tier::Tiled if wide(p) => kernels::TILED_WIDE,
+            Tier::Tiled => kernels::TILED,
             Tier::Coop => coop::kernel(dev, p),
         }
     }
@@ -241,7 +242,7 @@ pub(crate) fn tiled_unit_heads_in(p: &Problem, c: &Chunk, block_rows: usize) -> 
 }
 
 /// Keys per block of the subgroup tier on this adapter: 16 where every subgroup has at least
-/// 16 lanes (lavapipe with 512-bit vectors: [`Kernel::FusedSubgroupTexture16`]), so that each lane
+/// 16 lanes (lavapipe with 512-bit vectors: [`kernels::SUBGROUP_TEXTURE_16`]), so that each lane
 /// loads a key row of its own; otherwise 8.
 pub fn subgroup_keys(info: &wgpu::AdapterInfo) -> usize {
     if info.subgroup_min_size >= 16 {
@@ -257,7 +258,7 @@ pub fn wide(p: &Problem) -> bool {
     crate::widths::padded(p.dims.d) > MAX_WIDTH || crate::widths::padded(p.dims.dv) > MAX_WIDTH
 }
 
-/// Whether the tiled tier runs `p` on its widest variant (Kernel::FusedTiledWider): Dv
+/// Whether the tiled tier runs `p` on its widest variant (kernels::TILED_WIDER): Dv
 /// (padded to a multiple of 4) above [`WIDE_MAX_WIDTH`]. Its wide variant takes the other
 /// problems with D or Dv above [`MAX_WIDTH`], D above 256 included.
 pub fn tiled_wider(p: &Problem) -> bool {
@@ -366,7 +367,7 @@ pub(crate) fn run(
         Some((
             ctx.scratch_buffer("fused partial outputs", output_bytes)?,
             ctx.scratch_buffer("fused partial lse", lse_bytes)?,
-            ctx.pipeline(&PipelineKey::plain(Kernel::Merge))?,
+            ctx.pipeline(&PipelineKey::plain(shared::MERGE))?,
         ))
     } else {
         None

@@ -32,7 +32,7 @@
 //!   checked before allocating.
 //! - [`Error`]: every failure, typed.
 //!
-//! Everything else (the planner, the kernel families, the kernel registry, chunking) is
+//! Everything else (the planner, the kernel families and their kernels, chunking) is
 //! private; docs/architecture.md draws it.
 //!
 //! ```
@@ -64,7 +64,7 @@
 )]
 
 /// Declares modules of the crate's internals (the problem's layout, the kernel families,
-/// the registry, chunking): private, and public (hidden from the docs) only with the
+/// the kernels, chunking): private, and public (hidden from the docs) only with the
 /// `internals` feature, which the crate's own integration tests turn on through a
 /// dev-dependency on the crate itself, so they can test planning white-box. No stability
 /// promise comes with that feature.
@@ -117,6 +117,10 @@ pub use memory::{DeviceMemory, MemoryEstimate};
 pub use options::{
     AttentionOptions, AttentionOutput, Causal, Mask, PathChoice, PlanInfo, Precision,
 };
+/// Every kernel of the crate (the crate's own tests check each shader).
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use planner::every_kernel;
 pub use problem::MAX_RANK;
 pub use profile::{CoopMode, CoopSupport, DeviceProfile};
 pub use tensor::{GpuAttentionOutput, GpuTensor};

@@ -149,7 +149,7 @@ pub fn time_calls(
 /// as in [`time_gpu`]. Returns the timing of one copy; GB/s = 2 * bytes / time (read plus
 /// write).
 pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Result<(u64, Timing)> {
-    use crate::kernel::{Kernel, PipelineKey};
+    use crate::kernel::{shared, PipelineKey};
     use crate::params::CopyParams;
     use crate::plan::{whole, DeviceBudget};
     let budget = DeviceBudget::from_limits(&ctx.limits());
@@ -157,7 +157,7 @@ pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Resul
     let n4 = (bytes / 16).max(1);
     let src = ctx.scratch_buffer("copy src", n4 * 16)?;
     let dst = ctx.scratch_buffer("copy dst", n4 * 16)?;
-    let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Copy))?;
+    let pipe = ctx.pipeline(&PipelineKey::plain(shared::COPY))?;
     let params = ctx.uniform(
         "copy params",
         &CopyParams {

@@ -154,6 +154,20 @@ fn coop_auto(
     }
 }
 
+/// Every kernel of the crate, family by family: the families' own tables and the kernels no
+/// family owns. A new family adds its table here. (For the tests that check every shader,
+/// through the `internals` feature.)
+#[cfg(feature = "internals")]
+pub fn every_kernel() -> Vec<crate::kernel::Kernel> {
+    [
+        crate::unfused::kernels::ALL,
+        crate::fused::kernels::ALL,
+        crate::decode::kernels::ALL,
+        crate::kernel::shared::ALL,
+    ]
+    .concat()
+}
+
 /// Picks a path from the shapes, the options, what is known of the inputs and the adapter,
 /// and says why.
 pub(crate) fn choose_path(

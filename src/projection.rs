@@ -12,7 +12,7 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, PipelineKey};
+use crate::kernel::{shared, PipelineKey};
 use crate::params::{MatmulParams, RopeParams};
 use crate::plan::{whole, DeviceBudget, Window};
 
@@ -170,7 +170,7 @@ pub(crate) fn project(ctx: &Context, p: &Projection<'_>) -> Result<()> {
         SplitSide::Input => p.n,
     };
     let pieces = plan_projection(hs, plain_width, p.side, &budget)?;
-    let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Matmul))?;
+    let pipe = ctx.pipeline(&PipelineKey::plain(shared::MATMUL))?;
     let placeholder = ctx.placeholder()?;
     let bias = p.bias.unwrap_or(&placeholder);
     let window = |lo: usize, hi: usize| {
@@ -305,7 +305,7 @@ pub(crate) fn rope(
 ) -> Result<()> {
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let plan = plan_rope(rows, l, hd, &budget)?;
-    let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Rope))?;
+    let pipe = ctx.pipeline(&PipelineKey::plain(shared::ROPE))?;
     let too_large = |bytes| {
         Error::too_large(format_args!(
             "a RoPE window of {bytes} bytes exceeds one binding ({} bytes)",

@@ -4,9 +4,11 @@
 //! device's limits. This is the reference path on the GPU and the only one that can return
 //! the attention weights.
 
+pub(crate) mod kernels;
+
 use crate::context::Context;
 use crate::error::Result;
-use crate::kernel::{Kernel, PipelineKey};
+use crate::kernel::PipelineKey;
 use crate::params::ChunkParams;
 use crate::plan::{
     largest_scratch, mask_binding, mask_params, plan_chunks, unfused_cost, unfused_groups, whole,
@@ -135,9 +137,9 @@ pub(crate) fn run(
     let scores = ctx.scratch_buffer("scores", scratch_bytes(chunks))?;
     let dummy = ctx.placeholder()?;
 
-    let scores_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Scores))?;
-    let softmax_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::Softmax))?;
-    let wsum_pipe = ctx.pipeline(&PipelineKey::plain(Kernel::WeightedSum))?;
+    let scores_pipe = ctx.pipeline(&PipelineKey::plain(kernels::SCORES))?;
+    let softmax_pipe = ctx.pipeline(&PipelineKey::plain(kernels::SOFTMAX))?;
+    let wsum_pipe = ctx.pipeline(&PipelineKey::plain(kernels::WEIGHTED_SUM))?;
     let device = ctx.device();
 
     let encoder = ctx.scoped("encoding the unfused path", || {

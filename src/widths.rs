@@ -10,7 +10,7 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, PipelineKey};
+use crate::kernel::{shared, PipelineKey};
 use crate::memory::buffer_bytes;
 use crate::params::PadParams;
 use crate::plan::{whole, DeviceBudget, Window};
@@ -94,7 +94,7 @@ pub(crate) fn repack(
         )));
     }
     let dst = ctx.scratch_buffer(label, (rows * dst_cols) as u64 * 4)?;
-    let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::PadColumns))?;
+    let pipe = ctx.pipeline(&PipelineKey::plain(shared::PAD_COLUMNS))?;
     let mut work = Vec::new();
     for r0 in (0..rows).step_by(rows_per_window as usize) {
         let n_rows = (rows - r0).min(rows_per_window as usize);

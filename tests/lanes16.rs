@@ -1,4 +1,4 @@
-//! The subgroup tier's 16-key variants (`Kernel::FusedSubgroupTexture16` and
+//! The subgroup tier's 16-key variants (`fused::kernels::SUBGROUP_TEXTURE_16` and
 //! `FusedSubgroupWideTexture16`, which read K and V from textures, and their storage-buffer
 //! forms `FusedSubgroup16`, `FusedSubgroupWide16`), which run where every subgroup has 16
 //! lanes: on lavapipe with `LP_NATIVE_VECTOR_WIDTH=512`
@@ -403,7 +403,7 @@ fn texture_and_buffer_forms(ctx: &Context) {
 }
 
 /// f16 and bfloat16 K and V through the 16-key kernels: copied into 16-bit textures
-/// (rgba16float for f16, rg32uint for bf16: `Kernel::FusedSubgroupTexture16Bf16` and its
+/// (rgba16float for f16, rg32uint for bf16: `fused::kernels::SUBGROUP_TEXTURE_16_BF16` and its
 /// wide twin) and read from there, not widened first. The output is f16 (bf16), so the rule
 /// is tests/suite/f16.rs's: at most twice the error of rounding the exact result (the reference
 /// on the widened inputs) to the format.

@@ -9,7 +9,7 @@ use super::segments::Segments;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::half_format::KvStorage;
-use crate::kernel::{Kernel, PipelineKey};
+use crate::kernel::{shared, PipelineKey};
 use crate::memory::MemoryEstimate;
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::params::SegmentMergeParams;
@@ -128,7 +128,7 @@ fn merge_into(
         )));
     };
     let budget = DeviceBudget::from_limits(&ctx.limits());
-    let pipe = ctx.pipeline(&PipelineKey::plain(Kernel::MergeSegment))?;
+    let pipe = ctx.pipeline(&PipelineKey::plain(shared::MERGE_SEGMENT))?;
     let rows = d.rows();
     // Rows whose output window fits one binding and whose (row, column) invocations fit
     // one dispatch; at least one.

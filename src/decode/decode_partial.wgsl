@@ -6,7 +6,7 @@
 // (allowed_span(), decode_common.wgsl).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
-// HAS_ALLOW, masked_bits() and allowed_span(): in decode_common.wgsl, which the registry
+// HAS_ALLOW, masked_bits() and allowed_span(): in decode_common.wgsl, which the kernel table
 // puts in front (after mask.wgsl).
 //   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
 //   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), read through load_k()
@@ -20,8 +20,8 @@
 //
 // Array size D4_HI x D4_LO vec4 (D/4 and DV/4 at most; arrays of D4_HI x D4_LO, looped
 // over as D4_HI rounds of D4_LO = 32, because Mesa unrolls no loop of more than 32
-// iterations: see fused_subgroup.wgsl): decode_width_128.wgsl (Kernel::DecodePartial,
-// DecodePartialU64) or decode_width_256.wgsl (the *Wide kernels); the registry puts that
+// iterations: see fused_subgroup.wgsl): decode_width_128.wgsl (decode_partial,
+// decode_partial_u64) or decode_width_256.wgsl (the *Wide kernels); the kernel table puts that
 // file and the loads file in front.
 //
 // Specialisation: D, DV (multiples of 4, at most 4 x D4_HI x D4_LO), TILE (rows per

@@ -1,5 +1,5 @@
 // decode_width_128.wgsl — the array size of decode_partial.wgsl's standard variant
-// (Kernel::DecodePartial): D and Dv up to 128. Not a kernel on its own; the registry puts it
+// (decode_partial): D and Dv up to 128. Not a kernel on its own; the kernel table puts it
 // in front of decode_partial.wgsl.
 //
 // The loops run exactly D4_HI x D4_LO times (Mesa then unrolls them and keeps the arrays in

@@ -18,10 +18,10 @@
 // is why CPU adapters keep that form (crate::decode::Form::for_adapter).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
-// HAS_ALLOW and masked(): in decode_common.wgsl, which the registry puts in front.
+// HAS_ALLOW and masked(): in decode_common.wgsl, which the kernel table puts in front.
 //   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
 //   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), read through load_k()
-//              and load_v() (kv_loads_f32.wgsl, which the registry puts in front)
+//              and load_v() (kv_loads_f32.wgsl, which the kernel table puts in front)
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //
 // Rows of a group: the (Hq / Hkv) * Lq query rows whose heads read this kv head, row

@@ -108,43 +108,43 @@ impl Variant {
 
     /// The kernel of this variant: f16 K/V loads or f32, hardware or emulated operations.
     pub fn kernel(self, f16: bool, emulated: bool) -> Kernel {
-        use Kernel::*;
+        use super::kernels::*;
         let [hw, emu, hw16, emu16] = match (self.rows, self.width) {
             (64, 64) => [
-                FusedCoop64x64,
-                FusedCoop64x64Emulated,
-                FusedCoop64x64F16,
-                FusedCoop64x64F16Emulated,
+                COOP_64X64,
+                COOP_64X64_EMULATED,
+                COOP_64X64_F16,
+                COOP_64X64_F16_EMULATED,
             ],
             (32, 128) => [
-                FusedCoop32x128,
-                FusedCoop32x128Emulated,
-                FusedCoop32x128F16,
-                FusedCoop32x128F16Emulated,
+                COOP_32X128,
+                COOP_32X128_EMULATED,
+                COOP_32X128_F16,
+                COOP_32X128_F16_EMULATED,
             ],
             (64, 32) => [
-                FusedCoop64x32,
-                FusedCoop64x32Emulated,
-                FusedCoop64x32F16,
-                FusedCoop64x32F16Emulated,
+                COOP_64X32,
+                COOP_64X32_EMULATED,
+                COOP_64X32_F16,
+                COOP_64X32_F16_EMULATED,
             ],
             (32, 64) => [
-                FusedCoop32x64,
-                FusedCoop32x64Emulated,
-                FusedCoop32x64F16,
-                FusedCoop32x64F16Emulated,
+                COOP_32X64,
+                COOP_32X64_EMULATED,
+                COOP_32X64_F16,
+                COOP_32X64_F16_EMULATED,
             ],
             (16, 64) => [
-                FusedCoop16x64,
-                FusedCoop16x64Emulated,
-                FusedCoop16x64F16,
-                FusedCoop16x64F16Emulated,
+                COOP_16X64,
+                COOP_16X64_EMULATED,
+                COOP_16X64_F16,
+                COOP_16X64_F16_EMULATED,
             ],
             _ => [
-                FusedCoop16x128,
-                FusedCoop16x128Emulated,
-                FusedCoop16x128F16,
-                FusedCoop16x128F16Emulated,
+                COOP_16X128,
+                COOP_16X128_EMULATED,
+                COOP_16X128_F16,
+                COOP_16X128_F16_EMULATED,
             ],
         };
         match (f16, emulated) {

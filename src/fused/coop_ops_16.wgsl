@@ -1,6 +1,6 @@
 // coop_ops_16.wgsl — the cooperative-matrix operations of fused_coop.wgsl on the hardware:
 // 16x16x16 matrices of f16 with f32 accumulators (`coop_mat16x16`, wgpu's
-// EXPERIMENTAL_COOPERATIVE_MATRIX; tensor cores on NVIDIA). Not a kernel: the registry puts
+// EXPERIMENTAL_COOPERATIVE_MATRIX; tensor cores on NVIDIA). Not a kernel: the kernel table puts
 // it between the tile sizes (coop_tile_*.wgsl) and fused_coop.wgsl. coop_ops_emulated.wgsl
 // has the same functions in scalar code, with the same results up to the order of the
 // additions; every other line of the kernel is shared.

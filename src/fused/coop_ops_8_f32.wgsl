@@ -1,8 +1,8 @@
 // coop_ops_8_f32.wgsl — coop_ops_16.wgsl's functions on 8x8 cooperative matrices of f32
 // (`coop_mat8x8<f32>`: Apple GPUs' simdgroup matrices, which naga translates to MSL's
 // simdgroup_float8x8): each 16x16 block as 2 x 2 blocks of 8x8, the inputs staged in f32.
-// Not a kernel: the registry puts it between the tile sizes and fused_coop.wgsl
-// (Kernel::FusedCoop16x64Simd8). Translated to MSL and SPIR-V by tests/suite/shaders.rs; not yet
+// Not a kernel: the kernel table puts it between the tile sizes and fused_coop.wgsl
+// (fused_coop_16x64_simd8). Translated to MSL and SPIR-V by tests/suite/shaders.rs; not yet
 // planned or run anywhere (no machine here has Metal): crate::fused::coop says so.
 
 alias In = f32;

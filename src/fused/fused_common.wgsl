@@ -1,5 +1,5 @@
 // fused_common.wgsl — declarations shared by the three fused tiers (fused_tiled.wgsl,
-// fused_subgroup.wgsl, fused_portable.wgsl). Not a kernel: the registry (src/kernel.rs)
+// fused_subgroup.wgsl, fused_portable.wgsl). Not a kernel: the kernel table (src/fused/kernels.rs)
 // prepends this file to each tier's source, so the tiers agree on one parameter struct, one
 // binding table and one masking rule. WGSL resolves module-scope names in any order.
 //
@@ -7,7 +7,7 @@
 //   0 params : uniform FusedParams (mirrors src/params.rs)
 //   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
 //   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), declared by the loads
-//              file the registry also puts in front: kv_loads_f32.wgsl (vec4<f32>), or for
+//              file the kernel table also puts in front: kv_loads_f32.wgsl (vec4<f32>), or for
 //              the subgroup tier's 8-lane CPU kernels kv_loads_u64.wgsl (64-bit words)
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //   4 bias   : storage read  vec4<f32>, window of the additive mask's rows (mask.wgsl; rows

@@ -5,7 +5,7 @@
 // the rescaling of O) runs in f32 on ordinary invocations. Same math and bindings as the
 // other fused tiers.
 //
-// Files, in the order the registry (src/kernel.rs) puts them:
+// Files, in the order the kernel table (src/fused/kernels.rs) puts them:
 //   coop_enable_hw.wgsl or coop_enable_emulated.wgsl   the `enable` directives
 //   mask.wgsl, fused_common.wgsl                        parameters, bindings 0, 1, 4-7, masks
 //   kv_loads_f32/f16/bf16.wgsl                          bindings 2 (k) and 3 (v), load_k/load_v

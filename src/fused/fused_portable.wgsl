@@ -3,12 +3,12 @@
 // adapter can run. Same math as fused_subgroup.wgsl; only the sharing differs.
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
-// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
+// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the kernel table prepends.
 //   0 params, 1 q, 4 bias, 5 allow, 6 o, 7 lse
 //   2 k, 3 v : windows read through load_k() and load_v(), vec4 index i = values 4i .. 4i+3:
 //              kv_loads_f32.wgsl (vec4<f32>), or for 16-bit K and V kv_loads_f16.wgsl /
-//              kv_loads_bf16.wgsl (Kernel::FusedPortableF16 and the like), which the
-//              registry puts in front
+//              kv_loads_bf16.wgsl (fused_portable_f16 and the like), which the
+//              kernel table puts in front
 //
 // Specialisation: D and DV (multiples of 4, at most 4 x MAX_D4), CAUSAL, HAS_BIAS, HAS_ALLOW.
 //
@@ -22,8 +22,8 @@
 // Widths: MAX_D4 (vec4s in the widest row), LOCAL_LEN (length of the per-invocation
 // arrays) and the tiles k_tile and v_tile (8 rows of MAX_D4 vec4s: one block of 8 key rows
 // and 8 value rows, row t starting at t * MAX_D4) come from portable_width_128.wgsl (D, Dv
-// <= 128, Kernel::FusedPortable) or portable_width_256.wgsl (D, Dv <= 256,
-// Kernel::FusedPortableWide), which the registry puts between fused_common.wgsl and this file.
+// <= 128, fused_portable) or portable_width_256.wgsl (D, Dv <= 256,
+// fused_portable_wide), which the kernel table puts between fused_common.wgsl and this file.
 
 fn hmax(a: vec4<f32>, b: vec4<f32>) -> f32 {
     let m = max(a, b);

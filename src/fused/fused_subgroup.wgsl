@@ -6,20 +6,20 @@
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW, allow_bits(), mask4_bits() and weights(): in fused_common.wgsl, which the
-// registry prepends (after mask.wgsl).
+// kernel table prepends (after mask.wgsl).
 //   0 params, 1 q, 2 k, 3 v (vec4 windows), 4 bias, 5 allow, 6 o, 7 lse
 // K and V are read through load_k() and load_v(): kv_loads_f32.wgsl, or on CPU adapters
-// with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (Kernel::FusedSubgroupU64,
-// FusedSubgroupWideU64), or from textures: kv_loads_texture.wgsl (f32 and f16 K and V,
+// with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (fused_subgroup_u64,
+// fused_subgroup_wide_u64), or from textures: kv_loads_texture.wgsl (f32 and f16 K and V,
 // the *Texture kernels) or kv_loads_texture_bf16.wgsl (the *TextureBf16 kernels); the
-// registry puts one in front.
+// kernel table puts one in front.
 //
 // Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 5) and
 // MAX_R (R at most): in
-// subgroup_width_128.wgsl (Kernel::FusedSubgroup, FusedSubgroup16) or subgroup_width_640.wgsl
-// (Kernel::FusedSubgroupWide, FusedSubgroupWide16). The key block, KEYS keys (8 or 16) and
+// subgroup_width_128.wgsl (fused_subgroup, fused_subgroup_16) or subgroup_width_640.wgsl
+// (fused_subgroup_wide, fused_subgroup_wide_16). The key block, KEYS keys (8 or 16) and
 // broadcast_keys(): in subgroup_lanes_8.wgsl or subgroup_lanes_16.wgsl (the *16 kernels, for
-// subgroups of 16 lanes or more). The registry puts the two files between fused_common.wgsl
+// subgroups of 16 lanes or more). The kernel table puts the two files between fused_common.wgsl
 // and this one.
 //
 // Specialisation: D and DV (multiples of 4, at most 4 x D4_HI x D4_LO), R (query rows
@@ -79,7 +79,7 @@
 // - Loops run D4_HI x D4_LO / MAX_R times with guards that fold once D and R are specialised: Mesa
 //   force-unrolls a loop whose trip count equals the length of the array it indexes (with
 //   plain `c < d4` loops the arrays go to indexed scratch memory: 12 GFLOP/s). wgpu's
-//   runtime bounds checks defeat that unrolling (hence trusted modules, see kernel.rs).
+//   runtime bounds checks defeat that unrolling (hence trusted modules, see src/kernel/pipeline.rs).
 // - Mesa unrolls no loop of more than 32 iterations (NIR's max_unroll_iterations, even when
 //   forced as above), so loops over D and Dv run as D4_HI rounds of a 32-trip inner loop,
 //   over arrays of D4_HI x D4_LO. Until 2026-12-01 the wide variant's single 64-trip loops

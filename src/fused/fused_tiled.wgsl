@@ -5,17 +5,17 @@
 // memory and 128 invocations per workgroup. Same math and bindings as the other fused tiers.
 //
 // Output columns per invocation, MAX_COLS (Dv up to 32 x MAX_COLS): in tiled_width_128.wgsl
-// (Kernel::FusedTiled), tiled_width_256.wgsl (Kernel::FusedTiledWide) or tiled_width_512.wgsl
-// (Kernel::FusedTiledWider), which the registry puts between the two files. The scores walk
+// (fused_tiled), tiled_width_256.wgsl (fused_tiled_wide) or tiled_width_512.wgsl
+// (fused_tiled_wider), which the kernel table puts between the two files. The scores walk
 // D in chunks of 16, so D needs no array size: the host keeps Dv within the variant's width
 // and D up to 4096 (crate::fused::TILED_MAX_D).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
-// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the registry prepends.
+// HAS_ALLOW, mask4() and weights(): in fused_common.wgsl, which the kernel table prepends.
 //   0 params, 1 q, 4 bias, 5 allow, 6 o, 7 lse
 //   2 k, 3 v : windows read through load_k() and load_v(), vec4 index i = values 4i .. 4i+3:
 //              kv_loads_f32.wgsl (vec4<f32>), or for 16-bit K and V kv_loads_f16.wgsl /
-//              kv_loads_bf16.wgsl (Kernel::FusedTiledF16 and the like), which the registry
+//              kv_loads_bf16.wgsl (fused_tiled_f16 and the like), which the kernel table
 //              puts in front
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per 64 query rows of one unit (a

@@ -1,5 +1,5 @@
 // portable_width_128.wgsl — the widths of fused_portable.wgsl's standard variant
-// (Kernel::FusedPortable): D and Dv up to 128. Not a kernel on its own; the registry puts it
+// (fused_portable): D and Dv up to 128. Not a kernel on its own; the kernel table puts it
 // between fused_common.wgsl and fused_portable.wgsl. Workgroup memory: 2 x 256 vec4 = 8 KiB
 // (fused::PORTABLE_WORKGROUP_BYTES).
 //

@@ -1,7 +1,7 @@
 // subgroup_lanes_16.wgsl — the key block of fused_subgroup.wgsl for subgroups of 16 lanes or
 // more (lavapipe with LP_NATIVE_VECTOR_WIDTH=512: AVX-512, 16 lanes of f32). Not a kernel on
-// its own; the registry puts it in front of fused_subgroup.wgsl (Kernel::FusedSubgroup16 and
-// Kernel::FusedSubgroupWide16).
+// its own; the kernel table puts it in front of fused_subgroup.wgsl (fused_subgroup_16 and
+// fused_subgroup_wide_16).
 //
 // KEYS keys per block: every lane loads its own key row, so each load is shared by all 16
 // lanes' rows (with the 8-key block, lanes 8-15 would load the same rows as lanes 0-7).

@@ -1,7 +1,7 @@
 // subgroup_lanes_8.wgsl — the key block of fused_subgroup.wgsl for subgroups of 8 lanes or
 // more (lavapipe's default: 256-bit vectors, 8 lanes of f32). Not a kernel on its own; the
-// registry puts it in front of fused_subgroup.wgsl (Kernel::FusedSubgroup and
-// Kernel::FusedSubgroupWide).
+// kernel table puts it in front of fused_subgroup.wgsl (fused_subgroup and
+// fused_subgroup_wide).
 //
 // KEYS keys per block: lane t (t < KEYS) loads key row j0 + t, and broadcast_keys shares it
 // with the whole subgroup. subgroupBroadcast takes only constant lane indices, hence one file

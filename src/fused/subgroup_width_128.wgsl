@@ -1,6 +1,6 @@
 // subgroup_width_128.wgsl — the array sizes of fused_subgroup.wgsl's standard variant
-// (Kernel::FusedSubgroup and its 16-key form FusedSubgroup16): D and Dv up to 128, R up to 16
-// query rows per invocation. Not a kernel on its own; the registry puts it, then a
+// (fused_subgroup and its 16-key form fused_subgroup_16): D and Dv up to 128, R up to 16
+// query rows per invocation. Not a kernel on its own; the kernel table puts it, then a
 // subgroup_lanes_*.wgsl, between fused_common.wgsl and fused_subgroup.wgsl.
 //
 // The loops run exactly these trip counts (Mesa then unrolls them; see fused_subgroup.wgsl),

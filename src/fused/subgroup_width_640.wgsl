@@ -1,8 +1,8 @@
 // subgroup_width_640.wgsl — the array sizes of fused_subgroup.wgsl's wide variant
-// (Kernel::FusedSubgroupWide and its 16-key form FusedSubgroupWide16): D and Dv up to 640
+// (fused_subgroup_wide and its 16-key form fused_subgroup_wide_16): D and Dv up to 640
 // (multi-head latent attention's absorbed form, D 576 and Dv 512, fits) with R up to 4
 // query rows per invocation, for widths above 128 only (fused::wide). Not a kernel on its
-// own; the registry puts it, then a subgroup_lanes_*.wgsl, between fused_common.wgsl and
+// own; the kernel table puts it, then a subgroup_lanes_*.wgsl, between fused_common.wgsl and
 // fused_subgroup.wgsl.
 //
 // The unrolled loops' length is what lavapipe's compile time follows (see

@@ -1,8 +1,8 @@
 // tiled_width_512.wgsl — the sizes of fused_tiled.wgsl's widest variant
-// (Kernel::FusedTiledWider): Dv up to 512 (and D up to 4096, as the host plans it: the
+// (fused_tiled_wider): Dv up to 512 (and D up to 4096, as the host plans it: the
 // scores walk D in chunks, so no array here is sized by D), for Dv beyond the wide variant's
 // 256 (multi-head latent attention's absorbed form has D 576 and Dv 512).
-// Not a kernel on its own; the registry puts it between fused_common.wgsl and
+// Not a kernel on its own; the kernel table puts it between fused_common.wgsl and
 // fused_tiled.wgsl.
 //
 // Four times the standard variant's accumulators (4 rows x 16 vec4 per invocation: 256

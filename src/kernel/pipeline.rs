@@ -1,4 +1,4 @@
-//! Pipelines built from the registry's kernels: the key a pipeline is built from (a kernel
+//! Pipelines built from kernels: the key a pipeline is built from (a kernel
 //! and its `override` constants), the built pipeline with its bind-group layout, and the
 //! cache of built pipelines that a context shares.
 
@@ -221,5 +221,58 @@ impl KernelRegistry {
             return Arc::clone(m.entry(key).or_insert(pipeline));
         }
         pipeline
+    }
+}
+
+/// The environment variable that turns on the log of pipelines built ([`log_build`]).
+pub(crate) const PIPELINE_LOG_VAR: &str = "WGPU_ATTENTION_PIPELINE_LOG";
+
+/// Where [`PIPELINE_LOG_VAR`] names a file, appends one tab-separated line to it for a
+/// pipeline just built: milliseconds since the first line this process logged, the thread's
+/// name (the test's name under `cargo test`), the kernel's label, its `override` constants,
+/// and whether runtime checks are on. A diagnostic of where the tests' compile time goes
+/// (docs/testing.md): lavapipe compiles a pipeline at its first dispatch, so the time to the
+/// same thread's next line holds that compile. Errors writing the log are ignored.
+pub(crate) fn log_build(key: &PipelineKey, checked: bool) {
+    use std::io::Write;
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let Some(path) = std::env::var_os(PIPELINE_LOG_VAR) else {
+        return;
+    };
+    let since = START.get_or_init(std::time::Instant::now).elapsed();
+    let thread = std::thread::current();
+    let line = log_line(since.as_millis(), thread.name().unwrap_or("-"), key, checked);
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(line.as_bytes());
+    }
+}
+
+/// One line of the pipeline log ([`log_build`]).
+fn log_line(millis: u128, thread: &str, key: &PipelineKey, checked: bool) -> String {
+    format!(
+        "{millis}\t{thread}\t{}\t{:?}\t{checked}\n",
+        key.kernel.label(),
+        key.constants
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_line_holds_time_thread_kernel_constants_and_checks() {
+        let key = PipelineKey {
+            kernel: crate::kernel::shared::MERGE,
+            constants: vec![("D", 20), ("CAUSAL", 1)],
+        };
+        assert_eq!(
+            log_line(1234, "fused::tiers", &key, false),
+            "1234\tfused::tiers\tmerge\t[(\"D\", 20), (\"CAUSAL\", 1)]\tfalse\n"
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! What each width suits, measured on lavapipe (Mesa 22.3, 2-vCPU Xeon with AVX-512; see
 //! docs/measurements.md):
 //! - 16 lanes suit everything but decode. The subgroup tier then runs its 16-key variant
-//!   ([`crate::kernel::Kernel::FusedSubgroupTexture16`]): every lane loads a key row of its own and
+//!   ([`crate::fused::kernels::SUBGROUP_TEXTURE_16`]): every lane loads a key row of its own and
 //!   the subgroup shares it, so each load feeds twice the rows and each vector instruction
 //!   twice the lanes. B1 H8 L1024 D64 went from about 28 to 40-51 GFLOP/s.
 //! - 8 lanes suit decode (up to 4 query rows per kv head over many keys, up to 8 from

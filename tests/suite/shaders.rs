@@ -3,6 +3,8 @@
 //! checked against the WGSL declarations.
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
+use wgpu_attention::decode::kernels as decode;
+use wgpu_attention::fused::kernels as fused;
 use wgpu_attention::kernel::{BindingKind, Kernel};
 
 fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
@@ -17,20 +19,38 @@ fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
 /// Override values to translate each kernel with: the defaults, plus the extremes of every
 /// specialisation a kernel has.
 fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
-    match kernel {
-        Kernel::FusedSubgroup
-        | Kernel::FusedSubgroupU64
-        | Kernel::FusedSubgroup16
-        | Kernel::FusedSubgroupTexture
-        | Kernel::FusedSubgroupTexture16
-        | Kernel::FusedSubgroupTextureBf16
-        | Kernel::FusedSubgroupTexture16Bf16
-        | Kernel::FusedPortable
-        | Kernel::FusedPortableF16
-        | Kernel::FusedPortableBf16
-        | Kernel::FusedTiled
-        | Kernel::FusedTiledF16
-        | Kernel::FusedTiledBf16 => vec![
+    let narrow_fused = [
+        fused::SUBGROUP,
+        fused::SUBGROUP_U64,
+        fused::SUBGROUP_16,
+        fused::SUBGROUP_TEXTURE,
+        fused::SUBGROUP_TEXTURE_16,
+        fused::SUBGROUP_TEXTURE_BF16,
+        fused::SUBGROUP_TEXTURE_16_BF16,
+        fused::PORTABLE,
+        fused::PORTABLE_F16,
+        fused::PORTABLE_BF16,
+        fused::TILED,
+        fused::TILED_F16,
+        fused::TILED_BF16,
+    ];
+    let wide_fused = [
+        fused::PORTABLE_WIDE,
+        fused::PORTABLE_WIDE_F16,
+        fused::PORTABLE_WIDE_BF16,
+        fused::SUBGROUP_WIDE,
+        fused::SUBGROUP_WIDE_U64,
+        fused::SUBGROUP_WIDE_16,
+        fused::SUBGROUP_WIDE_TEXTURE,
+        fused::SUBGROUP_WIDE_TEXTURE_16,
+        fused::SUBGROUP_WIDE_TEXTURE_BF16,
+        fused::SUBGROUP_WIDE_TEXTURE_16_BF16,
+        fused::TILED_WIDE,
+        fused::TILED_WIDE_F16,
+        fused::TILED_WIDE_BF16,
+    ];
+    if narrow_fused.contains(&kernel) {
+        vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -40,20 +60,9 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
                 ("HAS_ALLOW", 1.0),
             ],
             vec![("D", 128.0), ("DV", 4.0)],
-        ],
-        Kernel::FusedPortableWide
-        | Kernel::FusedPortableWideF16
-        | Kernel::FusedPortableWideBf16
-        | Kernel::FusedSubgroupWide
-        | Kernel::FusedSubgroupWideU64
-        | Kernel::FusedSubgroupWide16
-        | Kernel::FusedSubgroupWideTexture
-        | Kernel::FusedSubgroupWideTexture16
-        | Kernel::FusedSubgroupWideTextureBf16
-        | Kernel::FusedSubgroupWideTexture16Bf16
-        | Kernel::FusedTiledWide
-        | Kernel::FusedTiledWideF16
-        | Kernel::FusedTiledWideBf16 => vec![
+        ]
+    } else if wide_fused.contains(&kernel) {
+        vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -63,9 +72,10 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
                 ("HAS_ALLOW", 1.0),
             ],
             vec![("D", 256.0), ("DV", 132.0)],
-        ],
+        ]
+    } else if [decode::PARTIAL, decode::PARTIAL_U64].contains(&kernel) {
         // Decode's invocation form also takes 1 to 16 rows an invocation (TILE).
-        Kernel::DecodePartial | Kernel::DecodePartialU64 => vec![
+        vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -76,8 +86,9 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
                 ("HAS_ALLOW", 1.0),
             ],
             vec![("D", 128.0), ("DV", 4.0), ("TILE", 1.0)],
-        ],
-        Kernel::DecodePartialWide | Kernel::DecodePartialWideU64 => vec![
+        ]
+    } else if [decode::PARTIAL_WIDE, decode::PARTIAL_WIDE_U64].contains(&kernel) {
+        vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -88,9 +99,10 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
                 ("HAS_ALLOW", 1.0),
             ],
             vec![("D", 256.0), ("DV", 132.0), ("TILE", 1.0)],
-        ],
+        ]
+    } else if kernel.label().starts_with("fused_coop") {
         // The cooperative-matrix tier: widths up to its variant's, GQA units, subgroup sizes.
-        k if k.label().starts_with("fused_coop") => vec![
+        vec![
             vec![],
             vec![
                 ("D", 4.0),
@@ -102,9 +114,27 @@ fn specialisations(kernel: Kernel) -> Vec<Vec<(&'static str, f64)>> {
                 ("SG", 16.0),
             ],
             vec![("D", 32.0), ("DV", 20.0), ("SG", 64.0)],
-        ],
-        _ => vec![vec![]],
+        ]
+    } else {
+        vec![vec![]]
     }
+}
+
+/// Kernels are equal, and their pipelines cached, by label: no two kernels may share one,
+/// whichever family defines them.
+#[test]
+fn kernel_labels_are_unique() {
+    let mut labels: Vec<&str> = wgpu_attention::every_kernel()
+        .iter()
+        .map(|k| k.label())
+        .collect();
+    labels.sort_unstable();
+    let twice: Vec<&str> = labels
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
+    assert!(twice.is_empty(), "labels used twice: {twice:?}");
 }
 
 /// Whether the kernel runs on cooperative matrices: SPIR-V only (Vulkan is where wgpu
@@ -117,7 +147,7 @@ fn on_cooperative_matrices(kernel: Kernel) -> bool {
 
 #[test]
 fn every_shader_translates_to_spirv_msl_hlsl() {
-    for kernel in Kernel::ALL {
+    for kernel in wgpu_attention::every_kernel() {
         let (module, info) = module(kernel);
         for constants in specialisations(kernel) {
             let mut pc = naga::back::PipelineConstants::default();
@@ -135,7 +165,7 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
                 None,
             )
             .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
-            if kernel == Kernel::FusedCoop16x64Simd8 {
+            if kernel == fused::COOP_16X64_SIMD8 {
                 // Metal's simdgroup matrices: MSL 2.3 has them.
                 let options = naga::back::msl::Options {
                     lang_version: (2, 3),
@@ -175,7 +205,7 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
 
 #[test]
 fn binding_tables_match_the_wgsl() {
-    for kernel in Kernel::ALL {
+    for kernel in wgpu_attention::every_kernel() {
         let (module, _) = module(kernel);
         let mut declared: Vec<(u32, BindingKind)> = module
             .global_variables
@@ -235,7 +265,7 @@ fn binding_tables_match_the_wgsl() {
 
 #[test]
 fn uniform_structs_have_the_rust_size() {
-    for kernel in Kernel::ALL {
+    for kernel in wgpu_attention::every_kernel() {
         let (module, _) = module(kernel);
         for (_, var) in module.global_variables.iter() {
             if var.space != naga::AddressSpace::Uniform {
@@ -263,14 +293,14 @@ fn workgroup_memory_matches_the_planner() {
         PORTABLE_WIDE_WORKGROUP_BYTES, PORTABLE_WORKGROUP_BYTES, TILED_WORKGROUP_BYTES,
     };
     for (kernel, declared) in [
-        (Kernel::FusedPortable, PORTABLE_WORKGROUP_BYTES),
-        (Kernel::FusedPortableWide, PORTABLE_WIDE_WORKGROUP_BYTES),
-        (Kernel::FusedTiled, TILED_WORKGROUP_BYTES),
-        (Kernel::FusedTiledWide, TILED_WORKGROUP_BYTES),
-        (Kernel::FusedPortableF16, PORTABLE_WORKGROUP_BYTES),
-        (Kernel::FusedPortableWideBf16, PORTABLE_WIDE_WORKGROUP_BYTES),
-        (Kernel::FusedTiledBf16, TILED_WORKGROUP_BYTES),
-        (Kernel::FusedTiledWideF16, TILED_WORKGROUP_BYTES),
+        (fused::PORTABLE, PORTABLE_WORKGROUP_BYTES),
+        (fused::PORTABLE_WIDE, PORTABLE_WIDE_WORKGROUP_BYTES),
+        (fused::TILED, TILED_WORKGROUP_BYTES),
+        (fused::TILED_WIDE, TILED_WORKGROUP_BYTES),
+        (fused::PORTABLE_F16, PORTABLE_WORKGROUP_BYTES),
+        (fused::PORTABLE_WIDE_BF16, PORTABLE_WIDE_WORKGROUP_BYTES),
+        (fused::TILED_BF16, TILED_WORKGROUP_BYTES),
+        (fused::TILED_WIDE_F16, TILED_WORKGROUP_BYTES),
     ] {
         assert_eq!(workgroup_bytes(kernel), declared, "{}", kernel.label());
     }
@@ -323,10 +353,10 @@ fn array_sizes_match_the_planner() {
         subgroup_rows, MAX_WIDTH, SUBGROUP_WIDE_MAX_WIDTH, WIDE_MAX_ROWS, WIDE_MAX_WIDTH,
     };
     for (kernel, width) in [
-        (Kernel::FusedSubgroup, MAX_WIDTH),
-        (Kernel::FusedSubgroupWide, SUBGROUP_WIDE_MAX_WIDTH),
-        (Kernel::DecodePartial, MAX_WIDTH),
-        (Kernel::DecodePartialWide, WIDE_MAX_WIDTH),
+        (fused::SUBGROUP, MAX_WIDTH),
+        (fused::SUBGROUP_WIDE, SUBGROUP_WIDE_MAX_WIDTH),
+        (decode::PARTIAL, MAX_WIDTH),
+        (decode::PARTIAL_WIDE, WIDE_MAX_WIDTH),
     ] {
         let (module, _) = module(kernel);
         let label = kernel.label();
@@ -336,10 +366,7 @@ fn array_sizes_match_the_planner() {
         assert_eq!(4 * (hi * lo) as usize, width, "{label}");
     }
     let max_r = |kernel: Kernel| constant(&module(kernel).0, "MAX_R").expect("MAX_R") as usize;
-    let (standard, wide) = (
-        max_r(Kernel::FusedSubgroup),
-        max_r(Kernel::FusedSubgroupWide),
-    );
+    let (standard, wide) = (max_r(fused::SUBGROUP), max_r(fused::SUBGROUP_WIDE));
     assert_eq!(wide, WIDE_MAX_ROWS);
     for d in 1..=SUBGROUP_WIDE_MAX_WIDTH {
         for dv in [1, d, SUBGROUP_WIDE_MAX_WIDTH - d + 1] {
@@ -352,7 +379,7 @@ fn array_sizes_match_the_planner() {
         }
     }
     use wgpu_attention::decode::{invocation_tile_rows, most_tile_rows, MAX_TILE_ROWS};
-    for kernel in [Kernel::DecodePartial, Kernel::DecodePartialWide] {
+    for kernel in [decode::PARTIAL, decode::PARTIAL_WIDE] {
         let most = constant(&module(kernel).0, "MAX_TILE").expect("MAX_TILE") as usize;
         assert_eq!(most, MAX_TILE_ROWS, "{}", kernel.label());
     }
@@ -377,12 +404,12 @@ fn array_sizes_match_the_planner() {
 fn texture_width_matches_the_host() {
     use wgpu_attention::fused::KV_TEXTURE_WIDTH;
     for kernel in [
-        Kernel::FusedSubgroupTexture,
-        Kernel::FusedSubgroupWideTexture,
-        Kernel::FusedSubgroupTexture16,
-        Kernel::FusedSubgroupWideTexture16,
-        Kernel::FusedSubgroupTextureBf16,
-        Kernel::FusedSubgroupWideTexture16Bf16,
+        fused::SUBGROUP_TEXTURE,
+        fused::SUBGROUP_WIDE_TEXTURE,
+        fused::SUBGROUP_TEXTURE_16,
+        fused::SUBGROUP_WIDE_TEXTURE_16,
+        fused::SUBGROUP_TEXTURE_BF16,
+        fused::SUBGROUP_WIDE_TEXTURE_16_BF16,
     ] {
         let (module, _) = module(kernel);
         let width = constant(&module, "TEXTURE_WIDTH")
