@@ -6,6 +6,8 @@
 
 use std::time::Instant;
 
+use clap::ValueEnum;
+
 use wgpu_attention::fp16::attention_f16;
 use wgpu_attention::perf::{
     cpu_matmul_attention, forward_flops, time_calls, time_copy, time_gpu, Timing,
@@ -21,7 +23,7 @@ use inputs::{max_err, prepare, Inputs, MaskArg, Settings};
 use report::{json_quiet, print_table};
 
 use super::progress::Progress;
-use super::values::{at_least_one, CausalArg, Dtype, PrecisionArg, Trimmed};
+use super::values::{at_least_one, CausalArg, Dtype, PathArg, PrecisionArg, Trimmed};
 use super::Failure;
 
 /// `bench --help`'s description.
@@ -92,47 +94,59 @@ pub struct BenchArgs {
     precision: PrecisionArg,
 }
 
-/// `bench --path`: a kernel path, `all` of them, or the CPU baseline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// `bench --path`: one of the kernel paths `run --path` takes ([`PathArg`], the same names
+/// and help), `all` of them, or the CPU baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum BenchPath {
-    /// The planner's choice
-    Auto,
-    /// Every path below (alone, not in a list)
+    /// A kernel path.
+    Kernel(PathArg),
+    /// Every forced kernel path and the CPU baseline (alone, not in a list).
     All,
-    /// Three kernels (scores, softmax, weighted sum)
-    Unfused,
-    /// The fused kernel, best tier the adapter supports
-    Fused,
-    /// The fused kernel's subgroup tier (CPU adapters)
-    FusedSubgroup,
-    /// The fused kernel's portable tier
-    FusedPortable,
-    /// The fused kernel's tiled tier (GPUs)
-    FusedTiled,
-    /// The fused kernel's cooperative-matrix tier (f16 products)
-    FusedCoop,
-    /// Split-K decode, in the form that suits the adapter
-    Decode,
-    /// Split-K decode, one workgroup per split
-    DecodeWorkgroup,
-    /// Per-head ndarray matmul, softmax, matmul on the CPU (f32, all cores)
+    /// Per-head ndarray matmul, softmax, matmul on the CPU.
     CpuNdarray,
+}
+
+impl ValueEnum for BenchPath {
+    fn value_variants<'a>() -> &'a [Self] {
+        static VARIANTS: std::sync::OnceLock<Vec<BenchPath>> = std::sync::OnceLock::new();
+        VARIANTS.get_or_init(|| {
+            let mut all = vec![BenchPath::Kernel(PathArg::Auto), BenchPath::All];
+            all.extend(
+                PathArg::value_variants()
+                    .iter()
+                    .filter(|p| **p != PathArg::Auto)
+                    .map(|&p| BenchPath::Kernel(p)),
+            );
+            all.push(BenchPath::CpuNdarray);
+            all
+        })
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use clap::builder::PossibleValue;
+        match self {
+            BenchPath::Kernel(p) => p.to_possible_value(),
+            BenchPath::All => {
+                Some(PossibleValue::new("all").help("Every path below (alone, not in a list)"))
+            }
+            BenchPath::CpuNdarray => Some(
+                PossibleValue::new("cpu-ndarray")
+                    .help("Per-head ndarray matmul, softmax, matmul on the CPU (f32, all cores)"),
+            ),
+        }
+    }
 }
 
 impl BenchPath {
     /// The row's name and the path to force (`None`: the CPU baseline).
-    fn row(self) -> (&'static str, Option<PathChoice>) {
+    fn row(self) -> (String, Option<PathChoice>) {
+        let name = |v: Option<clap::builder::PossibleValue>| {
+            v.map_or_else(String::new, |v| v.get_name().to_string())
+        };
         match self {
-            BenchPath::Auto | BenchPath::All => ("auto", Some(PathChoice::Auto)),
-            BenchPath::Unfused => ("unfused", Some(PathChoice::Unfused)),
-            BenchPath::Fused => ("fused", Some(PathChoice::Fused)),
-            BenchPath::FusedSubgroup => ("fused-subgroup", Some(PathChoice::FusedSubgroup)),
-            BenchPath::FusedPortable => ("fused-portable", Some(PathChoice::FusedPortable)),
-            BenchPath::FusedTiled => ("fused-tiled", Some(PathChoice::FusedTiled)),
-            BenchPath::FusedCoop => ("fused-coop", Some(PathChoice::FusedCoop)),
-            BenchPath::Decode => ("decode", Some(PathChoice::Decode)),
-            BenchPath::DecodeWorkgroup => ("decode-workgroup", Some(PathChoice::DecodeWorkgroup)),
-            BenchPath::CpuNdarray => ("cpu-ndarray", None),
+            BenchPath::Kernel(p) => (name(p.to_possible_value()), Some(p.choice())),
+            BenchPath::All => BenchPath::Kernel(PathArg::Auto).row(),
+            BenchPath::CpuNdarray => (name(self.to_possible_value()), None),
         }
     }
 }
@@ -195,8 +209,9 @@ fn shape(args: &BenchArgs) -> Result<Shape, Failure> {
     })
 }
 
-/// The rows `--path` asks for: `all` alone is every path and the CPU baseline.
-fn paths(chosen: &[BenchPath]) -> Result<Vec<(&'static str, Option<PathChoice>)>, Failure> {
+/// The rows `--path` asks for: `all` alone is every forced path (neither `auto` nor `fused`,
+/// which choose) and the CPU baseline.
+fn paths(chosen: &[BenchPath]) -> Result<Vec<(String, Option<PathChoice>)>, Failure> {
     if chosen.contains(&BenchPath::All) {
         if chosen.len() > 1 {
             return Err(Failure::usage(
@@ -204,18 +219,13 @@ fn paths(chosen: &[BenchPath]) -> Result<Vec<(&'static str, Option<PathChoice>)>
                 "--path all stands alone: it cannot be part of a list",
             ));
         }
-        return Ok([
-            BenchPath::Unfused,
-            BenchPath::FusedSubgroup,
-            BenchPath::FusedPortable,
-            BenchPath::FusedTiled,
-            BenchPath::FusedCoop,
-            BenchPath::Decode,
-            BenchPath::DecodeWorkgroup,
-            BenchPath::CpuNdarray,
-        ]
-        .map(BenchPath::row)
-        .to_vec());
+        return Ok(PathArg::value_variants()
+            .iter()
+            .filter(|p| !matches!(p, PathArg::Auto | PathArg::Fused))
+            .map(|&p| BenchPath::Kernel(p))
+            .chain([BenchPath::CpuNdarray])
+            .map(BenchPath::row)
+            .collect());
     }
     Ok(chosen.iter().map(|p| p.row()).collect())
 }
@@ -437,7 +447,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             progress.step();
             continue;
         }
-        progress.working_on(*name);
+        progress.working_on(name.as_str());
         if let Some(row) = measure(&ctx, &x, name, *choice, reps, &notes)? {
             table.push(row);
         }
@@ -504,7 +514,7 @@ fn plot_sweep(
     ctx: &Context,
     sh: Shape,
     settings: &Settings,
-    chosen: &[(&'static str, Option<PathChoice>)],
+    chosen: &[(String, Option<PathChoice>)],
     reps: usize,
     file: &str,
 ) -> Result<(), Failure> {
