@@ -71,13 +71,16 @@ fn main() {
         ),
         ("16-bit K/V from textures", half_textures),
     ];
-    // Two workers take the cases in turn (the machines this runs on have two or more cores
-    // and each case is mostly pipeline creation, which runs on the calling thread); a panic
-    // in either fails the process when the scope joins.
+    // Two workers take the cases in turn, each on a context of its own (common::ctx: the
+    // driver compiles at a pipeline's first dispatch on its device's queue thread, so two
+    // devices compile on two cores); a panic in either fails the process when the scope
+    // joins.
+    drop(ctx);
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
+                let ctx = common::ctx().expect("the context the main thread had");
                 while let Some((name, case)) =
                     cases.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
                 {

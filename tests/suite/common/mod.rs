@@ -11,13 +11,26 @@ use wgpu_attention::{
     PlanInfo, Tolerance,
 };
 
-/// The shared context, or `None` when no adapter exists and `REQUIRE_GPU` is unset.
-/// With `REQUIRE_GPU` set (CI sets it), a missing adapter fails the test, so a skip can
-/// never pass for a success.
+/// A context shared by the tests, or `None` when no adapter exists and `REQUIRE_GPU` is
+/// unset. With `REQUIRE_GPU` set (CI sets it), a missing adapter fails the test, so a skip
+/// can never pass for a success.
+///
+/// The suite holds one context per test thread libtest runs at once ([`test_threads`]), and
+/// a thread gets the one fewest running threads hold (it keeps it until it ends). Why not
+/// one: lavapipe compiles a pipeline at its first dispatch, on the one thread that executes
+/// its device's queue, so tests sharing one device compile one pipeline at a time however
+/// many cores there are (from an empty Mesa cache, the suite's wall time was about its CPU
+/// time). Why not one per test: each context builds the pipelines it uses, and building
+/// costs even when Mesa's cache holds the machine code. docs/testing.md has the times.
 pub fn ctx() -> Option<Context> {
-    static CTX: OnceLock<Result<Context, String>> = OnceLock::new();
-    match CTX.get_or_init(|| Context::new().map_err(|e| e.to_string())) {
-        Ok(c) => Some(c.clone()),
+    static CONTEXTS: OnceLock<Result<Vec<Context>, String>> = OnceLock::new();
+    let contexts = CONTEXTS.get_or_init(|| {
+        (0..test_threads())
+            .map(|_| Context::new().map_err(|e| e.to_string()))
+            .collect()
+    });
+    match contexts {
+        Ok(all) => Some(all[lease(all.len())].clone()),
         Err(e) => {
             if std::env::var_os("REQUIRE_GPU").is_some() {
                 panic!("REQUIRE_GPU is set but no GPU context could be created: {e}");
@@ -26,6 +39,49 @@ pub fn ctx() -> Option<Context> {
             None
         }
     }
+}
+
+/// How many tests libtest runs at once: `RUST_TEST_THREADS`, else the CPUs (its default);
+/// at most 8 contexts.
+pub fn test_threads() -> usize {
+    std::env::var("RUST_TEST_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 8)
+}
+
+/// The index of this thread's context among `n`: the one it already holds, else the one
+/// fewest live threads hold. A thread's hold ends when the thread does (libtest runs each
+/// test on a thread of its own), through its thread-local's destructor.
+fn lease(n: usize) -> usize {
+    use std::cell::Cell;
+    use std::sync::Mutex;
+    /// Live threads holding each context.
+    static HOLDERS: Mutex<[usize; 8]> = Mutex::new([0; 8]);
+    struct Hold(Cell<Option<usize>>);
+    impl Drop for Hold {
+        fn drop(&mut self) {
+            if let (Some(i), Ok(mut holders)) = (self.0.get(), HOLDERS.lock()) {
+                holders[i] -= 1;
+            }
+        }
+    }
+    thread_local! {
+        static HOLD: Hold = const { Hold(Cell::new(None)) };
+    }
+    HOLD.with(|hold| {
+        if let Some(i) = hold.0.get() {
+            return i;
+        }
+        let Ok(mut holders) = HOLDERS.lock() else {
+            return 0;
+        };
+        let i = (0..n).min_by_key(|&i| holders[i]).unwrap_or(0);
+        holders[i] += 1;
+        hold.0.set(Some(i));
+        i
+    })
 }
 
 /// Runs `opts` on the GPU and on the reference and asserts every requested output agrees.
