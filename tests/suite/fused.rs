@@ -103,23 +103,28 @@ fn rows_per_invocation_cover_every_row() {
         return;
     }
     let mut rng = Rng::new(43);
-    for (d, dv, lq) in [(8, 8, 1500), (48, 32, 1300), (128, 128, 300)] {
+    // One causal rule a width: each is a pipeline to compile (about 18 s at D = 128 on
+    // lavapipe), and the rows an invocation covers do not depend on the rule.
+    let cases = [
+        (8, 8, 1500, Causal::BottomRight),
+        (48, 32, 1300, Causal::None),
+        (128, 128, 300, Causal::BottomRight),
+    ];
+    for (d, dv, lq, causal) in cases {
         let (q, k, v) = inputs(&mut rng, [1, 3, 1, lq, 40, d, dv], 1.0);
-        for causal in [Causal::None, Causal::BottomRight] {
-            let opts = AttentionOptions::default()
-                .causal(causal)
-                .path(PathChoice::FusedSubgroup)
-                .with_lse();
-            assert_parity(
-                &ctx,
-                &format!("D{d} Dv{dv} Lq{lq} {causal:?}"),
-                &q,
-                &k,
-                &v,
-                &opts,
-                Tolerance::F32,
-            );
-        }
+        let opts = AttentionOptions::default()
+            .causal(causal)
+            .path(PathChoice::FusedSubgroup)
+            .with_lse();
+        assert_parity(
+            &ctx,
+            &format!("D{d} Dv{dv} Lq{lq} {causal:?}"),
+            &q,
+            &k,
+            &v,
+            &opts,
+            Tolerance::F32,
+        );
     }
 }
 
@@ -745,30 +750,27 @@ fn widths_above_128_on_the_wide_variants() {
     let mut rng = Rng::new(53);
     let all = [Causal::None, Causal::TopLeft, Causal::BottomRight];
     let pairs = [(256, 256), (200, 8), (16, 129), (130, 250)];
-    for (d, dv) in pairs {
-        for path in [PathChoice::FusedPortable, PathChoice::FusedTiled] {
-            if path == PathChoice::FusedTiled && tier_obstacle(&ctx, Tier::Tiled).is_some() {
-                continue;
-            }
-            wide_case(&ctx, &mut rng, path, (d, dv), &all, true);
+    // One rule per width pair, so that each tier meets every causal rule and the mask once
+    // at these widths: each rule and pair is a pipeline that lavapipe compiles in 4-10 s,
+    // and every rule on every pair made this one of the suite's longest cold tests.
+    let rules = [
+        (&all[0..1], false),
+        (&all[1..2], true),
+        (&all[2..3], false),
+        (&all[0..0], true),
+    ];
+    let mut paths = vec![PathChoice::FusedPortable];
+    for (path, tier) in [
+        (PathChoice::FusedTiled, Tier::Tiled),
+        (PathChoice::FusedSubgroup, Tier::Subgroup),
+    ] {
+        if tier_obstacle(&ctx, tier).is_none() {
+            paths.push(path);
         }
     }
-    if tier_obstacle(&ctx, Tier::Subgroup).is_none() {
-        let rules = [
-            (&all[0..1], false),
-            (&all[1..2], true),
-            (&all[2..3], false),
-            (&all[0..0], true),
-        ];
-        for ((d, dv), (causals, masked)) in pairs.into_iter().zip(rules) {
-            wide_case(
-                &ctx,
-                &mut rng,
-                PathChoice::FusedSubgroup,
-                (d, dv),
-                causals,
-                masked,
-            );
+    for path in paths {
+        for (&(d, dv), &(causals, masked)) in pairs.iter().zip(&rules) {
+            wide_case(&ctx, &mut rng, path, (d, dv), causals, masked);
         }
     }
 }
