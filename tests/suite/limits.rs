@@ -162,9 +162,9 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
     // KiB bindings each.
     let (b, hq, hkv, lk, d) = (2, 4, 2, 700, 16);
     let mut ran = std::collections::BTreeSet::new();
-    // One causal rule per shape, each rule twice: every rule is a pipeline per path to
-    // compile, which with all three on every shape made this test long from an empty
-    // Mesa cache.
+    // One causal rule per shape, each rule on one to three of them: each rule is a pipeline
+    // per path to compile, which with all three on every shape made this test long from an
+    // empty Mesa cache.
     let shapes = [
         (10, 1, Causal::None),
         (10, 5, Causal::BottomRight),
