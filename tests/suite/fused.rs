@@ -746,7 +746,6 @@ fn planner_chooses_and_explains() {
 #[test]
 fn widths_above_128_on_the_wide_variants() {
     let Some(ctx) = common::ctx() else { return };
-    use wgpu_attention::fused::{tier_obstacle, Tier};
     let mut rng = Rng::new(53);
     let all = [Causal::None, Causal::TopLeft, Causal::BottomRight];
     let pairs = [(256, 256), (200, 8), (16, 129), (130, 250)];
@@ -758,16 +757,7 @@ fn widths_above_128_on_the_wide_variants() {
         (&all[2..3], false),
         (&all[0..0], true),
     ];
-    let mut paths = vec![PathChoice::FusedPortable];
-    for (path, tier) in [
-        (PathChoice::FusedTiled, Tier::Tiled),
-        (PathChoice::FusedSubgroup, Tier::Subgroup),
-    ] {
-        if tier_obstacle(&ctx, tier).is_none() {
-            paths.push(path);
-        }
-    }
-    for path in paths {
+    for path in tiers(&ctx) {
         for (&(d, dv), &(causals, masked)) in pairs.iter().zip(&rules) {
             wide_case(&ctx, &mut rng, path, (d, dv), causals, masked);
         }
