@@ -20,9 +20,10 @@ use crate::plan::{
 use crate::problem::Problem;
 use crate::profile::cpu_vectors::kv_words;
 use crate::profile::DeviceProfile;
-use crate::unfused::{DeviceInputs, DeviceOutputs};
+use crate::family::{DeviceInputs, DeviceOutputs};
 
 mod auto;
+mod family;
 pub mod kernels;
 pub use auto::{auto_rows_at, is_decode_shape, suits_eight_lanes, CPU_WIDE_AUTO_LQ, MIN_AUTO_KEYS};
 // Read by the crate's own tests only (the `internals` feature).
@@ -348,7 +349,7 @@ fn fewer_splits(split: Split, lk: usize, most: usize, form: Form, max_keys: usiz
 
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
-pub(crate) fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
+fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
     let layout = Layout::of(dev, p, form);
     let split = layout.split;
     let how = match form {
@@ -421,7 +422,7 @@ fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> usiz
 /// Why the decode path cannot run the problem on this device: a chunk holds whole GQA
 /// groups, so one group's query rows and their outputs must each fit a binding; and the
 /// merge kernel loops over the splits, which on llvmpipe must stay within the loop limit.
-pub(crate) fn obstacle(dev: &DeviceProfile, p: &Problem, form: Form) -> Option<String> {
+fn obstacle(dev: &DeviceProfile, p: &Problem, form: Form) -> Option<String> {
     let d = &p.dims;
     let rows = (d.hq / d.hkv.max(1) * d.lq) as u64;
     let max_binding = DeviceBudget::from_limits(&dev.limits()).max_binding;
@@ -458,7 +459,7 @@ pub(crate) fn obstacle(dev: &DeviceProfile, p: &Problem, form: Form) -> Option<S
 
 /// The chunks this path runs in (whole GQA groups), planned against the device's limits.
 /// Each chunk's `scratch_bytes` is its partial outputs.
-pub(crate) fn plan(dev: &DeviceProfile, p: &Problem, form: Form) -> Result<Vec<Chunk>> {
+fn plan(dev: &DeviceProfile, p: &Problem, form: Form) -> Result<Vec<Chunk>> {
     plan_for_device(dev.adapter_info(), &dev.limits(), p, form)
 }
 
@@ -495,7 +496,7 @@ fn partial_bytes(p: &Problem, chunks: &[Chunk]) -> (u64, u64) {
 }
 
 /// Scratch bytes the path allocates beside its outputs: partial outputs and their LSEs.
-pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
+fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
     let (outputs, lses) = partial_bytes(p, chunks);
     outputs + lses
 }
@@ -505,7 +506,7 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk]) -> u64 {
 /// of 4 by the caller, no weights). In the invocation form, widths above 128 run on the wide
 /// variant of the partial kernel; the workgroup form takes every width up to
 /// [`WORKGROUP_MAX_WIDTH`] in one kernel.
-pub(crate) fn run(
+fn run(
     ctx: &Context,
     p: &Problem,
     form: Form,

@@ -13,6 +13,7 @@
 //! the dispatch here.
 
 pub mod coop;
+mod family;
 pub mod kernels;
 mod obstacles;
 mod passes;
@@ -48,7 +49,7 @@ use crate::plan::{
     mask_params, merge_bindings, partial_windows, plan_chunks, Chunk, ChunkCost, DeviceBudget,
 };
 use crate::problem::Problem;
-use crate::unfused::{DeviceInputs, DeviceOutputs};
+use crate::family::{DeviceInputs, DeviceOutputs};
 
 /// Query rows one portable-tier workgroup covers (64 invocations x 4 rows).
 pub const ROWS_PER_GROUP: usize = 256;
@@ -206,7 +207,7 @@ pub(crate) fn reads_words(dev: &DeviceProfile, tier: Tier) -> bool {
 /// storage-buffer forms have no 16-bit loads: there the call widens first. The
 /// cooperative-matrix tier reads f16 as it is (shaders/kv_loads_f16.wgsl) and bfloat16 from
 /// widened copies.
-pub(crate) fn reads_half(
+fn reads_half(
     dev: &DeviceProfile,
     p: &Problem,
     tier: Tier,
@@ -268,7 +269,7 @@ pub fn tiled_wider(p: &Problem) -> bool {
 /// The chunks this path runs in, planned against the device's limits. In one key pass the
 /// fused path needs no scratch beside its outputs; in several, each chunk's scratch is the
 /// partial outputs of all passes (their LSEs take `scratch / Dv` more).
-pub(crate) fn plan(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Result<Vec<Chunk>> {
+fn plan(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Result<Vec<Chunk>> {
     let budget = DeviceBudget::from_limits(&dev.limits());
     let passes = key_passes(dev.adapter_info(), p, tier);
     let cost = |n: usize, rows: usize| ChunkCost {
@@ -302,7 +303,7 @@ fn partial_bytes(p: &Problem, chunks: &[Chunk]) -> (u64, u64) {
 /// Scratch bytes the path allocates beside its outputs: the partial outputs of key passes
 /// and their LSEs (none in one pass), and the K/V textures where the kernel reads them
 /// (`textures`: [`reads_textures`]).
-pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk], textures: bool) -> u64 {
+fn scratch_bytes(p: &Problem, chunks: &[Chunk], textures: bool) -> u64 {
     let (outputs, lses) = partial_bytes(p, chunks);
     let textures = if textures {
         kv_texture_bytes(p, chunks)
@@ -315,7 +316,7 @@ pub(crate) fn scratch_bytes(p: &Problem, chunks: &[Chunk], textures: bool) -> u6
 /// Runs the fused path over chunks from [`plan`], on a tier the caller has checked with
 /// [`problem_obstacle`]: each chunk in one pass over the keys, or on llvmpipe with long rows
 /// in several ([`key_passes`]) into partial buffers, then merged.
-pub(crate) fn run(
+fn run(
     ctx: &Context,
     p: &Problem,
     inputs: &DeviceInputs<'_>,

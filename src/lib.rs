@@ -88,6 +88,7 @@ mod context;
 mod convert;
 mod empty;
 mod error;
+mod family;
 pub mod fp16;
 mod half_format;
 pub mod heatmap;

@@ -5,14 +5,15 @@
 
 use crate::decode;
 use crate::error::{Error, Result};
+use crate::family::{Family, InputFacts};
 use crate::fused::{self, Tier};
 use crate::half_format::HalfFormat;
-use crate::loops;
 use crate::options::{AttentionOptions, PathChoice, Precision};
 use crate::problem::Problem;
 use crate::profile::DeviceProfile;
+use crate::unfused::Unfused;
 
-/// A kernel path the planner can pick.
+/// A kernel path the planner can pick: a family, or one tier or form of one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Path {
     Unfused,
@@ -21,12 +22,31 @@ pub(crate) enum Path {
 }
 
 impl Path {
-    pub(crate) fn name(self) -> &'static str {
+    /// Every path, each family's tiers and forms: the list a new family joins (beside its
+    /// place in [`choose_path`]'s ranking and its `PathChoice`).
+    #[cfg(feature = "internals")]
+    const ALL: [Path; 7] = [
+        Path::Unfused,
+        Path::Fused(Tier::Subgroup),
+        Path::Fused(Tier::Portable),
+        Path::Fused(Tier::Tiled),
+        Path::Fused(Tier::Coop),
+        Path::Decode(decode::Form::Invocation),
+        Path::Decode(decode::Form::Workgroup),
+    ];
+
+    /// The family that runs this path: what the executor plans, estimates and dispatches
+    /// through.
+    pub(crate) fn family(&self) -> &dyn Family {
         match self {
-            Path::Unfused => "unfused",
-            Path::Fused(t) => t.name(),
-            Path::Decode(form) => form.path_name(),
+            Path::Unfused => &Unfused,
+            Path::Fused(tier) => tier,
+            Path::Decode(form) => form,
         }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        self.family().name()
     }
 }
 
@@ -63,58 +83,26 @@ pub fn suits_wide(rows_per_kv_head: usize, lk: usize, d: usize, dv: usize) -> bo
         && width <= fused::SUBGROUP_WIDE_MAX_WIDTH
 }
 
-/// Why the unfused path cannot run the problem here (a dispatch grid too small for one row,
-/// llvmpipe's loop limit), or `None`.
-fn unfused_obstacle(dev: &DeviceProfile, p: &Problem) -> Option<String> {
-    // One query row's scores (and weighted sum) take a workgroup per 32 keys (columns) in
-    // one dispatch: the row cannot be split further.
-    let one_row = crate::plan::unfused_groups(p, 1, 1)
-        .into_iter()
-        .max()
-        .unwrap_or(0);
-    let budget = crate::plan::DeviceBudget::from_limits(&dev.limits());
-    if one_row > budget.max_groups() {
-        return Some(format!(
-            "one query row takes {one_row} workgroups in one dispatch of the unfused path; the device allows {}",
-            budget.max_groups()
-        ));
-    }
-    loops::obstacle(dev.adapter_info(), "unfused", loops::unfused(p))
-}
-
-/// Why decode in `form` cannot run the problem here, or `None`: weights requested
-/// (`weights`, from fused::weights_obstacle), widths, or the device (decode::obstacle).
-fn decode_obstacle(
+/// Why `path` cannot run `p` here: requested weights where the path has none, then the
+/// family's own obstacle.
+fn obstacle(
     dev: &DeviceProfile,
     p: &Problem,
-    form: decode::Form,
-    weights: Option<String>,
-) -> Option<String> {
-    weights
-        .or_else(|| fused::width_obstacle(p, decode::max_width(form)))
-        .or_else(|| decode::obstacle(dev, p, form))
-}
-
-/// What the planner knows of a call's inputs beyond their shapes.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct InputFacts {
-    /// K and V are stored in this 16-bit format (f16 inputs: `attention_f16`, f16 caches).
-    pub(crate) kv_half: Option<HalfFormat>,
-    /// The largest magnitude of q and k, where the host knows it.
-    pub(crate) max_abs: Option<f32>,
-}
-
-/// Why the cooperative-matrix tier cannot run `p` here: weights, widths, the adapter, and
-/// inputs known to exceed f16's range.
-fn coop_obstacle(
-    dev: &DeviceProfile,
-    p: &Problem,
-    weights: Option<String>,
+    path: Path,
+    weights: Option<&String>,
     facts: InputFacts,
 ) -> Option<String> {
+    let family = path.family();
     weights
-        .or_else(|| fused::problem_obstacle(dev, p, Tier::Coop))
-        .or_else(|| facts.max_abs.and_then(fused::coop::range_obstacle))
+        .filter(|_| !family.returns_weights())
+        .cloned()
+        .or_else(|| family.obstacle(dev, p, facts))
+}
+
+/// [`obstacle`] of `path` where no weights are asked for and nothing is known of the
+/// inputs beyond their shapes.
+fn path_obstacle(dev: &DeviceProfile, p: &Problem, path: Path) -> Option<String> {
+    obstacle(dev, p, path, None, InputFacts::default())
 }
 
 /// Whether auto takes the cooperative-matrix tier for a call.
@@ -148,24 +136,26 @@ fn coop_auto(
         }
         None => return CoopAuto::NotAsked,
     }
-    match coop_obstacle(dev, p, None, facts) {
+    match obstacle(dev, p, Path::Fused(Tier::Coop), None, facts) {
         None => CoopAuto::Take,
         Some(why) => CoopAuto::PassedOver(why),
     }
 }
 
-/// Every kernel of the crate, family by family: the families' own tables and the kernels no
-/// family owns. A new family adds its table here. (For the tests that check every shader,
-/// through the `internals` feature.)
+/// Every kernel of the crate: each family's table (once, where its tiers or forms share
+/// one) and the kernels no family owns. (For the tests that check every shader, through
+/// the `internals` feature.)
 #[cfg(feature = "internals")]
 pub fn every_kernel() -> Vec<crate::kernel::Kernel> {
-    [
-        crate::unfused::kernels::ALL,
-        crate::fused::kernels::ALL,
-        crate::decode::kernels::ALL,
-        crate::kernel::shared::ALL,
-    ]
-    .concat()
+    let mut tables: Vec<&[crate::kernel::Kernel]> = Vec::new();
+    for path in Path::ALL {
+        let table = path.family().kernels();
+        if !tables.iter().any(|t| std::ptr::eq(*t, table)) {
+            tables.push(table);
+        }
+    }
+    tables.push(crate::kernel::shared::ALL);
+    tables.concat()
 }
 
 /// Picks a path from the shapes, the options, what is known of the inputs and the adapter,
@@ -177,35 +167,22 @@ pub(crate) fn choose_path(
     facts: InputFacts,
 ) -> Choice {
     let weights = fused::weights_obstacle(opts.return_weights);
-    let adapter_form = decode::Form::for_problem(dev.adapter_info(), p);
-    let forced = |path: Path, obstacle: Option<String>| match obstacle {
+    let forced = |path: Path| match obstacle(dev, p, path, weights.as_ref(), facts) {
         Some(why) => Err(unavailable(path.name(), why)),
         None => Ok((path, "forced by the caller".to_string())),
     };
-    let tier = |tier: Tier| {
-        let obstacle = weights
-            .clone()
-            .or_else(|| fused::problem_obstacle(dev, p, tier));
-        forced(Path::Fused(tier), obstacle)
-    };
     let coop = coop_auto(dev, p, opts, facts);
     match opts.path {
-        PathChoice::Unfused => forced(Path::Unfused, unfused_obstacle(dev, p)),
-        PathChoice::FusedSubgroup => tier(Tier::Subgroup),
-        PathChoice::FusedPortable => tier(Tier::Portable),
-        PathChoice::FusedTiled => tier(Tier::Tiled),
-        PathChoice::FusedCoop => forced(
-            Path::Fused(Tier::Coop),
-            coop_obstacle(dev, p, weights, facts),
-        ),
-        PathChoice::Decode => forced(
-            Path::Decode(adapter_form),
-            decode_obstacle(dev, p, adapter_form, weights),
-        ),
-        PathChoice::DecodeWorkgroup => {
-            let form = decode::Form::Workgroup;
-            forced(Path::Decode(form), decode_obstacle(dev, p, form, weights))
-        }
+        PathChoice::Unfused => forced(Path::Unfused),
+        PathChoice::FusedSubgroup => forced(Path::Fused(Tier::Subgroup)),
+        PathChoice::FusedPortable => forced(Path::Fused(Tier::Portable)),
+        PathChoice::FusedTiled => forced(Path::Fused(Tier::Tiled)),
+        PathChoice::FusedCoop => forced(Path::Fused(Tier::Coop)),
+        PathChoice::Decode => forced(Path::Decode(decode::Form::for_problem(
+            dev.adapter_info(),
+            p,
+        ))),
+        PathChoice::DecodeWorkgroup => forced(Path::Decode(decode::Form::Workgroup)),
         PathChoice::Fused => fused_or_fallback(dev, p, weights, true, coop),
         PathChoice::Auto => fused_or_fallback(dev, p, weights, false, coop),
     }
@@ -240,8 +217,9 @@ fn fused_or_fallback(
         fused::MAX_WIDTH
     );
     let rows = d.hq / d.hkv * d.lq;
-    let cpu_subgroup_lanes = (on_cpu && fused::problem_obstacle(dev, p, Tier::Subgroup).is_none())
-        .then(|| fused::subgroup_keys(dev.adapter_info()));
+    let cpu_subgroup_lanes = (on_cpu
+        && path_obstacle(dev, p, Path::Fused(Tier::Subgroup)).is_none())
+    .then(|| fused::subgroup_keys(dev.adapter_info()));
     let form = decode::Form::for_problem(dev.adapter_info(), p);
     // On CPU adapters, problems too wide for decode's invocation form take its workgroup
     // form for 1-2 rows per kv head where the subgroup tier's wide variant runs them
@@ -254,7 +232,7 @@ fn fused_or_fallback(
     } else {
         decode::is_decode_shape(rows, d.lk, max_rows)
     };
-    if !explicit && decode_shape && decode_obstacle(dev, p, form, None).is_none() {
+    if !explicit && decode_shape && path_obstacle(dev, p, Path::Decode(form)).is_none() {
         let reason = if cpu_wide && cpu_subgroup_lanes.is_some() {
             format!(
                 "{rows} query rows per kv head (at most {max_rows} here) over {} keys with D = {} and Dv = {}: split-K decode in its workgroup form (its invocation form takes widths up to {}; the subgroup tier measured faster from 4 rows per kv head)",
@@ -324,7 +302,7 @@ fn fused_or_fallback(
             ));
             continue;
         }
-        let Some(why) = fused::problem_obstacle(dev, p, tier) else {
+        let Some(why) = path_obstacle(dev, p, Path::Fused(tier)) else {
             let mut reason = if wide && !on_cpu {
                 format!("one fused kernel, O(L) memory; {why_wide}; on GPUs the wide fused-tiled measured level with the unfused path, which needs O(L^2)")
             } else if wide {
@@ -366,7 +344,7 @@ fn fused_or_fallback(
         ];
         if let Some(form) = forms
             .into_iter()
-            .find(|&form| decode_obstacle(dev, p, form, None).is_none())
+            .find(|&form| path_obstacle(dev, p, Path::Decode(form)).is_none())
         {
             return Ok((
                 Path::Decode(form),
@@ -381,7 +359,7 @@ fn fused_or_fallback(
 /// unless llvmpipe's loop limit stops it too (long rows), which is an error that gives both
 /// reasons.
 fn fall_back(dev: &DeviceProfile, p: &Problem, why: String) -> Choice {
-    match unfused_obstacle(dev, p) {
+    match path_obstacle(dev, p, Path::Unfused) {
         None => Ok((Path::Unfused, format!("fused unavailable: {why}"))),
         Some(unfused_why) => Err(unavailable(
             "auto",

@@ -8,70 +8,86 @@ pub(crate) mod kernels;
 
 use crate::context::Context;
 use crate::error::Result;
+use crate::family::{DeviceInputs, DeviceOutputs, Family, InputFacts, PlanFacts};
+use crate::half_format::HalfFormat;
 use crate::kernel::PipelineKey;
+use crate::loops;
 use crate::params::ChunkParams;
 use crate::plan::{
     largest_scratch, mask_binding, mask_params, plan_chunks, unfused_cost, unfused_groups, whole,
     Chunk, DeviceBudget, Window, TILE,
 };
-use crate::problem::Problem;
+use crate::problem::{Dims, Problem};
 use crate::profile::DeviceProfile;
 
-/// Device buffers holding the inputs, in canonical `(B, H, L, D)` row-major layout.
-pub(crate) struct DeviceInputs<'a> {
-    pub q: &'a wgpu::Buffer,
-    pub k: &'a wgpu::Buffer,
-    pub v: &'a wgpu::Buffer,
-    pub bias: Option<&'a wgpu::Buffer>,
-    pub allow: Option<&'a wgpu::Buffer>,
-}
+/// The unfused path as a [`Family`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unfused;
 
-impl<'a> DeviceInputs<'a> {
-    /// The bindings of the fused tiers and decode_partial.wgsl for one chunk, in binding
-    /// order (src/fused/fused_common.wgsl): parameters, the chunk's windows of q, k, v and the
-    /// mask (`dummy` where there is none), then where the kernel writes its output and LSE.
-    pub(crate) fn one_pass_bindings(
-        &self,
-        uniform: &'a wgpu::Buffer,
-        c: &Chunk,
-        dummy: &'a wgpu::Buffer,
-        o: wgpu::BufferBinding<'a>,
-        lse: wgpu::BufferBinding<'a>,
-    ) -> [wgpu::BufferBinding<'a>; 8] {
-        [
-            whole(uniform),
-            c.q.bind(self.q),
-            c.k.bind(self.k),
-            c.v.bind(self.v),
-            mask_binding(self.bias, c.mask_bias, dummy),
-            mask_binding(self.allow, c.mask_allow, dummy),
-            o,
-            lse,
-        ]
+impl Family for Unfused {
+    fn name(&self) -> &'static str {
+        "unfused"
     }
-}
 
-/// Device buffers the path wrote. `lse` holds f32 bit patterns (u32) so `-inf` survives.
-pub(crate) struct DeviceOutputs {
-    pub out: wgpu::Buffer,
-    pub lse: wgpu::Buffer,
-    pub weights: Option<wgpu::Buffer>,
-    pub chunks: usize,
-}
+    /// A dispatch grid too small for one row, or llvmpipe's loop limit.
+    fn obstacle(&self, dev: &DeviceProfile, p: &Problem, _facts: InputFacts) -> Option<String> {
+        // One query row's scores (and weighted sum) take a workgroup per 32 keys (columns)
+        // in one dispatch: the row cannot be split further.
+        let one_row = unfused_groups(p, 1, 1).into_iter().max().unwrap_or(0);
+        let budget = DeviceBudget::from_limits(&dev.limits());
+        if one_row > budget.max_groups() {
+            return Some(format!(
+                "one query row takes {one_row} workgroups in one dispatch of the unfused path; the device allows {}",
+                budget.max_groups()
+            ));
+        }
+        loops::obstacle(dev.adapter_info(), "unfused", loops::unfused(p))
+    }
 
-impl DeviceOutputs {
-    /// NaN-filled out and lse buffers (and weights when asked) for a problem, so a kernel
-    /// that skips a write is caught by any comparison.
-    pub(crate) fn allocate(ctx: &Context, p: &Problem, weights: bool) -> Result<Self> {
-        let d = &p.dims;
-        Ok(DeviceOutputs {
-            out: ctx.output_buffer("out", d.rows() * d.dv)?,
-            lse: ctx.output_buffer("lse", d.rows())?,
-            weights: weights
-                .then(|| ctx.output_buffer("weights", d.rows() * d.lk))
-                .transpose()?,
-            chunks: 0,
-        })
+    fn returns_weights(&self) -> bool {
+        true
+    }
+
+    /// Scalar loads: only zero widths are padded (to 1).
+    fn kernel_dims(&self, dims: Dims) -> Dims {
+        crate::widths::nonzero_dims(dims)
+    }
+
+    fn reads_half(&self, _dev: &DeviceProfile, _p: &Problem, _format: HalfFormat) -> bool {
+        false
+    }
+
+    fn plan(&self, dev: &DeviceProfile, p: &Problem) -> Result<Vec<Chunk>> {
+        plan(dev, p)
+    }
+
+    /// Scores, softmax, weighted sum.
+    fn dispatches_per_chunk(&self, _passes: usize) -> u64 {
+        3
+    }
+
+    fn describe(&self, _plan: &PlanFacts<'_>) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn scratch_bytes(&self, _p: &Problem, chunks: &[Chunk], _textures: bool) -> u64 {
+        scratch_bytes(chunks)
+    }
+
+    fn run(
+        &self,
+        ctx: &Context,
+        p: &Problem,
+        inputs: &DeviceInputs<'_>,
+        chunks: &[Chunk],
+        weights: bool,
+    ) -> Result<DeviceOutputs> {
+        run(ctx, p, inputs, chunks, weights)
+    }
+
+    #[cfg(feature = "internals")]
+    fn kernels(&self) -> &'static [crate::kernel::Kernel] {
+        kernels::ALL
     }
 }
 
@@ -110,20 +126,20 @@ fn base_params(p: &Problem, c: &Chunk) -> ChunkParams {
 }
 
 /// The chunks this path runs in, planned against the device's limits.
-pub(crate) fn plan(dev: &DeviceProfile, p: &Problem) -> Result<Vec<Chunk>> {
+fn plan(dev: &DeviceProfile, p: &Problem) -> Result<Vec<Chunk>> {
     let budget = DeviceBudget::from_limits(&dev.limits());
     plan_chunks(p, &budget, &|n, rows| unfused_cost(p, n, rows))
 }
 
 /// Scratch bytes the path allocates beside its outputs: one score buffer, sized for the
 /// largest chunk and reused by every chunk.
-pub(crate) fn scratch_bytes(chunks: &[Chunk]) -> u64 {
+fn scratch_bytes(chunks: &[Chunk]) -> u64 {
     largest_scratch(chunks)
 }
 
 /// Runs the unfused path over chunks from [`plan`] and returns the output buffers (not yet
 /// read back).
-pub(crate) fn run(
+fn run(
     ctx: &Context,
     p: &Problem,
     inputs: &DeviceInputs<'_>,

@@ -3,14 +3,11 @@
 //! outputs as tensors.
 
 use crate::context::Context;
-use crate::decode;
 use crate::error::Result;
-use crate::fused;
+use crate::family::{DeviceInputs, DeviceOutputs};
 use crate::options::{AttentionOptions, PlanInfo};
-use crate::planner::Path;
 use crate::problem::Problem;
 use crate::tensor::{GpuAttentionOutput, GpuTensor};
-use crate::unfused::{self, DeviceInputs, DeviceOutputs};
 use crate::widths;
 
 use super::prepare::Prepared;
@@ -78,11 +75,9 @@ pub(super) fn execute_one(
         lse,
         weights,
         chunks,
-    } = match path {
-        Path::Unfused => unfused::run(ctx, problem, &inputs, &plan.chunks, opts.return_weights)?,
-        Path::Fused(tier) => fused::run(ctx, problem, &inputs, &plan.chunks, tier)?,
-        Path::Decode(form) => decode::run(ctx, problem, form, &inputs, &plan.chunks)?,
-    };
+    } = path
+        .family()
+        .run(ctx, problem, &inputs, &plan.chunks, opts.return_weights)?;
     drop((qp, kp, vp, widened));
     if kd.dv != dims.dv {
         out = widths::repack(ctx, "out", &out, dims.rows(), kd.dv, dims.dv)?;

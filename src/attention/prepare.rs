@@ -3,17 +3,15 @@
 
 use super::segments::{self, SegmentView, Segments};
 use crate::context::Context;
-use crate::decode;
 use crate::error::{Error, Result};
-use crate::fused;
+use crate::family::{InputFacts, PlanFacts};
 use crate::half_format::KvStorage;
 use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::plan::{Chunk, DeviceBudget};
-use crate::planner::{choose_path, InputFacts, Path};
+use crate::planner::{choose_path, Path};
 use crate::problem::{check_problem, validate_problem, Dims, Problem, MAX_ELEMENTS};
 use crate::profile::DeviceProfile;
-use crate::unfused;
 use crate::widths;
 
 /// A validated problem with its path, the reason for it, and its chunk plan.
@@ -28,7 +26,7 @@ pub(super) struct Prepared {
     pub(super) chunks: Vec<Chunk>,
     /// Dispatches per chunk, each with its own uniform buffer.
     pub(super) dispatches_per_chunk: u64,
-    /// Whether the path copies K and V into textures (fused::reads_textures).
+    /// Whether the path copies K and V into textures (`Family::reads_textures`).
     pub(super) kv_textures: bool,
     /// What the K and V buffers hold; 16-bit ones that the path does not read as they are
     /// (`problem.kv_half` None) are widened to f32 first.
@@ -147,11 +145,9 @@ pub(super) fn plan_one(
         max_abs: max_abs.map(|(q, k)| q.max(k)),
     };
     let (path, mut reason) = choose_path(dev, &problem, opts, facts)?;
+    let family = path.family();
     // The scale was fixed from the caller's D by validation; padding leaves it alone.
-    problem.dims = match path {
-        Path::Unfused => widths::nonzero_dims(dims),
-        Path::Fused(_) | Path::Decode(_) => widths::kernel_dims(dims),
-    };
+    problem.dims = family.kernel_dims(dims);
     if problem.dims != dims {
         let mut zero = Vec::new();
         if dims.d == 0 {
@@ -171,34 +167,21 @@ pub(super) fn plan_one(
         );
         check_element_counts(&problem, opts.return_weights)?;
     }
-    // 16-bit K and V: decode and the fused tiers read them as they are (the subgroup tier
-    // through its textures: fused::reads_half), unless their widths were padded
-    // (the padded copies are f32); otherwise the call widens the first Lk rows of each kv
-    // head into a compact f32 copy (of a cache, not its whole capacity), which the kernels
-    // then index with kv_rows = Lk.
+    // 16-bit K and V: the families that read them as they are do so (the subgroup tier
+    // through its textures: fused::reads_half), unless their widths were padded (the
+    // padded copies are f32); otherwise the call widens the first Lk rows of each kv head
+    // into a compact f32 copy (of a cache, not its whole capacity), which the kernels then
+    // index with kv_rows = Lk.
     if let Some(format) = kv_storage.half() {
-        let direct = problem.dims == dims
-            && match path {
-                Path::Decode(_) => true,
-                Path::Fused(tier) => fused::reads_half(dev, &problem, tier, format),
-                Path::Unfused => false,
-            };
-        if direct {
+        if problem.dims == dims && family.reads_half(dev, &problem, format) {
             problem.kv_half = Some(format);
-            if let Path::Fused(_) = path {
-                reason = format!("{reason}; K/V read as {}", format.name());
-            }
         } else {
             problem.kv_rows = dims.lk;
             problem.kv_first = 0;
             reason = format!("{reason}; K/V widened from {} to f32 first", format.name());
         }
     }
-    let chunks = match path {
-        Path::Unfused => unfused::plan(dev, &problem)?,
-        Path::Fused(tier) => fused::plan(dev, &problem, tier)?,
-        Path::Decode(form) => decode::plan(dev, &problem, form)?,
-    };
+    let chunks = family.plan(dev, &problem)?;
     // Kernels that read 16-bit K and V bind the same elements at half the bytes.
     let chunks = if problem.kv_half.is_some() {
         let budget = DeviceBudget::from_limits(&dev.limits());
@@ -209,88 +192,20 @@ pub(super) fn plan_one(
     } else {
         chunks
     };
-    // Passes over the keys: several only for a fused tier on llvmpipe with long rows, or on
-    // the subgroup tier where its row blocks alone would leave threads idle.
-    let passes = match path {
-        Path::Fused(tier) => fused::key_passes(dev.adapter_info(), &problem, tier),
-        Path::Unfused | Path::Decode(_) => 1,
-    };
-    if let Path::Decode(form) = path {
-        reason = format!("{reason}; {}", decode::describe(dev, &problem, form));
-    }
+    let passes = family.key_passes(dev, &problem);
     // Whether the path copies K and V into textures: the reason says so, the estimate counts them.
-    let kv_textures =
-        matches!(path, Path::Fused(tier) if fused::reads_textures(dev, &problem, tier));
-    if path == Path::Fused(fused::Tier::Subgroup) {
-        if fused::subgroup_keys(dev.adapter_info()) == 16 {
-            reason = format!("{reason}; 16-key blocks on 16-lane subgroups");
-        }
-        if kv_textures {
-            reason = format!("{reason}; K/V copied into textures and read from them");
-        } else if fused::reads_words(dev, fused::Tier::Subgroup) {
-            reason = format!("{reason}; K/V read as 64-bit words");
-        }
-        if let Some(layout) = chunks
-            .first()
-            .map(|c| fused::chunk_layout(&problem, c, passes))
-        {
-            reason = format!(
-                "{reason}; {} rows per invocation",
-                layout.rows_per_invocation
-            );
-            if layout.unit_heads > 1 {
-                reason = format!(
-                    "{reason}; the {} query heads of a GQA group share workgroups",
-                    layout.unit_heads
-                );
-            }
-        }
-    }
-    if path == Path::Fused(fused::Tier::Coop) {
-        let v = fused::coop::variant(dev, &problem);
-        let how = match dev.coop() {
-            crate::context::CoopSupport::Emulated => {
-                "cooperative operations emulated in scalar code"
-            }
-            _ => "16x16 f16 cooperative matrices",
-        };
-        reason = format!(
-            "{reason}; {} query rows a workgroup, {} keys a block, {how}",
-            v.rows,
-            v.keys()
-        );
-        let heads = chunks
-            .first()
-            .map_or(1, |c| fused::coop::unit_heads(dev, &problem, c));
-        if heads > 1 {
-            reason = format!("{reason}; the {heads} query heads of a GQA group share blocks");
-        }
-    }
-    if path == Path::Fused(fused::Tier::Tiled) {
-        let heads = chunks
-            .first()
-            .map_or(1, |c| fused::tiled_unit_heads(&problem, c));
-        if heads > 1 {
-            reason = format!("{reason}; the {heads} query heads of a GQA group share blocks");
-        }
-    }
-    if let (Path::Fused(tier), true) = (path, passes > 1) {
-        let why = fused::key_passes_reason(dev.adapter_info(), &problem, tier);
-        let how = if tier == fused::Tier::Subgroup {
-            "key ranges side by side"
-        } else {
-            "passes over the keys"
-        };
-        reason = format!("{reason}; in {passes} {how} ({why}), merged");
-    }
-    let dispatches_per_chunk = match path {
-        Path::Unfused => 3,
-        Path::Fused(tier) if passes > 1 => {
-            (passes / fused::passes_per_dispatch(tier, passes)) as u64 + 1
-        }
-        Path::Fused(_) => 1,
-        Path::Decode(_) => 2,
+    let kv_textures = family.reads_textures(dev, &problem);
+    let facts = PlanFacts {
+        dev,
+        problem: &problem,
+        chunks: &chunks,
+        passes,
+        textures: kv_textures,
     };
+    for part in family.describe(&facts) {
+        reason = format!("{reason}; {part}");
+    }
+    let dispatches_per_chunk = family.dispatches_per_chunk(passes);
     Ok(Prepared {
         kv_textures,
         kv_storage,
@@ -370,12 +285,12 @@ pub(super) fn estimate_one(
         0
     };
     let outputs = out + buffer_bytes(d.rows()) + weights_bytes;
-    let path_scratch = match plan.path {
-        Path::Unfused => unfused::scratch_bytes(&plan.chunks),
-        Path::Fused(_) => fused::scratch_bytes(&plan.problem, &plan.chunks, plan.kv_textures),
-        Path::Decode(_) => decode::scratch_bytes(&plan.problem, &plan.chunks),
-    } + widths::copy_bytes(d, &plan.problem.dims, plan.problem.kv_rows)
-        + widened_kv_bytes(plan);
+    let path_scratch =
+        plan.path
+            .family()
+            .scratch_bytes(&plan.problem, &plan.chunks, plan.kv_textures)
+            + widths::copy_bytes(d, &plan.problem.dims, plan.problem.kv_rows)
+            + widened_kv_bytes(plan);
     // One uniform buffer per dispatch.
     let uniforms = plan.chunks.len() as u64 * plan.dispatches_per_chunk * buffer_bytes(64);
     let host_inputs = match inputs {

@@ -6,7 +6,7 @@
 use super::{Problem, Tier};
 use crate::plan::Chunk;
 use crate::profile::DeviceProfile;
-use crate::unfused::DeviceInputs;
+use crate::family::DeviceInputs;
 
 /// Texels per row of the textures that hold K and V for the subgroup tier
 /// (shaders/kv_loads_texture.wgsl's TEXTURE_WIDTH): 64 KiB rows, which
