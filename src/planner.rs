@@ -24,7 +24,7 @@ pub(crate) enum Path {
 impl Path {
     /// Every path, each family's tiers and forms: the list a new family joins (beside its
     /// place in [`choose_path`]'s ranking and its `PathChoice`).
-    #[cfg(feature = "internals")]
+    #[cfg(any(test, feature = "internals"))]
     const ALL: [Path; 7] = [
         Path::Unfused,
         Path::Fused(Tier::Subgroup),
@@ -365,5 +365,59 @@ fn fall_back(dev: &DeviceProfile, p: &Problem, why: String) -> Choice {
             "auto",
             format!("fused: {why}; unfused: {unfused_why}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every path the planner picks is in `Path::ALL` under a name of its own, and each
+    /// listed path is what a forced `PathChoice` plans on some recorded profile: a family
+    /// added without its line in the list, or listed with no way to force it, fails here.
+    #[test]
+    fn forced_paths_are_the_listed_paths() {
+        let names: Vec<&str> = Path::ALL.iter().map(|p| p.name()).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "names: {names:?}");
+        let dims =
+            crate::problem::validate_dims(&[1, 4, 3, 64], &[1, 2, 100, 64], &[1, 2, 100, 64])
+                .expect("dims");
+        let p = Problem {
+            dims,
+            scale: 0.125,
+            causal_offset: None,
+            mask: None,
+            kv_rows: 100,
+            kv_first: 0,
+            kv_half: None,
+        };
+        let mut planned = Vec::new();
+        for (device, dev) in DeviceProfile::recorded() {
+            for choice in PathChoice::FORCED {
+                let opts = AttentionOptions::default().path(choice);
+                match choose_path(&dev, &p, &opts, InputFacts::default()) {
+                    Ok((path, _)) => {
+                        assert!(
+                            Path::ALL.contains(&path),
+                            "{device}: {choice:?} planned {path:?}"
+                        );
+                        planned.push(path);
+                    }
+                    Err(Error::PathUnavailable { path, .. }) => {
+                        assert!(
+                            names.contains(&path),
+                            "{device}: {choice:?} refused as {path}"
+                        );
+                    }
+                    Err(e) => panic!("{device}: {choice:?}: {e}"),
+                }
+            }
+        }
+        for path in Path::ALL {
+            assert!(planned.contains(&path), "{} is never planned", path.name());
+        }
     }
 }
