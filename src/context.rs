@@ -232,7 +232,7 @@ impl Context {
         coop: CoopSupport,
     ) -> Self {
         let profile = DeviceProfile {
-            info: device.adapter_info(),
+            info: DeviceProfile::planning_info(device.adapter_info()),
             features: device.features(),
             limits: device.limits(),
             coop,

@@ -22,9 +22,11 @@ pub const LLVMPIPE_LOOP_LIMIT: u64 = 65_535;
 /// of the limit.
 pub const SLACK: u64 = 512;
 
-/// Whether the adapter runs shaders through llvmpipe (lavapipe reports "llvmpipe (LLVM ...)").
+/// Whether the adapter runs shaders through llvmpipe (lavapipe reports "llvmpipe (LLVM
+/// ...)"), by its name alone: a lavapipe context planned as a GPU
+/// (`crate::profile::PLAN_AS_VAR`) still runs on llvmpipe.
 pub fn limited(info: &wgpu::AdapterInfo) -> bool {
-    info.device_type == wgpu::DeviceType::Cpu && info.name.contains("llvmpipe")
+    info.name.contains("llvmpipe")
 }
 
 /// Iterations per key block of the subgroup tier (8 keys, or 16 on 16-lane subgroups:

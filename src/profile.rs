@@ -119,7 +119,33 @@ pub struct DeviceProfile {
     pub coop: CoopSupport,
 }
 
+/// The variable that makes every context on a CPU adapter plan as on a discrete GPU
+/// (`WGPU_ATTENTION_PLAN_AS=gpu`; [`DeviceProfile::planning_info`]).
+pub const PLAN_AS_VAR: &str = "WGPU_ATTENTION_PLAN_AS";
+
 impl DeviceProfile {
+    /// The adapter's description as planning reads it: `info`, except that where
+    /// [`PLAN_AS_VAR`] is `gpu` a CPU adapter is described as a discrete GPU (its name
+    /// saying so), so that the planner ranks paths, picks tiers and forms, and splits work
+    /// as on a GPU, while the kernels still run on the CPU adapter with its real limits,
+    /// features and subgroup sizes. For testing: the suite run so on lavapipe takes the
+    /// paths a GPU takes and fails where a test expects a CPU adapter's choices
+    /// (docs/testing.md). llvmpipe's loop limit still applies, as `crate::loops` knows
+    /// llvmpipe by its name.
+    pub(crate) fn planning_info(info: wgpu::AdapterInfo) -> wgpu::AdapterInfo {
+        let as_gpu = std::env::var(PLAN_AS_VAR).is_ok_and(|v| v == "gpu");
+        Self::planned_as(info, as_gpu)
+    }
+
+    /// [`DeviceProfile::planning_info`] with the variable's answer given.
+    fn planned_as(mut info: wgpu::AdapterInfo, as_gpu: bool) -> wgpu::AdapterInfo {
+        if as_gpu && info.device_type == wgpu::DeviceType::Cpu {
+            info.device_type = wgpu::DeviceType::DiscreteGpu;
+            info.name = format!("{} (planned as a discrete GPU: {PLAN_AS_VAR})", info.name);
+        }
+        info
+    }
+
     /// The adapter's description.
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.info
@@ -269,5 +295,37 @@ impl DeviceProfile {
             ),
             ("webgpu-defaults", webgpu),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Planned as a GPU, lavapipe is described as a discrete GPU that says so in its name,
+    /// and stays llvmpipe with its loop limit; a GPU is left as it is.
+    #[test]
+    fn a_cpu_adapter_planned_as_a_gpu() {
+        let recorded = DeviceProfile::recorded();
+        let info = |name: &str| {
+            recorded
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, p)| p.info.clone())
+                .expect("recorded")
+        };
+        let lavapipe = info("lavapipe-256");
+        let planned = DeviceProfile::planned_as(lavapipe.clone(), true);
+        assert_eq!(planned.device_type, wgpu::DeviceType::DiscreteGpu);
+        assert!(planned.name.contains(PLAN_AS_VAR), "{}", planned.name);
+        assert!(crate::loops::limited(&planned));
+        assert_eq!(planned.subgroup_max_size, lavapipe.subgroup_max_size);
+        let unasked = DeviceProfile::planned_as(lavapipe.clone(), false);
+        assert_eq!(unasked.device_type, wgpu::DeviceType::Cpu);
+        let h200 = info("nvidia-h200");
+        assert_eq!(
+            DeviceProfile::planned_as(h200.clone(), true).name,
+            h200.name
+        );
     }
 }

@@ -45,6 +45,8 @@ ENVIRONMENT:
     matrix operations in scalar code on any adapter with f16 (slow; for testing); off turns
     the tier off. WGPU_ATTENTION_COOP_VARIANT=RxW (64x64, 32x128, 64x32, 32x64, 16x128)
     picks its tile variant where that fits, to time the variants side by side.
+    WGPU_ATTENTION_PLAN_AS=gpu plans on a CPU adapter (lavapipe) as on a discrete GPU:
+    the paths, tiers and splits a GPU takes, run on the CPU adapter (for testing).
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
     AVX-512, `bench` (and `run` from 2 TFLOP) sets it to 512 (16-lane subgroups) except for
     decode shapes (few query rows per kv head over many keys), which run faster at
