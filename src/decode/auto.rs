@@ -73,7 +73,7 @@ pub const EIGHT_LANE_DECODE_MIN_KEYS: usize = 1024;
 
 /// Fewest keys from which auto takes decode at 8 lanes (256-bit vectors) for 9 to
 /// [`MAX_AUTO_ROWS`] query rows per kv head, at widths up to 128 (decode's invocation form
-/// takes them in one tile: [`invocation_tile_rows`](super::invocation_tile_rows));
+/// takes them in one tile: [`invocation_tile_rows`](super::split::invocation_tile_rows));
 /// crate::planner::suits_wide keeps 8 lanes for them too. Measured on lavapipe (Intel Xeon, 2026-12-02, `bench --shape S
 /// --kv-heads 8 --path decode,fused-subgroup --reps 5 --json` with `LP_NATIVE_VECTOR_WIDTH`
 /// 256, and `--path fused-subgroup` at 512, two rounds, ms, decode at 256 against the

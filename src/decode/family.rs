@@ -56,7 +56,7 @@ impl Family for Form {
         chunks: &[Chunk],
         _weights: bool,
     ) -> Result<DeviceOutputs> {
-        super::run(ctx, p, *self, inputs, chunks)
+        super::dispatch::run(ctx, p, *self, inputs, chunks)
     }
 
     #[cfg(feature = "internals")]
