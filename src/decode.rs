@@ -7,6 +7,11 @@
 //! (src/decode/decode_partial.wgsl), for CPU adapters, where one thread runs a workgroup's
 //! invocations in SIMD lanes; and one workgroup per split (src/decode/decode_workgroup.wgsl),
 //! for GPUs, where the first form leaves most of the device idle.
+//!
+//! How a group's keys and rows split in `decode/split.rs`, the dispatch in
+//! `decode/dispatch.rs`, what the planner and the executor ask of each form in
+//! `decode/family.rs`, which form auto takes in `decode/auto.rs`; the forms, their widths,
+//! obstacles, kernels and chunk plan here.
 
 use crate::error::Result;
 use crate::kernel::Kernel;

@@ -145,7 +145,7 @@ impl Family for Tier {
         chunks: &[Chunk],
         _weights: bool,
     ) -> Result<DeviceOutputs> {
-        super::run(ctx, p, inputs, chunks, *self)
+        super::dispatch::run(ctx, p, inputs, chunks, *self)
     }
 
     #[cfg(feature = "internals")]
