@@ -35,15 +35,21 @@ fn llvmpipe_planned_as_cpu(ctx: &Context) -> bool {
     true
 }
 
-/// Whether the planner runs `tier` here; if not, says why on stderr.
-fn runs_tier(ctx: &Context, tier: Tier) -> bool {
-    match wgpu_attention::fused::tier_obstacle(ctx, tier) {
-        None => true,
-        Some(why) => {
-            eprintln!("{} not tested here: {why}", tier.name());
-            false
+/// Whether the planner runs `tier` (forced as `path`) here; if not, says why on stderr and
+/// checks that forcing it is refused with that reason.
+fn runs_tier(ctx: &Context, path: PathChoice, tier: Tier) -> bool {
+    let Some(why) = wgpu_attention::fused::tier_obstacle(ctx, tier) else {
+        return true;
+    };
+    eprintln!("{} not tested here: {why}", tier.name());
+    let opts = AttentionOptions::default().path(path);
+    match wgpu_attention::plan(ctx, &[1, 1, 4, 8], &[1, 1, 4, 8], &[1, 1, 4, 8], &opts) {
+        Err(Error::PathUnavailable { reason, .. }) => {
+            assert!(reason.contains(&why), "{reason} against {why}")
         }
+        other => panic!("{path:?} should be refused ({why}): {other:?}"),
     }
+    false
 }
 
 /// The most keys a kernel with `per_block` iterations per block of `block` keys may take.
@@ -168,7 +174,7 @@ fn fused_tiers_run_up_to_the_loop_limit() {
             PathChoice::FusedPortable => Tier::Portable,
             _ => Tier::Tiled,
         };
-        if runs_tier(&ctx, tier) {
+        if runs_tier(&ctx, path, tier) {
             at_the_limit(&ctx, &mut rng, path, [5, lk, d, dv], causal, block);
         }
     }
@@ -187,7 +193,7 @@ fn wide_subgroup_runs_a_whole_binding_in_one_pass() {
         eprintln!("not llvmpipe: no loop limit to test");
         return;
     }
-    if !runs_tier(&ctx, Tier::Subgroup) {
+    if !runs_tier(&ctx, PathChoice::FusedSubgroup, Tier::Subgroup) {
         return;
     }
     let threads = wgpu_attention::fused::cpu_adapter_threads();
