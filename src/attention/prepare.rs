@@ -195,14 +195,14 @@ pub(super) fn plan_one(
     let passes = family.key_passes(dev, &problem);
     // Whether the path copies K and V into textures: the reason says so, the estimate counts them.
     let kv_textures = family.reads_textures(dev, &problem);
-    let facts = PlanFacts {
+    let made = PlanFacts {
         dev,
         problem: &problem,
         chunks: &chunks,
         passes,
         textures: kv_textures,
     };
-    for part in family.describe(&facts) {
+    for part in family.describe(&made) {
         reason = format!("{reason}; {part}");
     }
     let dispatches_per_chunk = family.dispatches_per_chunk(passes);
