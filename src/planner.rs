@@ -150,6 +150,9 @@ pub fn every_kernel() -> Vec<crate::kernel::Kernel> {
     let mut tables: Vec<&[crate::kernel::Kernel]> = Vec::new();
     for path in Path::ALL {
         let table = path.family().kernels();
+        // The tiers (or forms) of one family answer through one function, so they return
+        // the same table at the same address; were one ever repeated, the test that
+        // kernel labels are unique would fail rather than pass.
         if !tables.iter().any(|t| std::ptr::eq(*t, table)) {
             tables.push(table);
         }
