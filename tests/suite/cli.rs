@@ -28,6 +28,8 @@ fn decode_path_name(ctx: &wgpu_attention::Context) -> &'static str {
 }
 
 fn tool() -> Command {
+    // The tool's processes inherit lavapipe's compile flags from this one.
+    common::unoptimised_cpu_driver();
     Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
 }
 

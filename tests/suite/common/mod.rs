@@ -25,6 +25,7 @@ use wgpu_attention::{
 pub fn ctx() -> Option<Context> {
     static CONTEXTS: OnceLock<Result<Vec<Context>, String>> = OnceLock::new();
     let contexts = CONTEXTS.get_or_init(|| {
+        unoptimised_cpu_driver();
         (0..test_threads())
             .map(|_| Context::new().map_err(|e| e.to_string()))
             .collect()
@@ -39,6 +40,38 @@ pub fn ctx() -> Option<Context> {
             None
         }
     }
+}
+
+/// The variable with which Mesa's llvmpipe (which runs lavapipe's shaders) takes flags for
+/// its LLVM back end.
+pub const GALLIVM_PERF: &str = "GALLIVM_PERF";
+
+/// Sets `GALLIVM_PERF=nopt` unless the variable is set (set it empty, `GALLIVM_PERF=`, to
+/// test the optimised machine code), before this process's first context: llvmpipe reads it
+/// once, when the driver loads ([`ctx`] calls this first, and every test that makes a
+/// context of its own takes [`ctx`] before it). On lavapipe it turns LLVM's optimisation passes off when
+/// compiling each pipeline; other drivers ignore it.
+///
+/// Why: from an empty Mesa cache the suite's time is LLVM compiling each of its ~900
+/// pipeline specialisations (83 % of one cold test's CPU in libLLVM). Without the
+/// optimisation passes the cold suite took 754 s against 1180 s for the same build, with
+/// Mesa's cache warm 343 s against 315 s (docs/testing.md, Where the suite's time goes).
+/// The tests check what the kernels compute, which the WGSL defines and LLVM's passes must
+/// not change; what they run is still lavapipe's code generation for every kernel, path,
+/// tier, width variant, dtype, mask kind and causal rule. Speed on lavapipe is measured with
+/// the tool and the benches, which leave the variable alone. llvmpipe keys its disk cache
+/// on these flags, so this code never serves a process that did not ask for it.
+///
+/// The tool's processes that the tests start inherit it (`cli::tool` calls this first).
+pub fn unoptimised_cpu_driver() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os(GALLIVM_PERF).is_none() {
+            // Before any context, and so before the driver has threads of its own; the test
+            // threads read the environment through std, which locks it.
+            std::env::set_var(GALLIVM_PERF, "nopt");
+        }
+    });
 }
 
 /// How many tests libtest runs at once: `RUST_TEST_THREADS`, else the CPUs (its default);
