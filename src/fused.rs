@@ -32,7 +32,7 @@ pub use passes::{key_passes, key_passes_reason, keys_per_pass, passes_per_dispat
 
 use crate::profile::DeviceProfile;
 pub(crate) use subgroup_layout::chunk_layout;
-pub use subgroup_layout::{cpu_adapter_threads, SUBGROUP_INVOCATIONS};
+pub use subgroup_layout::{cpu_adapter_threads, subgroup_array_sizes, SUBGROUP_INVOCATIONS};
 #[cfg(feature = "internals")]
 pub use subgroup_layout::{
     subgroup_layout, subgroup_rows, subgroup_split_layout, subgroup_splits, SubgroupLayout,

@@ -21,6 +21,20 @@ pub(crate) fn padded(n: usize) -> usize {
     n.next_multiple_of(4).max(4)
 }
 
+/// The sizes of the arrays over D and Dv of the kernels that lavapipe unrolls (the subgroup
+/// tier, decode's invocation form) for widths `d` and `dv`: `D4_HI` rounds of `D4_LO` vec4
+/// (at most 32, as Mesa unrolls no loop of more trips), as few rounds as hold the wider of
+/// the two, each of as few vec4 as hold it. Written into each pipeline's source
+/// (crate::kernel::PipelineKey::sizes) in place of the largest case the source declares.
+pub(crate) fn unrolled_width_sizes(d: usize, dv: usize) -> [(&'static str, u32); 2] {
+    let vec4s = d.max(dv).div_ceil(4).max(1);
+    let rounds = vec4s.div_ceil(32);
+    [
+        ("D4_HI", rounds as u32),
+        ("D4_LO", vec4s.div_ceil(rounds) as u32),
+    ]
+}
+
 /// The dimensions the vec4 kernels run on: D and Dv rounded up to multiples of 4 (0 to 4).
 pub(crate) fn kernel_dims(d: Dims) -> Dims {
     Dims {

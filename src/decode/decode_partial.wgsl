@@ -19,10 +19,14 @@
 // reads K and V once, not once per query head.
 //
 // Array size D4_HI x D4_LO vec4 (D/4 and DV/4 at most; arrays of D4_HI x D4_LO, looped
-// over as D4_HI rounds of D4_LO = 32, because Mesa unrolls no loop of more than 32
+// over as D4_HI rounds of D4_LO <= 32, because Mesa unrolls no loop of more than 32
 // iterations: see fused_subgroup.wgsl): decode_width_128.wgsl (decode_partial,
-// decode_partial_u64) or decode_width_256.wgsl (the *Wide kernels); the kernel table puts that
-// file and the loads file in front.
+// decode_partial_u64) or decode_width_256.wgsl (the *Wide kernels) declare the variant's
+// largest case; the kernel table puts that file and the loads file in front. The host
+// writes each pipeline's own D4_HI, D4_LO and MAX_TILE (= TILE) over those declarations
+// (crate::kernel::PipelineKey::sizes, crate::decode::invocation_array_sizes): lavapipe
+// unrolls every loop in full before the guards below fold, so arrays of the largest case
+// cost their full translation time at every pipeline creation, warm cache or not.
 //
 // Specialisation: D, DV (multiples of 4, at most 4 x D4_HI x D4_LO), TILE (rows per
 // invocation: a group's rows, at most 16, 8 on the wide variant, crate::decode::
@@ -63,7 +67,8 @@ fn hmax(s: vec4<f32>) -> f32 {
 
 // Query rows per invocation (1 to MAX_TILE, specialised by the host: crate::decode, Layout::of):
 // every K/V load is shared by the TILE rows. Loops over rows run MAX_TILE times with a guard
-// that folds once TILE is specialised, so the per-row arrays keep constant indices.
+// that folds once TILE is specialised, so the per-row arrays keep constant indices. MAX_TILE
+// is the largest case here; each pipeline has it written as its TILE (see above).
 override TILE: u32 = 4u;
 const MAX_TILE: u32 = 16u;
 

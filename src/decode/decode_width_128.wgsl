@@ -3,8 +3,8 @@
 // in front of decode_partial.wgsl.
 //
 // The loops run exactly D4_HI x D4_LO times (Mesa then unrolls them and keeps the arrays in
-// registers), so this size sets lavapipe's compile time even where D is smaller: widths
-// above 128 have their own variant rather than a larger size here.
+// registers). These are the variant's largest case: each pipeline has its own sizes written
+// over them (crate::decode::invocation_array_sizes), so a smaller D compiles as small.
 
 const D4_HI: u32 = 1u;
 const D4_LO: u32 = 32u;

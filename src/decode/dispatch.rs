@@ -44,7 +44,12 @@ pub(super) fn run(
     let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
     // Rows per invocation (TILE) or per workgroup (ROWS, with its output columns COLS).
     match form {
-        Form::Invocation => partial_key.constants.push(("TILE", tile_rows as u32)),
+        Form::Invocation => {
+            partial_key.constants.push(("TILE", tile_rows as u32));
+            partial_key = partial_key.with_array_sizes(&super::split::invocation_array_sizes(
+                d.d, d.dv, tile_rows,
+            ));
+        }
         Form::Workgroup => partial_key.constants.extend([
             ("ROWS", tile_rows as u32),
             ("COLS", workgroup_cols(d.dv) as u32),

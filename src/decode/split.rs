@@ -97,6 +97,14 @@ pub fn invocation_tile_rows(rows: usize, wide: bool) -> usize {
     even_tile_rows(rows, most_tile_rows(wide))
 }
 
+/// The array sizes of the invocation form's pipeline for widths `d` and `dv` at
+/// `tile_rows` rows per invocation (its `TILE`): `MAX_TILE` rows of `D4_HI` x `D4_LO` vec4,
+/// where the source declares its variant's largest case (crate::kernel::PipelineKey::sizes).
+pub fn invocation_array_sizes(d: usize, dv: usize, tile_rows: usize) -> [(&'static str, u32); 3] {
+    let [hi, lo] = crate::widths::unrolled_width_sizes(d, dv);
+    [("MAX_TILE", tile_rows.max(1) as u32), hi, lo]
+}
+
 /// Rows a tile for `rows` rows in tiles of at most `most`: as few tiles as hold them, the
 /// rows spread evenly over them (both forms of decode tile a group this way).
 fn even_tile_rows(rows: usize, most: usize) -> usize {

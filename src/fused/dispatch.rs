@@ -39,7 +39,14 @@ pub(super) fn run(
         .map(|c| {
             let layout = (tier == Tier::Subgroup).then(|| chunk_layout(p, c, passes));
             let key = match layout {
-                Some(l) => key.clone().with_rows_per_invocation(l.rows_per_invocation),
+                Some(l) => key
+                    .clone()
+                    .with_rows_per_invocation(l.rows_per_invocation)
+                    .with_array_sizes(&super::subgroup_array_sizes(
+                        d.d,
+                        d.dv,
+                        l.rows_per_invocation,
+                    )),
                 // The tiled tier's UNITS: its GQA units on (src/fused/fused_tiled.wgsl), as a
                 // pipeline of their own, so that without them the kernel is what it was.
                 None if tier == Tier::Tiled => {

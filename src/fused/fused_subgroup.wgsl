@@ -14,10 +14,15 @@
 // the *Texture kernels) or kv_loads_texture_bf16.wgsl (the *TextureBf16 kernels); the
 // kernel table puts one in front.
 //
-// Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO is 32, D4_HI 1 or 5) and
-// MAX_R (R at most): in
-// subgroup_width_128.wgsl (fused_subgroup, fused_subgroup_16) or subgroup_width_640.wgsl
-// (fused_subgroup_wide, fused_subgroup_wide_16). The key block, KEYS keys (8 or 16) and
+// Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO at most 32) and MAX_R (R at
+// most): subgroup_width_128.wgsl (fused_subgroup, fused_subgroup_16) or
+// subgroup_width_640.wgsl (fused_subgroup_wide, fused_subgroup_wide_16) declare the
+// variant's largest case (D4_HI 1 or 5 rounds of 32, MAX_R 16 or 4), and the host writes
+// each pipeline's own over them (crate::kernel::PipelineKey::sizes,
+// crate::fused::subgroup_array_sizes): MAX_R = R and as few vec4 as hold D and DV. lavapipe
+// unrolls the loops below in full before their guards fold, so with the largest case its
+// translation took 0.75 s per pipeline creation at D 64 and R 4, warm cache or not,
+// against 0.15 s sized (docs/testing.md). The key block, KEYS keys (8 or 16) and
 // broadcast_keys(): in subgroup_lanes_8.wgsl or subgroup_lanes_16.wgsl (the *16 kernels, for
 // subgroups of 16 lanes or more). The kernel table puts the two files between fused_common.wgsl
 // and this one.
@@ -135,7 +140,7 @@ fn hmax(a: vec4<f32>) -> f32 {
 // the R rows of every lane, so a larger R spreads that cost over more arithmetic; the price
 // is per-invocation state (R x (D + DV) floats) and driver compile time, both growing with
 // R x D. Loops run MAX_R times with a guard that folds once R is specialised (like the
-// loops over D).
+// loops over D); each pipeline has MAX_R written as its R (see the header).
 override R: u32 = 4u;
 
 // Invocations per workgroup: one 16-lane subgroup (two of 8 lanes), so that a workgroup's

@@ -6,7 +6,9 @@
 // The loops run exactly these trip counts (Mesa then unrolls them; see fused_subgroup.wgsl),
 // so the sizes set lavapipe's compile time: raising the arrays over D to 64 vec4 here made
 // the D = 64 pipeline take 480 s to compile from a cold cache (8 s with these sizes).
-// Widths above 128 therefore have their own variant with fewer rows.
+// Widths above 128 therefore have their own variant with fewer rows. These are the
+// variant's largest case: each pipeline has its own sizes written over them
+// (crate::fused::subgroup_array_sizes), MAX_R its R and D4_LO as few vec4 as hold D and DV.
 
 const D4_HI: u32 = 1u;
 const D4_LO: u32 = 32u;

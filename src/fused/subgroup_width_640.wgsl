@@ -14,7 +14,8 @@
 // the arrays from 2 rounds (D <= 256, until 2026-12-02) to 5 left D = 256 as it was.
 // Unrolled, D = 256 at R = 4 compiles in about 15 s at 256 bits and 28 s at 512 (a cold
 // cache; the rolled form took 30 s and 2 minutes); D = 512 at R = 2 in about 26 s at 256
-// bits.
+// bits (both before each pipeline had its own sizes written over these, the variant's
+// largest case: crate::fused::subgroup_array_sizes).
 
 const D4_HI: u32 = 5u;
 const D4_LO: u32 = 32u;

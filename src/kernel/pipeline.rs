@@ -7,13 +7,21 @@ use std::sync::{Arc, Mutex};
 
 use super::{BindingKind, Kernel};
 
-/// A kernel plus the values of its `override` constants: what a pipeline is built from.
+/// A kernel plus the values of its `override` constants and array sizes: what a pipeline
+/// is built from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PipelineKey {
     /// Which shader.
     pub kernel: Kernel,
     /// `override` constants by name; integers only, which covers every specialisation we use.
     pub constants: Vec<(&'static str, u32)>,
+    /// Module-scope `const NAME: u32` declarations of the kernel's source given another
+    /// value for this pipeline ([`PipelineKey::source`]): the sizes of its per-invocation
+    /// arrays, which WGSL does not let an `override` set. Each follows from `constants`
+    /// (the families derive them from D, Dv and the rows per invocation), so they add no
+    /// pipelines; they only shrink the arrays of the source, sized for the largest case, to
+    /// what the pipeline uses.
+    pub sizes: Vec<(&'static str, u32)>,
 }
 
 impl PipelineKey {
@@ -32,7 +40,11 @@ impl PipelineKey {
             ("HAS_BIAS", u32::from(has_bias)),
             ("HAS_ALLOW", u32::from(has_allow)),
         ];
-        PipelineKey { kernel, constants }
+        PipelineKey {
+            kernel,
+            constants,
+            sizes: Vec::new(),
+        }
     }
 
     /// The subgroup tier's key for `rows` query rows per invocation (its `override R`,
@@ -42,12 +54,31 @@ impl PipelineKey {
         self
     }
 
+    /// The key with the kernel's arrays sized for this pipeline ([`PipelineKey::sizes`]).
+    pub(crate) fn with_array_sizes(mut self, sizes: &[(&'static str, u32)]) -> Self {
+        self.sizes.extend_from_slice(sizes);
+        self
+    }
+
     /// A kernel without specialisation constants.
     pub fn plain(kernel: Kernel) -> Self {
         PipelineKey {
             kernel,
             constants: Vec::new(),
+            sizes: Vec::new(),
         }
+    }
+
+    /// The WGSL this pipeline is built from: the kernel's source with [`PipelineKey::sizes`]
+    /// written in, or the source as it is where a size's declaration is missing (arrays
+    /// sized for the largest case compute the same, only slower to compile; the kernel
+    /// tables' tests check that every declaration is found).
+    pub fn source(&self) -> std::borrow::Cow<'static, str> {
+        let source = self.kernel.source();
+        if self.sizes.is_empty() {
+            return source.into();
+        }
+        sized_source(source, &self.sizes).map_or(source.into(), Into::into)
     }
 
     pub(crate) fn build(&self, device: &wgpu::Device, checked: bool) -> Pipeline {
@@ -99,7 +130,7 @@ impl PipelineKey {
         });
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some(kernel.label()),
-            source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+            source: wgpu::ShaderSource::Wgsl(self.source()),
         };
         // Trusted modules skip wgpu's runtime checks (bounds checks and forced loop bounding).
         // Both hide trip counts and induction variables from the driver's compiler, so loops
@@ -138,6 +169,39 @@ impl PipelineKey {
             pipeline,
         }
     }
+}
+
+/// `source` with each module-scope declaration `const NAME: u32 = ...;` of `sizes` (one
+/// line, at the start of a line) declaring the given value instead; `None` where a name is
+/// not declared so exactly once.
+///
+/// Why: the subgroup tier and decode's invocation form keep per-invocation arrays (query
+/// rows, accumulators) sized for their largest case, MAX_R or MAX_TILE rows of D4_HI x
+/// D4_LO vec4, and loop over the whole of them behind guards that fold once the override
+/// constants are known. lavapipe unrolls those loops in full before the guards fold away, so
+/// its translation of every pipeline (at each creation, warm cache or not) took time for
+/// the largest case: 0.75 s for the subgroup tier at D 64 and R 4, against 0.15 s with the
+/// arrays sized 4 rows of 16 vec4 (docs/testing.md). The code left after folding is the
+/// same.
+pub(crate) fn sized_source(source: &str, sizes: &[(&str, u32)]) -> Option<String> {
+    let mut lines: Vec<std::borrow::Cow<'_, str>> = source.lines().map(Into::into).collect();
+    for (name, value) in sizes {
+        let prefix = format!("const {name}: u32 = ");
+        let mut found = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with(&prefix) && l.trim_end().ends_with(';'))
+            .map(|(i, _)| i);
+        let (Some(at), None) = (found.next(), found.next()) else {
+            return None;
+        };
+        if let Some(line) = lines.get_mut(at) {
+            *line = format!("{prefix}{value}u;").into();
+        }
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    Some(out)
 }
 
 /// A compiled compute pipeline with its bind-group layout.
@@ -269,10 +333,25 @@ mod tests {
         let key = PipelineKey {
             kernel: crate::kernel::shared::MERGE,
             constants: vec![("D", 20), ("CAUSAL", 1)],
+            sizes: Vec::new(),
         };
         assert_eq!(
             log_line(1234, "fused::tiers", &key, false),
             "1234\tfused::tiers\tmerge\t[(\"D\", 20), (\"CAUSAL\", 1)]\tfalse\n"
         );
+    }
+
+    #[test]
+    fn sized_source_rewrites_each_named_declaration_once() {
+        let source = "// const MAX_R: u32 = 16u; in a comment\nconst MAX_R: u32 = 16u;\nconst D4_LO: u32 = 32u;\nvar<private> a: array<f32, MAX_R>;\n";
+        let sized = sized_source(source, &[("MAX_R", 4), ("D4_LO", 16)]).expect("sized");
+        assert_eq!(
+            sized,
+            "// const MAX_R: u32 = 16u; in a comment\nconst MAX_R: u32 = 4u;\nconst D4_LO: u32 = 16u;\nvar<private> a: array<f32, MAX_R>;\n"
+        );
+        // A name not declared, or declared twice, leaves the caller the source as it is.
+        assert_eq!(sized_source(source, &[("MAX_TILE", 4)]), None);
+        let twice = format!("{source}const D4_LO: u32 = 8u;\n");
+        assert_eq!(sized_source(&twice, &[("D4_LO", 4)]), None);
     }
 }

@@ -398,6 +398,99 @@ fn array_sizes_match_the_planner() {
     }
 }
 
+/// The subgroup tier and decode's invocation form build each pipeline with its arrays
+/// sized for it (`PipelineKey::sizes`: MAX_R or MAX_TILE rows of D4_HI x D4_LO vec4, in
+/// place of the largest case the source declares), which cut lavapipe's translation of a
+/// pipeline about fivefold. Every kernel of both has its declarations written, its sized
+/// source validates and translates to SPIR-V with its overrides, and the sizes hold the
+/// widths and rows, with D4_LO at most 32.
+#[test]
+fn array_sizes_written_per_pipeline() {
+    use wgpu_attention::decode::invocation_array_sizes;
+    use wgpu_attention::fused::{
+        subgroup_array_sizes, MAX_WIDTH, SUBGROUP_WIDE_MAX_WIDTH, WIDE_MAX_ROWS, WIDE_MAX_WIDTH,
+    };
+    use wgpu_attention::kernel::PipelineKey;
+    let mut checked = 0;
+    for kernel in wgpu_attention::every_kernel() {
+        let label = kernel.label();
+        let (rows_name, widest, most_rows) = if label.starts_with("fused_subgroup") {
+            if label.contains("wide") {
+                ("R", SUBGROUP_WIDE_MAX_WIDTH, WIDE_MAX_ROWS)
+            } else {
+                ("R", MAX_WIDTH, 16)
+            }
+        } else if label.starts_with("decode_partial") {
+            if label.contains("wide") {
+                ("TILE", WIDE_MAX_WIDTH, 8)
+            } else {
+                ("TILE", MAX_WIDTH, 16)
+            }
+        } else {
+            continue;
+        };
+        for (d, dv) in [(4, 4), (64, 16), (8, 128), (widest, 4), (132, widest)] {
+            if d.max(dv) > widest {
+                continue;
+            }
+            for rows in [2, most_rows] {
+                let sizes = if rows_name == "R" {
+                    subgroup_array_sizes(d, dv, rows)
+                } else {
+                    invocation_array_sizes(d, dv, rows)
+                };
+                let constants = vec![
+                    ("D", d as u32),
+                    ("DV", dv as u32),
+                    ("CAUSAL", 1),
+                    ("HAS_BIAS", 1),
+                    ("HAS_ALLOW", 1),
+                    (rows_name, rows as u32),
+                ];
+                let key = PipelineKey {
+                    kernel,
+                    constants: constants.clone(),
+                    sizes: sizes.to_vec(),
+                };
+                let what = format!("{label} with {constants:?} and {sizes:?}");
+                // A declaration not found would leave the source's largest case, which the
+                // sizes checked below then differ from.
+                let source = key.source();
+                let module = naga::front::wgsl::parse_str(&source)
+                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                let size = |name| constant(&module, name).unwrap_or_else(|| panic!("{what}"));
+                let (hi, lo) = (size("D4_HI"), size("D4_LO"));
+                assert!(lo <= 32 && 4 * (hi * lo) as usize >= d.max(dv), "{what}");
+                let max_rows = if rows_name == "R" {
+                    "MAX_R"
+                } else {
+                    "MAX_TILE"
+                };
+                assert_eq!(size(max_rows) as usize, rows, "{what}");
+                let mut pc = naga::back::PipelineConstants::default();
+                for (name, value) in &constants {
+                    pc.insert((*name).to_string(), f64::from(*value));
+                }
+                let (module, info) =
+                    naga::back::pipeline_constants::process_overrides(&module, &info, None, &pc)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                naga::back::spv::write_vec(
+                    &module,
+                    &info,
+                    &naga::back::spv::Options::default(),
+                    None,
+                )
+                .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0);
+}
+
 /// The texture width the 16-key kernels index K and V with is the one the host lays the
 /// textures out in (fused::KV_TEXTURE_WIDTH), and both texture kernels read it.
 #[test]
