@@ -134,7 +134,8 @@ pub use tensor::{GpuAttentionOutput, GpuTensor};
 pub mod cpu_vectors {
     pub use crate::planner::suits_wide;
     pub use crate::profile::cpu_vectors::{
-        cpu_has_512, kv_words, request_wide, use_wide, wide_cache_dir, CACHE_VAR, VAR,
+        cpu_has_512, kv_words, request_quick_compile, request_wide, use_wide, wide_cache_dir,
+        CACHE_VAR, COMPILE_VAR, VAR,
     };
 }
 

@@ -80,6 +80,15 @@ pub struct RunArgs {
 /// includes compiling them (a first run on lavapipe: about 8 s of 2x8x517x128).
 const SAY_FIRST_USE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// FLOPs below which `run` has lavapipe compile without LLVM's optimisation passes
+/// (crate::cpu_vectors::request_quick_compile): a first call of 2x8x517x128 (2.2 GFLOP)
+/// took 6.8-7.4 s against 10.9-11.1 s from an empty Mesa cache, its kernel 84 ms against
+/// 36 (256 bits; 2-vCPU AMD EPYC, 2026-12-05). Below this, a call's unoptimised arithmetic
+/// costs at most a few tenths of a second more than the optimised one (also once Mesa's
+/// cache holds the kernel, which keeps code per compile flags), against seconds saved on
+/// its first compile.
+const RUN_OPTIMISED_MIN_FLOPS: f64 = 5e9;
+
 /// FLOPs from which `run` asks lavapipe for 512-bit vectors: about 20 s of arithmetic at
 /// 256 bits, where 512's speed (1.3-1.5x on the fused tier) outweighs its slower compile.
 const RUN_WIDE_MIN_FLOPS: f64 = 2e12;
@@ -200,6 +209,9 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         && wgpu_attention::cpu_vectors::suits_wide(d.hq / d.hkv.max(1) * d.lq, d.lk, d.d, d.dv)
     {
         wgpu_attention::cpu_vectors::request_wide();
+    }
+    if flops < RUN_OPTIMISED_MIN_FLOPS {
+        wgpu_attention::cpu_vectors::request_quick_compile();
     }
     let ctx = Context::new().map_err(Failure::from_error)?;
     let started = std::time::Instant::now();

@@ -77,6 +77,27 @@ pub fn kv_words(dev: &super::DeviceProfile) -> bool {
 /// The variable that moves Mesa's on-disk shader cache.
 pub const CACHE_VAR: &str = "MESA_SHADER_CACHE_DIR";
 
+/// The variable of llvmpipe's compile flags; `nopt` skips LLVM's optimisation passes.
+pub const COMPILE_VAR: &str = "GALLIVM_PERF";
+
+/// Asks llvmpipe to compile without LLVM's optimisation passes (`GALLIVM_PERF=nopt`) unless
+/// the variable is set; returns what it now asks for, if anything. For a process that
+/// compiles kernels to run them little: the compile takes about half as long, the kernels
+/// run two to four times slower (`bench --shape 2,8,517,517,128 --path fused-subgroup`: 84
+/// ms against 36 at 256 bits, 98 against 26 at 512; from an empty Mesa cache, a first
+/// `wgpu-attention run` of that problem took 6.8-7.4 s against 10.9-11.1, the same output
+/// bit for bit; a 2-vCPU AMD EPYC, 2026-12-05). llvmpipe keys its disk cache on these
+/// flags, so such code never serves a process that leaves the variable alone. The
+/// command-line tool's `run` asks for it on small problems, the crate's tests always. Same
+/// caveat as [`request_wide`]: before the first context and before other threads start.
+/// Other drivers ignore it.
+pub fn request_quick_compile() -> Option<String> {
+    if std::env::var_os(COMPILE_VAR).is_none() {
+        std::env::set_var(COMPILE_VAR, "nopt");
+    }
+    std::env::var(COMPILE_VAR).ok()
+}
+
 /// Asks llvmpipe for 512-bit vectors ([`use_wide`]) when the CPU has AVX-512 and
 /// `LP_NATIVE_VECTOR_WIDTH` is unset; returns the width the variable now asks for, if any.
 ///

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::Rng;
@@ -33,11 +33,9 @@ fn tool() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wgpu-attention-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmpdir");
-    d
+/// The test's own folder, removed when it ends.
+fn tmpdir(name: &str) -> common::TempDir {
+    common::TempDir::new(&format!("cli-{name}"))
 }
 
 fn save(dir: &Path, name: &str, a: &ArrayD<f32>) -> String {

@@ -94,8 +94,7 @@ fn weights_load_from_npy_and_are_checked() {
     let Some(ctx) = common::ctx() else { return };
     let mut rng = Rng::new(72);
     let w = weights(&mut rng, 16, 4, 2, 4, true);
-    let dir = std::env::temp_dir().join(format!("wgpu-attention-mha-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = common::TempDir::new("mha");
     let save2 = |name: &str, a: &Array2<f32>| {
         wgpu_attention::npy::write(dir.join(name), &a.view().into_dyn()).expect("write")
     };

@@ -42,10 +42,6 @@ pub fn ctx() -> Option<Context> {
     }
 }
 
-/// The variable with which Mesa's llvmpipe (which runs lavapipe's shaders) takes flags for
-/// its LLVM back end.
-pub const GALLIVM_PERF: &str = "GALLIVM_PERF";
-
 /// Sets `GALLIVM_PERF=nopt` unless the variable is set (set it empty, `GALLIVM_PERF=`, to
 /// test the optimised machine code), before this process's first context: llvmpipe reads it
 /// once, when the driver loads ([`ctx`] calls this first, and every test that makes a
@@ -63,15 +59,13 @@ pub const GALLIVM_PERF: &str = "GALLIVM_PERF";
 /// on these flags, so this code never serves a process that did not ask for it.
 ///
 /// The tool's processes that the tests start inherit it (`cli::tool` calls this first).
+/// The library's `cpu_vectors::request_quick_compile` sets it, as the tool's `run` does on
+/// small problems.
 pub fn unoptimised_cpu_driver() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os(GALLIVM_PERF).is_none() {
-            // Before any context, and so before the driver has threads of its own; the test
-            // threads read the environment through std, which locks it.
-            std::env::set_var(GALLIVM_PERF, "nopt");
-        }
-    });
+    // It writes the variable only while unset, so only the first call writes: before any
+    // context, and so before the driver has threads of its own (the test threads read the
+    // environment through std, which locks it).
+    wgpu_attention::cpu_vectors::request_quick_compile();
 }
 
 /// How many tests libtest runs at once: `RUST_TEST_THREADS`, else the CPUs (its default);
@@ -359,5 +353,39 @@ pub fn assert_matches_reference(
     if let (Some(g), Some(e)) = (lse, expected.lse.as_ref()) {
         let c = check::compare(&g.view(), &e.view(), tol);
         assert!(c.passed(), "{what} [{path}]: lse: {c}");
+    }
+}
+
+/// A folder of its own for a test's files, removed when it is dropped (the test ending,
+/// passed or failed), so that runs leave nothing in the system's temporary folder.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// `wgpu-attention-<name>-<process id>` in the system's temporary folder, empty.
+    pub fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("wgpu-attention-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temporary folder");
+        TempDir(dir)
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
     }
 }
