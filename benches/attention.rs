@@ -1,7 +1,8 @@
 //! Criterion benchmarks: every path over a small shape grid, plus two CPU baselines (the f64
 //! reference and per-head ndarray matmul attention), and a decode step from host arrays
 //! against the same step from a `KvCache`. Each GPU result is checked against the
-//! reference before it is timed. Run: `cargo bench` (needs a GPU adapter; lavapipe works).
+//! reference before it is timed. Run: `cargo bench --features bench` (needs a GPU adapter;
+//! lavapipe works; criterion is an optional dependency so that `cargo test` does not build it).
 //! The grid mixes prefill and decode shapes, so it runs at the vector width lavapipe is
 //! given (`LP_NATIVE_VECTOR_WIDTH`, default 256 bits), unlike `wgpu-attention bench`, which
 //! picks it per shape (wgpu_attention::cpu_vectors).
