@@ -29,8 +29,8 @@ mod split;
 use split::Layout;
 #[cfg(feature = "internals")]
 pub use split::{
-    invocation_array_sizes, invocation_tile_rows, most_tile_rows, split_for_threads, workgroup_split, Split,
-    CPU_WORKGROUPS_PER_THREAD, MAX_TILE_ROWS,
+    invocation_array_sizes, invocation_tile_rows, most_tile_rows, split_for_threads,
+    workgroup_split, Split, CPU_WORKGROUPS_PER_THREAD, MAX_TILE_ROWS,
 };
 pub use auto::{auto_rows_at, is_decode_shape, suits_eight_lanes, CPU_WIDE_AUTO_LQ, MIN_AUTO_KEYS};
 // Read by the crate's own tests only (the `internals` feature).
