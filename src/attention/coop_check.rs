@@ -1,8 +1,9 @@
 //! The cooperative-matrix tier checks itself on a device before a call uses it. Its
 //! cooperative instructions run only where the hardware has them, which CI does not (CI
 //! runs the same kernels emulated), so the first call on such a device whose plan takes the
-//! tier first runs two small problems through it (widths 64 and 128: the variants GPUs take), compares them with
-//! the f64 reference, and where either fails or errors the context plans without the tier,
+//! tier first runs two small problems through it (widths 64 and 128: the variants GPUs take;
+//! at 128 with large logits, so that the accumulators go through their rescaling), compares
+//! them with the f64 reference, and where either fails or errors the context plans without the tier,
 //! and every plan says why. It costs two pipelines and two small dispatches once per context.
 
 use super::execute::execute_one;
@@ -61,8 +62,8 @@ pub(super) fn checked_profile(ctx: &Context) -> &DeviceProfile {
 /// Runs the check: `Err` says what went wrong.
 fn check(ctx: &Context) -> Result<(), String> {
     let mut rng = crate::rng::Rng::new(0xC00D);
-    for d in [64, 128] {
-        let q = rng.array(&[1, 2, 77, d], 1.0);
+    for (d, logits) in [(64, 1.0), (128, 32.0)] {
+        let q = rng.array(&[1, 2, 77, d], logits);
         let k = rng.array(&[1, 1, 100, d], 1.0);
         let v = rng.array(&[1, 1, 100, d], 1.0);
         let opts = AttentionOptions::default()

@@ -21,6 +21,11 @@ use crate::profile::{CoopSupport, DeviceProfile};
 /// Invocations per workgroup of the tier (WG in src/fused/fused_coop.wgsl).
 pub const COOP_INVOCATIONS: u32 = 128;
 
+/// Subgroups of `lanes` invocations in a workgroup of the tier (NSG).
+fn subgroups(lanes: u32) -> u32 {
+    (COOP_INVOCATIONS / lanes.max(1)).max(1)
+}
+
 /// Largest f16 value: inputs beyond it cannot be staged for the matrix units.
 pub const F16_MAX: f32 = 65504.0;
 
@@ -35,14 +40,20 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// Every variant, in the order the tier prefers them: the largest blocks that fit an
-    /// NVIDIA GPU's 48 KiB of workgroup memory first (64 x 64, 32 x 128), then those that fit
-    /// 32 KiB (Apple GPUs, lavapipe: 64 x 32, 32 x 64, 16 x 128), so that CI's emulation runs
-    /// blocks of 64, 32 and 16 rows; then 16 x 64 for WebGPU's default 16 KiB.
-    pub const ALL: [Variant; 6] = [
+    /// Every variant, in the order the tier prefers them: for D and Dv up to 64 then up to 128,
+    /// blocks of 64 rows where they fit (64 x 128 takes 40 KiB: NVIDIA's 48 KiB of workgroup
+    /// memory, not Apple's or lavapipe's 32), else 32 rows; then narrower tiles down to
+    /// 16 x 64 for WebGPU's default 16 KiB. In CI's 32 KiB the emulation runs blocks of 64,
+    /// 32 and 16 rows and every width but 64 x 128's (which differs from 64 x 64 and 32 x 128
+    /// only in its constants).
+    pub const ALL: [Variant; 7] = [
         Variant {
             rows: 64,
             width: 64,
+        },
+        Variant {
+            rows: 64,
+            width: 128,
         },
         Variant {
             rows: 32,
@@ -71,22 +82,39 @@ impl Variant {
         32
     }
 
-    /// Workgroup memory the variant declares, bytes: the arrays of src/fused/fused_coop.wgsl
-    /// (Q, K or V, and the weights in f16; the scores and the output in f32; a row's
-    /// rescaling factor and a partial per invocation).
-    pub fn workgroup_bytes(self) -> u32 {
+    /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
+    /// src/fused/fused_coop.wgsl (Q, K or V, and the weights in f16; the scores, which are
+    /// also the subgroups' scratch of 256 values each, in f32; a factor a row, a partial an
+    /// invocation and a flag).
+    pub fn workgroup_bytes(self, lanes: u32) -> u32 {
         let (br, bc, w) = (self.rows as u32, self.keys() as u32, self.width as u32);
         let halves = br * (w + 8) + bc * (w + 8) + br * (bc + 8);
-        let floats = br * (bc + 4) + br * (w + 4) + br + COOP_INVOCATIONS;
+        let scores = (br * (bc + 4)).max(subgroups(lanes) * 256);
+        let floats = scores + br + COOP_INVOCATIONS + 1;
         halves * 2 + floats * 4
+    }
+
+    /// Output blocks (16 x 16) each subgroup holds in its accumulators for `dv` with
+    /// subgroups of `lanes` (NB in src/fused/fused_coop.wgsl).
+    pub fn accumulators(self, dv: usize, lanes: u32) -> usize {
+        (self.rows / 16) * (self.output_width(dv, lanes) / 16) / subgroups(lanes) as usize
+    }
+
+    /// The sizes written into the kernel's source for `dv` with subgroups of `lanes`
+    /// (crate::kernel::PipelineKey::sizes): SLOTS, the subgroups, whose scratch ss holds,
+    /// and NACC, the accumulators each holds. Both follow from the pipeline's DV and SG.
+    pub fn array_sizes(self, dv: usize, lanes: u32) -> [(&'static str, u32); 2] {
+        [
+            ("SLOTS", subgroups(lanes)),
+            ("NACC", self.accumulators(dv, lanes).max(1) as u32),
+        ]
     }
 
     /// Columns its output blocks cover for `dv` with subgroups of `lanes` (DV16 in
     /// src/fused/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks divide evenly
     /// among the 128 / `lanes` subgroups, as an output block must have one subgroup.
     pub fn output_width(self, dv: usize, lanes: u32) -> usize {
-        let subgroups = (COOP_INVOCATIONS / lanes.max(1)) as usize;
-        let step = 16 * (subgroups / (self.rows / 16)).max(1);
+        let step = 16 * (subgroups(lanes) as usize / (self.rows / 16)).max(1);
         dv.div_ceil(step) * step
     }
 
@@ -103,13 +131,19 @@ impl Variant {
     pub fn for_problem(p: &Problem, workgroup_bytes: u32, lanes: u32) -> Option<Variant> {
         Variant::ALL
             .into_iter()
-            .find(|v| v.takes(p, lanes) && v.workgroup_bytes() <= workgroup_bytes)
+            .find(|v| v.takes(p, lanes) && v.workgroup_bytes(lanes) <= workgroup_bytes)
     }
 
     /// The kernel of this variant: f16 K/V loads or f32, hardware or emulated operations.
     pub fn kernel(self, f16: bool, emulated: bool) -> Kernel {
         use super::kernels::*;
         let [hw, emu, hw16, emu16] = match (self.rows, self.width) {
+            (64, 128) => [
+                COOP_64X128,
+                COOP_64X128_EMULATED,
+                COOP_64X128_F16,
+                COOP_64X128_F16_EMULATED,
+            ],
             (64, 64) => [
                 COOP_64X64,
                 COOP_64X64_EMULATED,
@@ -170,7 +204,7 @@ pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
             Variant::ALL.into_iter().find(|v| {
                 name == format!("{}x{}", v.rows, v.width)
                     && v.takes(p, lanes)
-                    && v.workgroup_bytes() <= bytes
+                    && v.workgroup_bytes(lanes) <= bytes
             })
         });
     forced
@@ -214,7 +248,7 @@ pub(crate) fn problem_obstacle(dev: &DeviceProfile, p: &Problem) -> Option<Strin
     let least = Variant::ALL
         .into_iter()
         .filter(|v| v.takes(p, lanes))
-        .map(Variant::workgroup_bytes)
+        .map(|v| v.workgroup_bytes(lanes))
         .min()
         .unwrap_or(0);
     Some(format!(
@@ -237,6 +271,11 @@ pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
     let f16 = p.kv_half == Some(crate::half_format::HalfFormat::F16);
     let emulated = *dev.coop() == CoopSupport::Emulated;
     variant(dev, p).kernel(f16, emulated)
+}
+
+/// The sizes written into the source of `p`'s pipeline here ([`Variant::array_sizes`]).
+pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 2] {
+    variant(dev, p).array_sizes(p.dims.dv, subgroup_lanes(dev))
 }
 
 /// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size, 32 when

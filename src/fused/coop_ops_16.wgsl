@@ -2,19 +2,23 @@
 // 16x16x16 matrices of f16 with f32 accumulators (`coop_mat16x16`, wgpu's
 // EXPERIMENTAL_COOPERATIVE_MATRIX; tensor cores on NVIDIA). Not a kernel: the kernel table puts
 // it between the tile sizes (coop_tile_*.wgsl) and fused_coop.wgsl. coop_ops_emulated.wgsl
-// has the same functions in scalar code, with the same results up to the order of the
-// additions; every other line of the kernel is shared.
+// has the same types and functions in scalar code, with the same results up to the order of
+// the additions; every other line of the kernel is shared.
 //
 // Each function is called by every invocation of a subgroup together, in uniform control
-// flow (naga checks it), and computes one 16x16 block. The arrays are fused_coop.wgsl's
+// flow (naga checks it), and works on 16x16 blocks. The arrays are fused_coop.wgsl's
 // workgroup memory: qs (Q rows, row-major, stride QS), kvs (K rows, or V rows, stride QS),
-// ss (scores, f32, stride SS), ps (weights, stride PS), os (output, f32, stride OS).
+// ss (scores, f32, stride SS; an output block's scratch, stride 16), ps (weights, stride PS).
 //
 // naga 30 panics writing SPIR-V for coopStoreT with its pointer computed in the call: the
 // pointer and the value are bound to `let`s first (shared/probes/coop-probe).
 
 // The element type of the matrices' inputs, as staged in workgroup memory.
 alias In = f16;
+// A 16x16 output block, held by a subgroup across the key loop.
+alias Acc = coop_mat16x16<f32, C>;
+// A 16x16 block of the weights P, the left operand of P V.
+alias PTile = coop_mat16x16<f16, A>;
 
 // Four values as staged: f16, saturated to its finite range (the host checks that inputs
 // fit it, crate::fused_coop; the clamp keeps a value past it finite rather than infinite).
@@ -36,15 +40,28 @@ fn scores_block(r0: u32, c0: u32, lane: u32) {
     coopStoreT(sv, sp, SS);
 }
 
-// os[r0.., c0..] += P[r0..r0+16, 0..BC] · V[0..BC, c0..c0+16].
-fn output_block(r0: u32, c0: u32, lane: u32) {
-    var acc = coopLoadT<coop_mat16x16<f32, C>>(&os[r0 * OS + c0], OS);
-    for (var k0 = 0u; k0 < BC; k0 = k0 + 16u) {
-        let a = coopLoadT<coop_mat16x16<f16, A>>(&ps[r0 * PS + k0], PS);
-        let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * QS + c0], QS);
-        acc = coopMultiplyAdd(a, b, acc);
-    }
-    let op = &os[r0 * OS + c0];
-    let ov = acc;
-    coopStoreT(ov, op, OS);
+fn acc_zero() -> Acc {
+    return coop_mat16x16<f32, C>();
+}
+
+// P[r0..r0+16, k0..k0+16].
+fn load_p(r0: u32, k0: u32, lane: u32) -> PTile {
+    return coopLoadT<coop_mat16x16<f16, A>>(&ps[r0 * PS + k0], PS);
+}
+
+// acc + pt · V[k0..k0+16, c0..c0+16].
+fn add_pv(acc: Acc, pt: PTile, k0: u32, c0: u32, lane: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * QS + c0], QS);
+    return coopMultiplyAdd(pt, b, acc);
+}
+
+// ss[at .. at + 256] = acc, row-major.
+fn acc_store(acc: Acc, at: u32, lane: u32) {
+    let sp = &ss[at];
+    let sv = acc;
+    coopStoreT(sv, sp, 16u);
+}
+
+fn acc_load(at: u32, lane: u32) -> Acc {
+    return coopLoadT<coop_mat16x16<f32, C>>(&ss[at], 16u);
 }

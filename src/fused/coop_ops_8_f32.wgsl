@@ -1,11 +1,26 @@
-// coop_ops_8_f32.wgsl — coop_ops_16.wgsl's functions on 8x8 cooperative matrices of f32
-// (`coop_mat8x8<f32>`: Apple GPUs' simdgroup matrices, which naga translates to MSL's
+// coop_ops_8_f32.wgsl — coop_ops_16.wgsl's types and functions on 8x8 cooperative matrices of
+// f32 (`coop_mat8x8<f32>`: Apple GPUs' simdgroup matrices, which naga translates to MSL's
 // simdgroup_float8x8): each 16x16 block as 2 x 2 blocks of 8x8, the inputs staged in f32.
 // Not a kernel: the kernel table puts it between the tile sizes and fused_coop.wgsl
 // (fused_coop_16x64_simd8). Translated to MSL and SPIR-V by tests/suite/shaders.rs; not yet
 // planned or run anywhere (no machine here has Metal): crate::fused::coop says so.
 
 alias In = f32;
+
+// A 16x16 block as its 8x8 quarters: `ij` is rows 8i.., columns 8j...
+struct Acc {
+    c00: coop_mat8x8<f32, C>,
+    c01: coop_mat8x8<f32, C>,
+    c10: coop_mat8x8<f32, C>,
+    c11: coop_mat8x8<f32, C>,
+}
+
+struct PTile {
+    a00: coop_mat8x8<f32, A>,
+    a01: coop_mat8x8<f32, A>,
+    a10: coop_mat8x8<f32, A>,
+    a11: coop_mat8x8<f32, A>,
+}
 
 fn to_in(x: vec4<f32>) -> vec4<In> {
     return x;
@@ -29,20 +44,51 @@ fn scores_block(r0: u32, c0: u32, lane: u32) {
     }
 }
 
-fn output_block(r0: u32, c0: u32, lane: u32) {
-    for (var i = 0u; i < 2u; i = i + 1u) {
-        for (var j = 0u; j < 2u; j = j + 1u) {
-            let r = r0 + 8u * i;
-            let c = c0 + 8u * j;
-            var acc = coopLoadT<coop_mat8x8<f32, C>>(&os[r * OS + c], OS);
-            for (var k0 = 0u; k0 < BC; k0 = k0 + 8u) {
-                let a = coopLoadT<coop_mat8x8<f32, A>>(&ps[r * PS + k0], PS);
-                let b = coopLoadT<coop_mat8x8<f32, B>>(&kvs[k0 * QS + c], QS);
-                acc = coopMultiplyAdd(a, b, acc);
-            }
-            let op = &os[r * OS + c];
-            let ov = acc;
-            coopStoreT(ov, op, OS);
-        }
-    }
+fn acc_zero() -> Acc {
+    return Acc(coop_mat8x8<f32, C>(), coop_mat8x8<f32, C>(), coop_mat8x8<f32, C>(),
+               coop_mat8x8<f32, C>());
+}
+
+fn load_p(r0: u32, k0: u32, lane: u32) -> PTile {
+    let at = r0 * PS + k0;
+    return PTile(coopLoadT<coop_mat8x8<f32, A>>(&ps[at], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS + 8u], PS));
+}
+
+fn add_pv(acc: Acc, pt: PTile, k0: u32, c0: u32, lane: u32) -> Acc {
+    let at = k0 * QS + c0;
+    let b00 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at], QS);
+    let b01 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u], QS);
+    let b10 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS], QS);
+    let b11 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS + 8u], QS);
+    var out = acc;
+    out.c00 = coopMultiplyAdd(pt.a01, b10, coopMultiplyAdd(pt.a00, b00, out.c00));
+    out.c01 = coopMultiplyAdd(pt.a01, b11, coopMultiplyAdd(pt.a00, b01, out.c01));
+    out.c10 = coopMultiplyAdd(pt.a11, b10, coopMultiplyAdd(pt.a10, b00, out.c10));
+    out.c11 = coopMultiplyAdd(pt.a11, b11, coopMultiplyAdd(pt.a10, b01, out.c11));
+    return out;
+}
+
+fn acc_store(acc: Acc, at: u32, lane: u32) {
+    let p00 = &ss[at];
+    let v00 = acc.c00;
+    coopStoreT(v00, p00, 16u);
+    let p01 = &ss[at + 8u];
+    let v01 = acc.c01;
+    coopStoreT(v01, p01, 16u);
+    let p10 = &ss[at + 128u];
+    let v10 = acc.c10;
+    coopStoreT(v10, p10, 16u);
+    let p11 = &ss[at + 136u];
+    let v11 = acc.c11;
+    coopStoreT(v11, p11, 16u);
+}
+
+fn acc_load(at: u32, lane: u32) -> Acc {
+    return Acc(coopLoadT<coop_mat8x8<f32, C>>(&ss[at], 16u),
+               coopLoadT<coop_mat8x8<f32, C>>(&ss[at + 8u], 16u),
+               coopLoadT<coop_mat8x8<f32, C>>(&ss[at + 128u], 16u),
+               coopLoadT<coop_mat8x8<f32, C>>(&ss[at + 136u], 16u));
 }

@@ -1,14 +1,18 @@
-// coop_ops_emulated.wgsl — coop_ops_16.wgsl's functions in scalar code, for adapters
-// without cooperative matrices (lavapipe in CI): the same 16x16 blocks of the same f16
-// inputs, accumulated in f32, so that the whole of fused_coop.wgsl (staging, tiling,
-// masks, softmax, GQA, key passes) runs against the reference everywhere; only the
-// cooperative instructions themselves are left to a GPU that has them.
+// coop_ops_emulated.wgsl — coop_ops_16.wgsl's types and functions in scalar code, for
+// adapters without cooperative matrices (lavapipe in CI): the same 16x16 blocks of the same
+// f16 inputs, accumulated in f32, so that the whole of fused_coop.wgsl (staging, tiling,
+// masks, softmax, the accumulators' rescaling, GQA, key passes) runs against the reference
+// everywhere; only the cooperative instructions themselves are left to a GPU that has them.
 //
-// The lanes of a subgroup of SG invocations (`lane` = index within it) share a block as a
-// cooperative matrix would: lane l computes elements l, l + SG, ... (row e / 16, column
-// e % 16), reading and writing only its own elements, so no lane waits for another.
+// The lanes of a subgroup of SG = 32 invocations (`lane` = index within it; the host runs
+// the emulation with SG = 32) share a block as a cooperative matrix would: lane l holds
+// elements l + 32 i, i < 8 (row e / 16, column e % 16), reading and writing only its own
+// elements of ss and of the output, so no lane waits for another. A block of P is not held:
+// PTile is where it starts in ps, read when it is multiplied.
 
 alias In = f16;
+alias Acc = array<f32, 8>;
+alias PTile = u32;
 
 fn to_in(x: vec4<f32>) -> vec4<In> {
     return vec4<In>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
@@ -26,14 +30,39 @@ fn scores_block(r0: u32, c0: u32, lane: u32) {
     }
 }
 
-fn output_block(r0: u32, c0: u32, lane: u32) {
-    for (var e = lane; e < 256u; e = e + SG) {
-        let r = r0 + e / 16u;
+fn acc_zero() -> Acc {
+    return Acc();
+}
+
+fn load_p(r0: u32, k0: u32, lane: u32) -> PTile {
+    return r0 * PS + k0;
+}
+
+fn add_pv(acc: Acc, pt: PTile, k0: u32, c0: u32, lane: u32) -> Acc {
+    var out = acc;
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        let e = lane + 32u * i;
+        let r = e / 16u;
         let c = c0 + e % 16u;
-        var acc = os[r * OS + c];
-        for (var j = 0u; j < BC; j = j + 1u) {
-            acc = acc + f32(ps[r * PS + j]) * f32(kvs[j * QS + c]);
+        var sum = out[i];
+        for (var j = 0u; j < 16u; j = j + 1u) {
+            sum = sum + f32(ps[pt + r * PS + j]) * f32(kvs[(k0 + j) * QS + c]);
         }
-        os[r * OS + c] = acc;
+        out[i] = sum;
     }
+    return out;
+}
+
+fn acc_store(acc: Acc, at: u32, lane: u32) {
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        ss[at + lane + 32u * i] = acc[i];
+    }
+}
+
+fn acc_load(at: u32, lane: u32) -> Acc {
+    var out = Acc();
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        out[i] = ss[at + lane + 32u * i];
+    }
+    return out;
 }

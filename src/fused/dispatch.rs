@@ -55,10 +55,10 @@ pub(super) fn run(
                     key.constants.push(("UNITS", u32::from(units)));
                     key
                 }
-                // The cooperative-matrix tier: the same UNITS, and the lanes that share a
-                // matrix.
+                // The cooperative-matrix tier: the same UNITS, the lanes that share a
+                // matrix, and its scratch and accumulators sized for them.
                 None if tier == Tier::Coop => {
-                    let mut key = key.clone();
+                    let mut key = key.clone().with_array_sizes(&coop::array_sizes(ctx, p));
                     let units = coop::unit_heads(ctx, p, c) > 1;
                     key.constants.push(("UNITS", u32::from(units)));
                     key.constants.push(("SG", coop::subgroup_lanes(ctx)));

@@ -1,8 +1,9 @@
 // fused_coop.wgsl — FlashAttention-2 on cooperative matrices (tensor cores): one workgroup
 // owns BR query rows and walks the keys in blocks of BC. Per block, S = Q Kᵀ and then
 // O += P V run as 16x16 blocks on cooperative matrices with f16 inputs and f32
-// accumulators; the online softmax between them (masks, row maxima, exponentials, row sums,
-// the rescaling of O) runs in f32 on ordinary invocations. Same math and bindings as the
+// accumulators, O staying in the accumulators for the whole key loop; the online softmax
+// between them (masks, row maxima, exponentials, row sums) runs in f32 on ordinary
+// invocations. Same math and bindings as the
 // other fused tiers.
 //
 // Files, in the order the kernel table (src/fused/kernels.rs) puts them:
@@ -10,7 +11,7 @@
 //   mask.wgsl, fused_common.wgsl                        parameters, bindings 0, 1, 4-7, masks
 //   kv_loads_f32/f16/bf16.wgsl                          bindings 2 (k) and 3 (v), load_k/load_v
 //   coop_tile_<BR>x<WIDTH>.wgsl                         BR, BC and WIDTH (the largest D, Dv)
-//   coop_ops_16.wgsl or coop_ops_emulated.wgsl          In, to_in, scores_block, output_block
+//   coop_ops_16.wgsl or coop_ops_emulated.wgsl          In, Acc, PTile and the operations
 //   this file
 // The ops file is the only difference between a kernel and its emulation.
 //
@@ -18,26 +19,37 @@
 // WIDTH), CAUSAL, HAS_BIAS, HAS_ALLOW (fused_common.wgsl); SG, the lanes that share a
 // cooperative matrix (the adapter's subgroup size; 32 when emulated); UNITS as in
 // fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
-// so that they share each K/V block).
+// so that they share each K/V block). Sizes written per pipeline (crate::fused::coop::
+// array_sizes; the values below are the largest case): SLOTS, the subgroups (WG / SG), and
+// NACC, the output blocks each holds (NB).
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
-// `lindex / SG` computes the 16x16 blocks numbered sg, sg + NSG, ...: the number of blocks
-// each takes depends only on constants, so every cooperative operation and barrier runs in
-// uniform control flow. Where score blocks do not divide evenly, the last is computed twice
-// (the same values written twice); output blocks always divide evenly (DV16).
+// `lindex / SG` computes the score blocks numbered sg, sg + NSG, ... and owns the NB output
+// blocks sg * NB .. sg * NB + NB - 1 (row-major over BR x DV16: one row of blocks, or a part
+// of one, so that a block of P is loaded once for all of them). How many blocks each takes
+// depends only on constants, so every cooperative operation and barrier runs in uniform
+// control flow. Where score blocks do not divide evenly, the last is computed twice (the
+// same values written twice); output blocks always divide evenly (DV16).
 //
-// (BR x WIDTH >= 32 x 128 needs ss to hold WG slots before the key loop: BR * SS >= 128.)
+// (Before the key loop ss holds WG slots of the allow spans: BR * SS >= 128.)
 const_assert BR * SS >= WG;
 
 // Per key block of BC keys:
 //   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled).
 //   2. Softmax, ROW_THREADS invocations a row, ROW_KEYS keys each: scale, masks (tail,
-//      causal on blocks crossing the diagonal, bias, allow), the row maximum (through
-//      `part`), weights P = exp(s - m) -> ps (f16), row sums in f32, alpha = exp(m_old - m).
-//   3. V block -> kvs; os *= alpha row by row; os += P V.
-// At the end, O / l and LSE = m + log(l) are written; a row with no visible key (l = 0)
-// writes zeros and -inf, as every path does. Masked scores become NO_SCORE and weigh 0.
+//      causal on blocks crossing the diagonal, bias, allow), the block's row maximum
+//      (through `part`), weights P = exp(s - m) -> ps (f16), row sums in f32.
+//   3. V block -> kvs; O += P V on the output blocks, which stay in the subgroups'
+//      accumulators (registers) for the whole key loop.
+// The reference maximum m of a row moves only when a block's maximum passes it by more than
+// REBASE: weights then stay below e^REBASE (within f16), and O needs rescaling (alpha =
+// exp(m_old - m)) only in those blocks; after a row's first block with a visible key that is
+// rare (scores of ordinary attention do not jump by 8), and O is zero before it. When some
+// row of the workgroup needs it, every output block goes through workgroup memory (ss, free
+// by then) to be multiplied row by row. At the end, O / l and LSE = m + log(l) are written
+// the same way, a block at a time; a row with no visible key (l = 0) writes zeros and -inf,
+// as every path does. Masked scores become NO_SCORE and weigh 0.
 //
 // Errors against f64: Q, K, V and P are rounded to f16 (relative 2^-11 each), everything
 // else is f32; see crate::fused_coop for the bound the tests hold it to.
@@ -45,33 +57,39 @@ const_assert BR * SS >= WG;
 override SG: u32 = 32u;
 override D16: u32 = (D + 15u) / 16u * 16u;
 // Output columns the 16x16 output blocks cover: DV rounded up so that the blocks divide
-// evenly among the subgroups. Unlike a score block, an output block accumulates (it reads
-// the output and adds P V), so one computed by two subgroups would be added twice: the
-// extra columns are zeros of V instead, and the host keeps DV16 within WIDTH
-// (crate::fused::coop::Variant::output_width).
+// evenly among the subgroups. An output block accumulates across key blocks in one
+// subgroup's registers, so each has exactly one owner: the extra columns are zeros of V
+// instead, and the host keeps DV16 within WIDTH (crate::fused::coop::Variant::output_width).
 override OUT_STEP: u32 = 16u * max(1u, (WG / SG) / (BR / 16u));
 override DV16: u32 = (DV + OUT_STEP - 1u) / OUT_STEP * OUT_STEP;
 override UNITS: u32 = 0u;
 
 const WG: u32 = 128u;
-// Row strides in elements: 16 bytes of padding a row (f16), 16 bytes (f32).
+const SLOTS: u32 = 8u;
+const NACC: u32 = 8u;
+const REBASE: f32 = 8.0;
+// Row strides in elements: 16 bytes of padding a row (f16), 16 bytes (f32). An output block
+// going through workgroup memory (rescaling, the final write) takes its subgroup's scratch,
+// the 256 values of ss from sg * 256 (16 x 16, row stride 16).
 const QS: u32 = WIDTH + 8u;
 const SS: u32 = BC + 4u;
 const PS: u32 = BC + 8u;
-const OS: u32 = WIDTH + 4u;
+const SS_LEN: u32 = max(BR * SS, SLOTS * 256u);
 const ROW_THREADS: u32 = WG / BR;
 const ROW_KEYS: u32 = BC / ROW_THREADS;
 const_assert ROW_KEYS % 4u == 0u;
 
 var<workgroup> qs: array<In, BR * QS>;
 var<workgroup> kvs: array<In, BC * QS>;
-var<workgroup> ss: array<f32, BR * SS>;
+var<workgroup> ss: array<f32, SS_LEN>;
 var<workgroup> ps: array<In, BR * PS>;
-var<workgroup> os: array<f32, BR * OS>;
-var<workgroup> row_alpha: array<f32, BR>;
+// Per row: the factor its output blocks are multiplied by (alpha, then 1 / l at the end).
+var<workgroup> row_scale: array<f32, BR>;
 // Per-invocation partial row maxima and sums; before the key loop, with the first WG
 // slots of ss, the span of keys each invocation's row may see (as u32 bits).
 var<workgroup> part: array<f32, WG>;
+// Nonzero when some row of this key block moved its reference maximum with O not zero.
+var<workgroup> rescale_any: atomic<u32>;
 
 // Stages `n4` vec4 columns of BC rows (K or V) into kvs, zeros past `w4` vec4 of the row.
 fn stage_keys(lindex: u32, is_v: bool, j0: u32, row0: u32, w4: u32, n4: u32) {
@@ -132,7 +150,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let row_bh = bh_first + slot % heads;
     let row_i = p.row0 + slot / heads;
 
-    // Q -> qs, zeros past D up to D16; O = 0.
+    // Q -> qs, zeros past D up to D16.
     for (var t = lindex; t < BR * (D16 / 4u); t = t + WG) {
         let rr = t / (D16 / 4u);
         let c = t % (D16 / 4u);
@@ -149,10 +167,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         qs[at + 2u] = h.z;
         qs[at + 3u] = h.w;
     }
-    for (var t = lindex; t < BR * OS; t = t + WG) {
-        os[t] = 0.0;
-    }
-
     // Key range of this workgroup: up to the last key its last row may see (causal), and
     // within the span of keys any of its rows may see (allow masks).
     var key_end = p.lk;
@@ -186,13 +200,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         key_end = min(key_end, end);
     }
 
+    // This subgroup's output blocks: nb (NB) of them, from block sg * nb in row-major order
+    // over BR x DV16, in acc_rows rows of blocks of acc_cols each (one row, or part of one,
+    // unless subgroups are fewer than rows of blocks). The accumulators are sized for nb
+    // (NACC, per pipeline).
+    let blocks_across = DV16 / 16u;
+    let nb = (BR / 16u) * blocks_across / nsg;
+    let acc_rows = max(1u, nb / blocks_across);
+    let acc_cols = nb / acc_rows;
+    let first_block = sg * nb;
+    var accs: array<Acc, NACC>;
+    for (var t = 0u; t < nb; t = t + 1u) {
+        accs[t] = acc_zero();
+    }
+    let scratch = sg * 256u;
+
     var m = NO_SCORE;
     var l = 0.0;
     let score_blocks = (BR / 16u) * (BC / 16u);
-    let output_blocks = (BR / 16u) * (DV16 / 16u);
     for (var j0 = key_begin; j0 < min(key_end, p.key1); j0 = j0 + BC) {
         // 1. S = Q Kᵀ.
         workgroupBarrier();
+        if (lindex == 0u) {
+            // After the barrier: every invocation has read the last block's flag.
+            atomicStore(&rescale_any, 0u);
+        }
         stage_keys(lindex, false, j0, k_row0, d4, D16 / 4u);
         workgroupBarrier();
         for (var t = 0u; t < (score_blocks + nsg - 1u) / nsg; t = t + 1u) {
@@ -217,9 +249,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         part[lindex] = local_max;
         workgroupBarrier();
-        var m_new = m;
+        var block_max = NO_SCORE;
         for (var t = 0u; t < ROW_THREADS; t = t + 1u) {
-            m_new = max(m_new, part[r * ROW_THREADS + t]);
+            block_max = max(block_max, part[r * ROW_THREADS + t]);
+        }
+        // Every invocation of the row computes the same m_new and alpha.
+        let rebase = block_max > m + REBASE;
+        let m_new = select(m, block_max, rebase);
+        let alpha = exp(m - m_new);
+        if (rebase && l > 0.0 && part_index == 0u) {
+            atomicOr(&rescale_any, 1u);
+        }
+        if (part_index == 0u) {
+            row_scale[r] = alpha;
         }
         workgroupBarrier();
         var sum = 0.0;
@@ -235,51 +277,77 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             ps[pa + 3u] = h.w;
         }
         part[lindex] = sum;
-        workgroupBarrier();
+        // A barrier too: after it, ss is free, P and the row sums' parts are written.
+        let rescale = workgroupUniformLoad(&rescale_any);
         var row_sum = 0.0;
         for (var t = 0u; t < ROW_THREADS; t = t + 1u) {
             row_sum = row_sum + part[r * ROW_THREADS + t];
         }
-        let alpha = exp(m - m_new);
         l = l * alpha + row_sum;
         m = m_new;
-        if (part_index == 0u) {
-            row_alpha[r] = alpha;
-        }
 
         // 3. O = alpha O + P V.
         stage_keys(lindex, true, j0, k_row0, dv4, DV16 / 4u);
-        workgroupBarrier();
-        for (var t = lindex; t < BR * DV16; t = t + WG) {
-            let rr = t / DV16;
-            let at = rr * OS + t % DV16;
-            os[at] = os[at] * row_alpha[rr];
+        if (rescale != 0u) {
+            for (var t = 0u; t < nb; t = t + 1u) {
+                let row0 = (first_block + t) / blocks_across * 16u;
+                acc_store(accs[t], scratch, lane);
+                workgroupBarrier();
+                for (var e = lane; e < 256u; e = e + SG) {
+                    ss[scratch + e] = ss[scratch + e] * row_scale[row0 + e / 16u];
+                }
+                workgroupBarrier();
+                accs[t] = acc_load(scratch, lane);
+                workgroupBarrier();
+            }
         }
         workgroupBarrier();
-        // output_blocks is a multiple of nsg (DV16): each block has one subgroup.
-        for (var t = 0u; t < output_blocks / nsg; t = t + 1u) {
-            let b = sg + t * nsg;
-            output_block((b / (DV16 / 16u)) * 16u, (b % (DV16 / 16u)) * 16u, lane);
+        for (var k0 = 0u; k0 < BC; k0 = k0 + 16u) {
+            for (var i = 0u; i < acc_rows; i = i + 1u) {
+                let t0 = i * acc_cols;
+                let row0 = (first_block + t0) / blocks_across * 16u;
+                let pt = load_p(row0, k0, lane);
+                for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
+                    let col0 = (first_block + t) % blocks_across * 16u;
+                    accs[t] = add_pv(accs[t], pt, k0, col0, lane);
+                }
+            }
         }
     }
-    workgroupBarrier();
 
-    // Normalise and write the rows that belong to the chunk: ROW_THREADS invocations a row,
-    // each every ROW_THREADS-th vec4 column.
-    if (block_first + r <= last_slot) {
+    // Normalise and write the rows that belong to the chunk, a block at a time through this
+    // subgroup's scratch: 16 rows of 4 vec4 columns, each lane every SG-th of them.
+    workgroupBarrier();
+    let row_valid = block_first + r <= last_slot;
+    if (part_index == 0u) {
         var inv = 0.0;
         var bits = NEG_INF_BITS;
         if (l > 0.0) {
             inv = 1.0 / l;
             bits = bitcast<u32>(m + log(l));
         }
-        for (var c = part_index; c < dv4; c = c + ROW_THREADS) {
-            let at = r * OS + 4u * c;
-            let x = vec4<f32>(os[at], os[at + 1u], os[at + 2u], os[at + 3u]);
-            o[(row_bh * p.o_rows + row_i) * dv4 + c - p.o_win] = x * inv;
-        }
-        if (part_index == 0u) {
+        row_scale[r] = inv;
+        if (row_valid) {
             lse[row_bh * p.o_rows + row_i - p.lse_win] = bits;
+        }
+    }
+    for (var t = 0u; t < nb; t = t + 1u) {
+        let row0 = (first_block + t) / blocks_across * 16u;
+        let col0 = (first_block + t) % blocks_across * 16u;
+        workgroupBarrier();
+        acc_store(accs[t], scratch, lane);
+        workgroupBarrier();
+        for (var e = lane; e < 64u; e = e + SG) {
+            let rr = row0 + e / 4u;
+            let c = col0 / 4u + e % 4u;
+            if (block_first + rr <= last_slot && c < dv4) {
+                let s = block_first + rr;
+                let bh = bh_first + s % heads;
+                let i = p.row0 + s / heads;
+                let at = scratch + (e / 4u) * 16u + 4u * (e % 4u);
+                let x = vec4<f32>(ss[at], ss[at + 1u], ss[at + 2u], ss[at + 3u]);
+                o[(bh * p.o_rows + i) * dv4 + c - p.o_win] = x * row_scale[rr];
+            }
         }
     }
 }

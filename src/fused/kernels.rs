@@ -326,6 +326,44 @@ kernels! {
         features: F16,
     }
     /// `src/fused/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `src/fused/coop_ops_16.wgsl`), 64 rows x D and Dv up to 128 (`src/fused/coop_tile_64x128.wgsl`),
+    /// reading f32 K and V.
+    COOP_64X128 {
+        label: "fused_coop_64x128",
+        source: coop!("src/fused/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop_tile_64x128", "src/fused/coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`COOP_64X128`] with its cooperative operations in scalar code
+    /// (`src/fused/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    COOP_64X128_EMULATED {
+        label: "fused_coop_64x128_emulated",
+        source: coop!("src/fused/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop_tile_64x128", "src/fused/coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `src/fused/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `src/fused/coop_ops_16.wgsl`), 64 rows x D and Dv up to 128 (`src/fused/coop_tile_64x128.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    COOP_64X128_F16 {
+        label: "fused_coop_64x128_f16",
+        source: coop!("src/fused/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop_tile_64x128", "src/fused/coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`COOP_64X128_F16`] with its cooperative operations in scalar code
+    /// (`src/fused/coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    COOP_64X128_F16_EMULATED {
+        label: "fused_coop_64x128_f16_emulated",
+        source: coop!("src/fused/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop_tile_64x128", "src/fused/coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `src/fused/fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `src/fused/coop_ops_16.wgsl`), 32 rows x D and Dv up to 128 (`src/fused/coop_tile_32x128.wgsl`),
     /// reading f32 K and V.
     COOP_32X128 {

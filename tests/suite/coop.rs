@@ -76,8 +76,8 @@ fn assert_coop_parity(
 }
 
 /// Every option the API has, on shapes that are not tile multiples, on each width of the
-/// tier's variants (up to 32, 64 and 128: on a 32 KiB adapter blocks of 64, 32 and 16 rows;
-/// on a 48 KiB one 64 and 32): both causal alignments, bool and float masks broadcast over
+/// tier's variants (up to 64 and 128: on a 32 KiB adapter blocks of 64 and 32 rows, on a
+/// 48 KiB one 64; the smaller variants in coop_fits_less_workgroup_memory): both causal alignments, bool and float masks broadcast over
 /// heads, a fully masked row (zeros, LSE -inf), GQA, Lq != Lk both ways, Dv != D, widths
 /// padded to 4, a custom scale, large logits.
 #[test]
@@ -302,40 +302,55 @@ fn coop_refusals_say_why() {
     );
 }
 
-/// On WebGPU's default 16 KiB of workgroup memory the tier takes its smallest variant (16
-/// rows, widths up to 64), and refuses wider heads with the bytes it would need.
+/// With less workgroup memory the tier takes its smaller variants: on WebGPU's default 16 KiB
+/// 16 rows at widths up to 64, refusing wider heads with the bytes it would need; on 20 KiB
+/// 16 rows at 128 and 32 rows at 64; on 24 KiB 64 rows at 32. Each against the reference,
+/// causal, and with large logits (the accumulators' rescaling).
 #[test]
-fn coop_fits_16_kib_of_workgroup_memory() {
+fn coop_fits_less_workgroup_memory() {
     let Some(base) = common::ctx() else { return };
-    let mut limits = base.limits();
-    limits.max_compute_workgroup_storage_size = 16 << 10;
-    let Some(ctx) = coop_ctx(Some(limits)) else {
-        return;
-    };
     let mut rng = Rng::new(605);
-    let (q, k, v) = (
-        rng.array(&[1, 4, 37, 48], 1.0),
-        rng.array(&[1, 2, 70, 48], 1.0),
-        rng.array(&[1, 2, 70, 64], 1.0),
-    );
-    let opts = AttentionOptions::default().causal(Causal::TopLeft);
-    let got = assert_coop_parity(&ctx, "16 KiB", (&q, &k, &v), &opts);
-    assert!(
-        got.plan.reason.contains("16 query rows"),
-        "{}",
-        got.plan.reason
-    );
-    let wide = wgpu_attention::plan(
-        &ctx,
-        &[1, 1, 4, 128],
-        &[1, 1, 4, 128],
-        &[1, 1, 4, 128],
-        &opts.path(PathChoice::FusedCoop),
-    );
-    assert!(
-        matches!(&wide, Err(Error::PathUnavailable { reason, .. }) if reason.contains("bytes of workgroup memory")),
-        "{wide:?}"
-    );
+    for (kib, d, dv, rows) in [
+        (16, 48, 64, 16),
+        (20, 128, 100, 16),
+        (20, 64, 64, 32),
+        (24, 32, 20, 64),
+    ] {
+        let mut limits = base.limits();
+        limits.max_compute_workgroup_storage_size = kib << 10;
+        let Some(ctx) = coop_ctx(Some(limits)) else {
+            return;
+        };
+        let (q, k, v) = (
+            rng.array(&[1, 4, 37, d], 1.0),
+            rng.array(&[1, 2, 70, d], 1.0),
+            rng.array(&[1, 2, 70, dv], 1.0),
+        );
+        let opts = AttentionOptions::default().causal(Causal::TopLeft);
+        for scale in [1.0, 8.0] {
+            let (q, k) = (q.mapv(|x| x * scale), k.mapv(|x| x * scale));
+            let what = format!("{kib} KiB, D {d}, Dv {dv}, inputs x{scale}");
+            let got = assert_coop_parity(&ctx, &what, (&q, &k, &v), &opts);
+            assert!(
+                got.plan.reason.contains(&format!("{rows} query rows")),
+                "{what}: {}",
+                got.plan.reason
+            );
+        }
+        if kib == 16 {
+            let wide = wgpu_attention::plan(
+                &ctx,
+                &[1, 1, 4, 128],
+                &[1, 1, 4, 128],
+                &[1, 1, 4, 128],
+                &opts.clone().path(PathChoice::FusedCoop),
+            );
+            assert!(
+                matches!(&wide, Err(Error::PathUnavailable { reason, .. }) if reason.contains("bytes of workgroup memory")),
+                "{wide:?}"
+            );
+        }
+    }
 }
 
 /// bfloat16 inputs: where every value fits f16's range auto multiplies them in f16 on the

@@ -304,17 +304,48 @@ fn workgroup_memory_matches_the_planner() {
     ] {
         assert_eq!(workgroup_bytes(kernel), declared, "{}", kernel.label());
     }
-    // Each cooperative-matrix variant, which the planner picks by these bytes.
+    // Each cooperative-matrix variant, which the planner picks by these bytes, with its
+    // scratch (SLOTS) and accumulators (NACC) written in for subgroups of 16, 32 and 64.
     use wgpu_attention::fused::coop::Variant;
+    use wgpu_attention::kernel::PipelineKey;
     for v in Variant::ALL {
         for (f16, emulated) in [(false, false), (false, true), (true, false), (true, true)] {
             let kernel = v.kernel(f16, emulated);
-            assert_eq!(
-                workgroup_bytes(kernel),
-                v.workgroup_bytes(),
-                "{}",
-                kernel.label()
-            );
+            let lanes_tried: &[u32] = if emulated { &[32] } else { &[16, 32, 64] };
+            for &lanes in lanes_tried {
+                // The widest Dv the variant takes with these lanes: the most accumulators.
+                let Some(dv) = [v.width, 4]
+                    .into_iter()
+                    .find(|&dv| v.output_width(dv, lanes) <= v.width)
+                else {
+                    continue;
+                };
+                let sizes = v.array_sizes(dv, lanes);
+                let key = PipelineKey {
+                    kernel,
+                    constants: vec![("D", 4), ("DV", dv as u32), ("SG", lanes)],
+                    sizes: sizes.to_vec(),
+                };
+                let what = format!("{} with {sizes:?}", kernel.label());
+                let source = key.source();
+                let module = naga::front::wgsl::parse_str(&source)
+                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                let declared: u32 = module
+                    .global_variables
+                    .iter()
+                    .filter(|(_, var)| var.space == naga::AddressSpace::WorkGroup)
+                    .map(|(_, var)| module.types[var.ty].inner.size(module.to_ctx()))
+                    .sum();
+                assert_eq!(declared, v.workgroup_bytes(lanes), "{what}");
+                for (name, value) in sizes {
+                    assert_eq!(constant(&module, name), Some(value), "{what}: {name}");
+                }
+                assert_eq!(
+                    v.accumulators(dv, lanes) * (128 / lanes as usize),
+                    (v.rows / 16) * (v.output_width(dv, lanes) / 16),
+                    "{what}: the output blocks divide among the subgroups"
+                );
+            }
         }
     }
 }
