@@ -100,13 +100,23 @@ impl Variant {
         (self.rows / 16) * (self.output_width(dv, lanes) / 16) / subgroups(lanes) as usize
     }
 
-    /// The sizes written into the kernel's source for `dv` with subgroups of `lanes`
-    /// (crate::kernel::PipelineKey::sizes): SLOTS, the subgroups, whose scratch ss holds,
-    /// and NACC, the accumulators each holds. Both follow from the pipeline's DV and SG.
-    pub fn array_sizes(self, dv: usize, lanes: u32) -> [(&'static str, u32); 2] {
+    /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` (s_rows in
+    /// src/fused/fused_coop.wgsl): one unless subgroups are fewer than half the blocks.
+    pub fn score_rows(self, lanes: u32) -> usize {
+        let across = self.keys() / 16;
+        let each = ((self.rows / 16) * across / subgroups(lanes) as usize).max(1);
+        (each / across).max(1)
+    }
+
+    /// The sizes written into the kernel's source for `d` and `dv` with subgroups of `lanes`
+    /// (crate::kernel::PipelineKey::sizes): SLOTS, the subgroups, whose scratch ss holds;
+    /// NACC, the output blocks each holds in its accumulators; NQ, the 16x16 blocks of Q
+    /// each holds. All follow from the pipeline's D, DV and SG.
+    pub fn array_sizes(self, d: usize, dv: usize, lanes: u32) -> [(&'static str, u32); 3] {
         [
             ("SLOTS", subgroups(lanes)),
             ("NACC", self.accumulators(dv, lanes).max(1) as u32),
+            ("NQ", (self.score_rows(lanes) * d.div_ceil(16)).max(1) as u32),
         ]
     }
 
@@ -274,8 +284,8 @@ pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
 }
 
 /// The sizes written into the source of `p`'s pipeline here ([`Variant::array_sizes`]).
-pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 2] {
-    variant(dev, p).array_sizes(p.dims.dv, subgroup_lanes(dev))
+pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 3] {
+    variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev))
 }
 
 /// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size, 32 when

@@ -15,10 +15,10 @@
 
 // The element type of the matrices' inputs, as staged in workgroup memory.
 alias In = f16;
-// A 16x16 output block, held by a subgroup across the key loop.
+// A 16x16 accumulator: a block of S, or an output block held across the key loop.
 alias Acc = coop_mat16x16<f32, C>;
-// A 16x16 block of the weights P, the left operand of P V.
-alias PTile = coop_mat16x16<f16, A>;
+// A 16x16 left operand: a block of Q (held across the key loop) or of the weights P.
+alias ATile = coop_mat16x16<f16, A>;
 
 // Four values as staged: f16, saturated to its finite range (the host checks that inputs
 // fit it, crate::fused_coop; the clamp keeps a value past it finite rather than infinite).
@@ -26,31 +26,36 @@ fn to_in(x: vec4<f32>) -> vec4<In> {
     return vec4<In>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
 }
 
-// ss[r0.., c0..] = Q[r0..r0+16] · K[c0..c0+16]ᵀ over D16 (K stored as rows of keys, read
-// column-major as the B operand).
-fn scores_block(r0: u32, c0: u32, lane: u32) {
-    var acc = coop_mat16x16<f32, C>();
-    for (var d0 = 0u; d0 < D16; d0 = d0 + 16u) {
-        let a = coopLoadT<coop_mat16x16<f16, A>>(&qs[r0 * QS + d0], QS);
-        let b = coopLoad<coop_mat16x16<f16, B>>(&kvs[c0 * QS + d0], QS);
-        acc = coopMultiplyAdd(a, b, acc);
-    }
+fn acc_zero() -> Acc {
+    return coop_mat16x16<f32, C>();
+}
+
+// Q[r0..r0+16, d0..d0+16].
+fn load_q(r0: u32, d0: u32, lane: u32) -> ATile {
+    return coopLoadT<coop_mat16x16<f16, A>>(&qs[r0 * QS + d0], QS);
+}
+
+// acc + qt · K[c0..c0+16, d0..d0+16]ᵀ (K stored as rows of keys, read column-major as the B
+// operand, so no transpose is stored).
+fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
+    let b = coopLoad<coop_mat16x16<f16, B>>(&kvs[c0 * QS + d0], QS);
+    return coopMultiplyAdd(qt, b, acc);
+}
+
+// ss[r0.., c0..] = acc.
+fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     let sp = &ss[r0 * SS + c0];
     let sv = acc;
     coopStoreT(sv, sp, SS);
 }
 
-fn acc_zero() -> Acc {
-    return coop_mat16x16<f32, C>();
-}
-
 // P[r0..r0+16, k0..k0+16].
-fn load_p(r0: u32, k0: u32, lane: u32) -> PTile {
+fn load_p(r0: u32, k0: u32, lane: u32) -> ATile {
     return coopLoadT<coop_mat16x16<f16, A>>(&ps[r0 * PS + k0], PS);
 }
 
 // acc + pt · V[k0..k0+16, c0..c0+16].
-fn add_pv(acc: Acc, pt: PTile, k0: u32, c0: u32, lane: u32) -> Acc {
+fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * QS + c0], QS);
     return coopMultiplyAdd(pt, b, acc);
 }

@@ -15,7 +15,7 @@ struct Acc {
     c11: coop_mat8x8<f32, C>,
 }
 
-struct PTile {
+struct ATile {
     a00: coop_mat8x8<f32, A>,
     a01: coop_mat8x8<f32, A>,
     a10: coop_mat8x8<f32, A>,
@@ -26,49 +26,72 @@ fn to_in(x: vec4<f32>) -> vec4<In> {
     return x;
 }
 
-fn scores_block(r0: u32, c0: u32, lane: u32) {
-    for (var i = 0u; i < 2u; i = i + 1u) {
-        for (var j = 0u; j < 2u; j = j + 1u) {
-            let r = r0 + 8u * i;
-            let c = c0 + 8u * j;
-            var acc = coop_mat8x8<f32, C>();
-            for (var d0 = 0u; d0 < D16; d0 = d0 + 8u) {
-                let a = coopLoadT<coop_mat8x8<f32, A>>(&qs[r * QS + d0], QS);
-                let b = coopLoad<coop_mat8x8<f32, B>>(&kvs[c * QS + d0], QS);
-                acc = coopMultiplyAdd(a, b, acc);
-            }
-            let sp = &ss[r * SS + c];
-            let sv = acc;
-            coopStoreT(sv, sp, SS);
-        }
-    }
-}
-
 fn acc_zero() -> Acc {
     return Acc(coop_mat8x8<f32, C>(), coop_mat8x8<f32, C>(), coop_mat8x8<f32, C>(),
                coop_mat8x8<f32, C>());
 }
 
-fn load_p(r0: u32, k0: u32, lane: u32) -> PTile {
+// The four quarters of acc + a · b, b given as its quarters.
+fn add_quarters(acc: Acc, a: ATile, b00: coop_mat8x8<f32, B>, b01: coop_mat8x8<f32, B>,
+                b10: coop_mat8x8<f32, B>, b11: coop_mat8x8<f32, B>) -> Acc {
+    var out = acc;
+    out.c00 = coopMultiplyAdd(a.a01, b10, coopMultiplyAdd(a.a00, b00, out.c00));
+    out.c01 = coopMultiplyAdd(a.a01, b11, coopMultiplyAdd(a.a00, b01, out.c01));
+    out.c10 = coopMultiplyAdd(a.a11, b10, coopMultiplyAdd(a.a10, b00, out.c10));
+    out.c11 = coopMultiplyAdd(a.a11, b11, coopMultiplyAdd(a.a10, b01, out.c11));
+    return out;
+}
+
+fn load_q(r0: u32, d0: u32, lane: u32) -> ATile {
+    let at = r0 * QS + d0;
+    return ATile(coopLoadT<coop_mat8x8<f32, A>>(&qs[at], QS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&qs[at + 8u], QS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&qs[at + 8u * QS], QS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&qs[at + 8u * QS + 8u], QS));
+}
+
+// Kᵀ's quarter kj (rows d0 + 8k.., columns c0 + 8j..) is K's rows c0 + 8j.. read
+// column-major.
+fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
+    let at = c0 * QS + d0;
+    return add_quarters(acc, qt,
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at], QS),
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS], QS),
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u], QS),
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS + 8u], QS));
+}
+
+fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
+    let at = r0 * SS + c0;
+    let p00 = &ss[at];
+    let v00 = acc.c00;
+    coopStoreT(v00, p00, SS);
+    let p01 = &ss[at + 8u];
+    let v01 = acc.c01;
+    coopStoreT(v01, p01, SS);
+    let p10 = &ss[at + 8u * SS];
+    let v10 = acc.c10;
+    coopStoreT(v10, p10, SS);
+    let p11 = &ss[at + 8u * SS + 8u];
+    let v11 = acc.c11;
+    coopStoreT(v11, p11, SS);
+}
+
+fn load_p(r0: u32, k0: u32, lane: u32) -> ATile {
     let at = r0 * PS + k0;
-    return PTile(coopLoadT<coop_mat8x8<f32, A>>(&ps[at], PS),
+    return ATile(coopLoadT<coop_mat8x8<f32, A>>(&ps[at], PS),
                  coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u], PS),
                  coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS], PS),
                  coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS + 8u], PS));
 }
 
-fn add_pv(acc: Acc, pt: PTile, k0: u32, c0: u32, lane: u32) -> Acc {
+fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     let at = k0 * QS + c0;
-    let b00 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at], QS);
-    let b01 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u], QS);
-    let b10 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS], QS);
-    let b11 = coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS + 8u], QS);
-    var out = acc;
-    out.c00 = coopMultiplyAdd(pt.a01, b10, coopMultiplyAdd(pt.a00, b00, out.c00));
-    out.c01 = coopMultiplyAdd(pt.a01, b11, coopMultiplyAdd(pt.a00, b01, out.c01));
-    out.c10 = coopMultiplyAdd(pt.a11, b10, coopMultiplyAdd(pt.a10, b00, out.c10));
-    out.c11 = coopMultiplyAdd(pt.a11, b11, coopMultiplyAdd(pt.a10, b01, out.c11));
-    return out;
+    return add_quarters(acc, pt,
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at], QS),
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u], QS),
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS], QS),
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS + 8u], QS));
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {

@@ -7,38 +7,52 @@
 // The lanes of a subgroup of SG = 32 invocations (`lane` = index within it; the host runs
 // the emulation with SG = 32) share a block as a cooperative matrix would: lane l holds
 // elements l + 32 i, i < 8 (row e / 16, column e % 16), reading and writing only its own
-// elements of ss and of the output, so no lane waits for another. A block of P is not held:
-// PTile is where it starts in ps, read when it is multiplied.
+// elements of ss and of the output, so no lane waits for another. A left operand is not
+// held: ATile is where its block starts in qs (Q) or ps (P), read when it is multiplied.
 
 alias In = f16;
 alias Acc = array<f32, 8>;
-alias PTile = u32;
+alias ATile = u32;
 
 fn to_in(x: vec4<f32>) -> vec4<In> {
     return vec4<In>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
-}
-
-fn scores_block(r0: u32, c0: u32, lane: u32) {
-    for (var e = lane; e < 256u; e = e + SG) {
-        let r = r0 + e / 16u;
-        let c = c0 + e % 16u;
-        var acc = 0.0;
-        for (var d = 0u; d < D16; d = d + 1u) {
-            acc = acc + f32(qs[r * QS + d]) * f32(kvs[c * QS + d]);
-        }
-        ss[r * SS + c] = acc;
-    }
 }
 
 fn acc_zero() -> Acc {
     return Acc();
 }
 
-fn load_p(r0: u32, k0: u32, lane: u32) -> PTile {
+fn load_q(r0: u32, d0: u32, lane: u32) -> ATile {
+    return r0 * QS + d0;
+}
+
+fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
+    var out = acc;
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        let e = lane + 32u * i;
+        let r = e / 16u;
+        let c = c0 + e % 16u;
+        var sum = out[i];
+        for (var j = 0u; j < 16u; j = j + 1u) {
+            sum = sum + f32(qs[qt + r * QS + j]) * f32(kvs[c * QS + d0 + j]);
+        }
+        out[i] = sum;
+    }
+    return out;
+}
+
+fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        let e = lane + 32u * i;
+        ss[(r0 + e / 16u) * SS + c0 + e % 16u] = acc[i];
+    }
+}
+
+fn load_p(r0: u32, k0: u32, lane: u32) -> ATile {
     return r0 * PS + k0;
 }
 
-fn add_pv(acc: Acc, pt: PTile, k0: u32, c0: u32, lane: u32) -> Acc {
+fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     var out = acc;
     for (var i = 0u; i < 8u; i = i + 1u) {
         let e = lane + 32u * i;

@@ -11,7 +11,7 @@
 //   mask.wgsl, fused_common.wgsl                        parameters, bindings 0, 1, 4-7, masks
 //   kv_loads_f32/f16/bf16.wgsl                          bindings 2 (k) and 3 (v), load_k/load_v
 //   coop_tile_<BR>x<WIDTH>.wgsl                         BR, BC and WIDTH (the largest D, Dv)
-//   coop_ops_16.wgsl or coop_ops_emulated.wgsl          In, Acc, PTile and the operations
+//   coop_ops_16.wgsl or coop_ops_emulated.wgsl          In, Acc, ATile and the operations
 //   this file
 // The ops file is the only difference between a kernel and its emulation.
 //
@@ -20,23 +20,24 @@
 // cooperative matrix (the adapter's subgroup size; 32 when emulated); UNITS as in
 // fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
 // so that they share each K/V block). Sizes written per pipeline (crate::fused::coop::
-// array_sizes; the values below are the largest case): SLOTS, the subgroups (WG / SG), and
-// NACC, the output blocks each holds (NB).
+// array_sizes; the values below are the largest case): SLOTS, the subgroups (WG / SG);
+// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds.
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
-// `lindex / SG` computes the score blocks numbered sg, sg + NSG, ... and owns the NB output
-// blocks sg * NB .. sg * NB + NB - 1 (row-major over BR x DV16: one row of blocks, or a part
-// of one, so that a block of P is loaded once for all of them). How many blocks each takes
-// depends only on constants, so every cooperative operation and barrier runs in uniform
-// control flow. Where score blocks do not divide evenly, the last is computed twice (the
-// same values written twice); output blocks always divide evenly (DV16).
+// `lindex / SG` computes a run of the 16x16 score blocks (holding its rows of Q in
+// registers) and owns a run of the output blocks (row-major over BR x DV16: one row of
+// blocks or a part of one, so that a block of P is loaded once for all of them). How many
+// blocks each takes depends only on constants, so every cooperative operation and barrier
+// runs in uniform control flow. Where score blocks are fewer than subgroups, the last is
+// computed by several (the same values written by each); output blocks always divide
+// evenly (DV16).
 //
 // (Before the key loop ss holds WG slots of the allow spans: BR * SS >= 128.)
 const_assert BR * SS >= WG;
 
 // Per key block of BC keys:
-//   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled).
+//   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled), Q from registers.
 //   2. Softmax, ROW_THREADS invocations a row, ROW_KEYS keys each: scale, masks (tail,
 //      causal on blocks crossing the diagonal, bias, allow), the block's row maximum
 //      (through `part`), weights P = exp(s - m) -> ps (f16), row sums in f32.
@@ -67,6 +68,7 @@ override UNITS: u32 = 0u;
 const WG: u32 = 128u;
 const SLOTS: u32 = 8u;
 const NACC: u32 = 8u;
+const NQ: u32 = 16u;
 const REBASE: f32 = 8.0;
 // Row strides in elements: 16 bytes of padding a row (f16), 16 bytes (f32). An output block
 // going through workgroup memory (rescaling, the final write) takes its subgroup's scratch,
@@ -215,9 +217,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let scratch = sg * 256u;
 
+    // This subgroup's score blocks: ns of them from block first_score in row-major order over
+    // BR x BC, in s_rows rows of blocks of s_cols each (where blocks are fewer than
+    // subgroups, the last is computed by several, each writing the same values). Its rows of
+    // Q stay in registers for the whole key loop: s_rows x D16 / 16 left operands (NQ, per
+    // pipeline), so that per key block only K is loaded.
+    let score_blocks = (BR / 16u) * (BC / 16u);
+    let ns = max(1u, score_blocks / nsg);
+    let s_rows = max(1u, ns / (BC / 16u));
+    let s_cols = ns / s_rows;
+    let first_score = min(sg * ns, score_blocks - ns);
+    workgroupBarrier();
+    var qts: array<ATile, NQ>;
+    for (var i = 0u; i < s_rows; i = i + 1u) {
+        let row0 = (first_score + i * s_cols) / (BC / 16u) * 16u;
+        for (var d = 0u; d < D16 / 16u; d = d + 1u) {
+            qts[i * (D16 / 16u) + d] = load_q(row0, 16u * d, lane);
+        }
+    }
+
     var m = NO_SCORE;
     var l = 0.0;
-    let score_blocks = (BR / 16u) * (BC / 16u);
     for (var j0 = key_begin; j0 < min(key_end, p.key1); j0 = j0 + BC) {
         // 1. S = Q Kᵀ.
         workgroupBarrier();
@@ -227,9 +247,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         stage_keys(lindex, false, j0, k_row0, d4, D16 / 4u);
         workgroupBarrier();
-        for (var t = 0u; t < (score_blocks + nsg - 1u) / nsg; t = t + 1u) {
-            let b = min(sg + t * nsg, score_blocks - 1u);
-            scores_block((b / (BC / 16u)) * 16u, (b % (BC / 16u)) * 16u, lane);
+        for (var i = 0u; i < s_rows; i = i + 1u) {
+            let row0 = (first_score + i * s_cols) / (BC / 16u) * 16u;
+            var sacc: array<Acc, BC / 16u>;
+            for (var c = 0u; c < s_cols; c = c + 1u) {
+                sacc[c] = acc_zero();
+            }
+            for (var d = 0u; d < D16 / 16u; d = d + 1u) {
+                let qt = qts[i * (D16 / 16u) + d];
+                for (var c = 0u; c < s_cols; c = c + 1u) {
+                    let col0 = (first_score + i * s_cols + c) % (BC / 16u) * 16u;
+                    sacc[c] = add_qk(sacc[c], qt, col0, 16u * d, lane);
+                }
+            }
+            for (var c = 0u; c < s_cols; c = c + 1u) {
+                let col0 = (first_score + i * s_cols + c) % (BC / 16u) * 16u;
+                store_scores(sacc[c], row0, col0, lane);
+            }
         }
         workgroupBarrier();
 

@@ -305,7 +305,8 @@ fn workgroup_memory_matches_the_planner() {
         assert_eq!(workgroup_bytes(kernel), declared, "{}", kernel.label());
     }
     // Each cooperative-matrix variant, which the planner picks by these bytes, with its
-    // scratch (SLOTS) and accumulators (NACC) written in for subgroups of 16, 32 and 64.
+    // scratch (SLOTS), accumulators (NACC) and blocks of Q (NQ) written in for subgroups of
+    // 16, 32 and 64.
     use wgpu_attention::fused::coop::Variant;
     use wgpu_attention::kernel::PipelineKey;
     for v in Variant::ALL {
@@ -320,10 +321,10 @@ fn workgroup_memory_matches_the_planner() {
                 else {
                     continue;
                 };
-                let sizes = v.array_sizes(dv, lanes);
+                let sizes = v.array_sizes(v.width, dv, lanes);
                 let key = PipelineKey {
                     kernel,
-                    constants: vec![("D", 4), ("DV", dv as u32), ("SG", lanes)],
+                    constants: vec![("D", v.width as u32), ("DV", dv as u32), ("SG", lanes)],
                     sizes: sizes.to_vec(),
                 };
                 let what = format!("{} with {sizes:?}", kernel.label());
