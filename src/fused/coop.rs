@@ -84,13 +84,13 @@ impl Variant {
 
     /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
     /// src/fused/fused_coop.wgsl (Q, K or V, and the weights in f16; the scores, which are
-    /// also the subgroups' scratch of 256 values each, in f32; a factor a row, a partial an
-    /// invocation and a flag).
+    /// also the subgroups' scratch of 256 values each, in f32; a factor a row, two partials
+    /// an invocation and a flag).
     pub fn workgroup_bytes(self, lanes: u32) -> u32 {
         let (br, bc, w) = (self.rows as u32, self.keys() as u32, self.width as u32);
         let halves = br * (w + 8) + bc * (w + 8) + br * (bc + 8);
         let scores = (br * (bc + 4)).max(subgroups(lanes) * 256);
-        let floats = scores + br + COOP_INVOCATIONS + 1;
+        let floats = scores + br + 2 * COOP_INVOCATIONS + 1;
         halves * 2 + floats * 4
     }
 

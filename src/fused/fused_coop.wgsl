@@ -40,7 +40,7 @@ const_assert BR * SS >= WG;
 //   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled), Q from registers.
 //   2. Softmax, ROW_THREADS invocations a row, ROW_KEYS keys each: scale, masks (tail,
 //      causal on blocks crossing the diagonal, bias, allow), the block's row maximum
-//      (through `part`), weights P = exp(s - m) -> ps (f16), row sums in f32.
+//      (through `part`), weights P = exp(s - m) -> ps (f16), row sums in f32 (`part_sum`).
 //   3. V block -> kvs; O += P V on the output blocks, which stay in the subgroups'
 //      accumulators (registers) for the whole key loop.
 // The reference maximum m of a row moves only when a block's maximum passes it by more than
@@ -87,9 +87,12 @@ var<workgroup> ss: array<f32, SS_LEN>;
 var<workgroup> ps: array<In, BR * PS>;
 // Per row: the factor its output blocks are multiplied by (alpha, then 1 / l at the end).
 var<workgroup> row_scale: array<f32, BR>;
-// Per-invocation partial row maxima and sums; before the key loop, with the first WG
-// slots of ss, the span of keys each invocation's row may see (as u32 bits).
+// Per-invocation partial row maxima; before the key loop, with the first WG slots of ss,
+// the span of keys each invocation's row may see (as u32 bits).
 var<workgroup> part: array<f32, WG>;
+// Per-invocation partial row sums: an array of their own, so that no barrier has to
+// separate the reading of the maxima from the writing of the sums.
+var<workgroup> part_sum: array<f32, WG>;
 // Nonzero when some row of this key block moved its reference maximum with O not zero.
 var<workgroup> rescale_any: atomic<u32>;
 
@@ -297,7 +300,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (part_index == 0u) {
             row_scale[r] = alpha;
         }
-        workgroupBarrier();
         var sum = 0.0;
         for (var c = 0u; c < ROW_KEYS; c = c + 4u) {
             let at = r * SS + k_first + c;
@@ -310,12 +312,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             ps[pa + 2u] = h.z;
             ps[pa + 3u] = h.w;
         }
-        part[lindex] = sum;
-        // A barrier too: after it, ss is free, P and the row sums' parts are written.
+        part_sum[lindex] = sum;
+        // A barrier too: after it, ss is free, P, the factors and the row sums' parts are
+        // written.
         let rescale = workgroupUniformLoad(&rescale_any);
         var row_sum = 0.0;
         for (var t = 0u; t < ROW_THREADS; t = t + 1u) {
-            row_sum = row_sum + part[r * ROW_THREADS + t];
+            row_sum = row_sum + part_sum[r * ROW_THREADS + t];
         }
         l = l * alpha + row_sum;
         m = m_new;
