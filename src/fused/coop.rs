@@ -84,13 +84,13 @@ impl Variant {
 
     /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
     /// src/fused/fused_coop.wgsl (Q, K or V, and the weights in f16; the scores, which are
-    /// also the subgroups' scratch of 256 values each, in f32; a factor a row, two partials
-    /// an invocation and a flag).
+    /// also the subgroups' scratch of 256 values each, in f32; a factor a row, three
+    /// partials an invocation and a flag).
     pub fn workgroup_bytes(self, lanes: u32) -> u32 {
         let (br, bc, w) = (self.rows as u32, self.keys() as u32, self.width as u32);
         let halves = br * (w + 8) + bc * (w + 8) + br * (bc + 8);
         let scores = (br * (bc + 4)).max(subgroups(lanes) * 256);
-        let floats = scores + br + 2 * COOP_INVOCATIONS + 1;
+        let floats = scores + br + 3 * COOP_INVOCATIONS + 1;
         halves * 2 + floats * 4
     }
 
@@ -111,12 +111,14 @@ impl Variant {
     /// The sizes written into the kernel's source for `d` and `dv` with subgroups of `lanes`
     /// (crate::kernel::PipelineKey::sizes): SLOTS, the subgroups, whose scratch ss holds;
     /// NACC, the output blocks each holds in its accumulators; NQ, the 16x16 blocks of Q
-    /// each holds. All follow from the pipeline's D, DV and SG.
-    pub fn array_sizes(self, d: usize, dv: usize, lanes: u32) -> [(&'static str, u32); 3] {
+    /// each holds; LANE_ELEMS, the elements of a block each lane holds where the operations
+    /// are emulated. All follow from the pipeline's D, DV and SG.
+    pub fn array_sizes(self, d: usize, dv: usize, lanes: u32) -> [(&'static str, u32); 4] {
         [
             ("SLOTS", subgroups(lanes)),
             ("NACC", self.accumulators(dv, lanes).max(1) as u32),
             ("NQ", (self.score_rows(lanes) * d.div_ceil(16)).max(1) as u32),
+            ("LANE_ELEMS", (256 / lanes.clamp(16, 256)).max(1)),
         ]
     }
 
@@ -284,18 +286,29 @@ pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
 }
 
 /// The sizes written into the source of `p`'s pipeline here ([`Variant::array_sizes`]).
-pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 3] {
+pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 4] {
     variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev))
 }
 
-/// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size, 32 when
-/// emulated (what the kernel is built for first: NVIDIA's subgroups).
+/// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size; emulated,
+/// 32 (what the kernel is built for first: NVIDIA's subgroups), or what
+/// [`EMULATED_LANES_VAR`] names, so that the tests run the tier as on adapters with
+/// subgroups of 16, 64 or 128 lanes, which the hardware path accepts.
 pub(crate) fn subgroup_lanes(dev: &DeviceProfile) -> u32 {
     match dev.coop() {
         CoopSupport::Hardware { subgroup } => *subgroup,
-        _ => 32,
+        CoopSupport::Emulated => std::env::var(EMULATED_LANES_VAR)
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|n| [16, 32, 64, 128].contains(n))
+            .unwrap_or(32),
+        CoopSupport::Unavailable(_) => 32,
     }
 }
+
+/// The variable that sets the lanes of the emulated tier's virtual subgroups: 16, 32 (the
+/// default), 64 or 128.
+pub const EMULATED_LANES_VAR: &str = "WGPU_ATTENTION_COOP_LANES";
 
 /// Query heads per unit of chunk `c` (the kernel's UNITS and p.unit_heads), as on the tiled
 /// tier with this variant's rows a block.

@@ -4,14 +4,15 @@
 // masks, softmax, the accumulators' rescaling, GQA, key passes) runs against the reference
 // everywhere; only the cooperative instructions themselves are left to a GPU that has them.
 //
-// The lanes of a subgroup of SG = 32 invocations (`lane` = index within it; the host runs
-// the emulation with SG = 32) share a block as a cooperative matrix would: lane l holds
-// elements l + 32 i, i < 8 (row e / 16, column e % 16), reading and writing only its own
-// elements of ss and of the output, so no lane waits for another. A left operand is not
+// The lanes of a virtual subgroup of SG invocations (`lane` = index within it; the host runs
+// the emulation with SG = 32 unless WGPU_ATTENTION_COOP_LANES says otherwise) share a block
+// as a cooperative matrix would: lane l holds elements e = l + SG i, i < LANE_ELEMS =
+// 256 / SG (row e / 16, column e % 16), reading and writing only its own elements of ss and
+// of the output, so no lane waits for another. A left operand is not
 // held: ATile is where its block starts in qs (Q) or ps (P), read when it is multiplied.
 
 alias In = f16;
-alias Acc = array<f32, 8>;
+alias Acc = array<f32, LANE_ELEMS>;
 alias ATile = u32;
 
 fn to_in(x: vec4<f32>) -> vec4<In> {
@@ -28,8 +29,8 @@ fn load_q(r0: u32, d0: u32, lane: u32) -> ATile {
 
 fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
     var out = acc;
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        let e = lane + 32u * i;
+    for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
+        let e = lane + SG * i;
         let r = e / 16u;
         let c = c0 + e % 16u;
         var sum = out[i];
@@ -42,8 +43,8 @@ fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        let e = lane + 32u * i;
+    for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
+        let e = lane + SG * i;
         ss[(r0 + e / 16u) * SS + c0 + e % 16u] = acc[i];
     }
 }
@@ -54,8 +55,8 @@ fn load_p(r0: u32, k0: u32, lane: u32) -> ATile {
 
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     var out = acc;
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        let e = lane + 32u * i;
+    for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
+        let e = lane + SG * i;
         let r = e / 16u;
         let c = c0 + e % 16u;
         var sum = out[i];
@@ -68,15 +69,15 @@ fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        ss[at + lane + 32u * i] = acc[i];
+    for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
+        ss[at + lane + SG * i] = acc[i];
     }
 }
 
 fn acc_load(at: u32, lane: u32) -> Acc {
     var out = Acc();
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        out[i] = ss[at + lane + 32u * i];
+    for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
+        out[i] = ss[at + lane + SG * i];
     }
     return out;
 }

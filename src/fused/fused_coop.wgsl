@@ -21,7 +21,7 @@
 // fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
 // so that they share each K/V block). Sizes written per pipeline (crate::fused::coop::
 // array_sizes; the values below are the largest case): SLOTS, the subgroups (WG / SG);
-// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds.
+// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS.
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
@@ -40,7 +40,8 @@ const_assert BR * SS >= WG;
 //   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled), Q from registers.
 //   2. Softmax, ROW_THREADS invocations a row, ROW_KEYS keys each: scale, masks (tail,
 //      causal on blocks crossing the diagonal, bias, allow), the block's row maximum
-//      (through `part`), weights P = exp(s - m) -> ps (f16), row sums in f32 (`part_sum`).
+//      (through `part`), weights P = exp(s - m) -> ps (f16), row sums in f32 of the weights
+//      as rounded to f16 and as computed (`part_sum`).
 //   3. V block -> kvs; O += P V on the output blocks, which stay in the subgroups'
 //      accumulators (registers) for the whole key loop.
 // The reference maximum m of a row moves only when a block's maximum passes it by more than
@@ -48,12 +49,19 @@ const_assert BR * SS >= WG;
 // exp(m_old - m)) only in those blocks; after a row's first block with a visible key that is
 // rare (scores of ordinary attention do not jump by 8), and O is zero before it. When some
 // row of the workgroup needs it, every output block goes through workgroup memory (ss, free
-// by then) to be multiplied row by row. At the end, O / l and LSE = m + log(l) are written
+// by then) to be multiplied row by row. At the end, O / l16 and LSE = m + log(l) are written
 // the same way, a block at a time; a row with no visible key (l = 0) writes zeros and -inf,
 // as every path does. Masked scores become NO_SCORE and weigh 0.
 //
 // Errors against f64: Q, K, V and P are rounded to f16 (relative 2^-11 each), everything
-// else is f32; see crate::fused_coop for the bound the tests hold it to.
+// else is f32; see crate::fused_coop for the bound the tests hold it to. The output is
+// normalised by l16, the sum of the weights as rounded to f16, the very weights P V summed,
+// so that it is a weighted mean of V whatever their rounding: where one key dominates a row
+// (large logits) its weight's rounding then cancels, which halved the error there against
+// normalising by the sum of the unrounded weights (2.0e-3 -> 1.1e-3, twice f16's own error
+// being 2.0e-3: tests/suite/cli.rs, coop_runs_with_other_subgroup_sizes). With the
+// reference maximum held back by up to REBASE, a row's largest weight is rarely exactly 1,
+// so this matters more here than in FlashAttention. The LSE uses the unrounded sum l.
 
 override SG: u32 = 32u;
 override D16: u32 = (D + 15u) / 16u * 16u;
@@ -69,6 +77,9 @@ const WG: u32 = 128u;
 const SLOTS: u32 = 8u;
 const NACC: u32 = 8u;
 const NQ: u32 = 16u;
+// The elements of a 16x16 block each lane holds where the operations are emulated
+// (coop_ops_emulated.wgsl): 256 / SG.
+const LANE_ELEMS: u32 = 16u;
 const REBASE: f32 = 8.0;
 // Row strides in elements: 16 bytes of padding a row (f16), 16 bytes (f32). An output block
 // going through workgroup memory (rescaling, the final write) takes its subgroup's scratch,
@@ -90,9 +101,10 @@ var<workgroup> row_scale: array<f32, BR>;
 // Per-invocation partial row maxima; before the key loop, with the first WG slots of ss,
 // the span of keys each invocation's row may see (as u32 bits).
 var<workgroup> part: array<f32, WG>;
-// Per-invocation partial row sums: an array of their own, so that no barrier has to
-// separate the reading of the maxima from the writing of the sums.
-var<workgroup> part_sum: array<f32, WG>;
+// Per-invocation partial row sums (of the weights rounded to f16, and unrounded): an array
+// of their own, so that no barrier has to separate the reading of the maxima from the
+// writing of the sums.
+var<workgroup> part_sum: array<vec2<f32>, WG>;
 // Nonzero when some row of this key block moved its reference maximum with O not zero.
 var<workgroup> rescale_any: atomic<u32>;
 
@@ -241,6 +253,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     var m = NO_SCORE;
     var l = 0.0;
+    var l16 = 0.0;
     for (var j0 = key_begin; j0 < min(key_end, p.key1); j0 = j0 + BC) {
         // 1. S = Q Kᵀ.
         workgroupBarrier();
@@ -294,18 +307,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let rebase = block_max > m + REBASE;
         let m_new = select(m, block_max, rebase);
         let alpha = exp(m - m_new);
-        if (rebase && l > 0.0 && part_index == 0u) {
+        if (rebase && l16 > 0.0 && part_index == 0u) {
             atomicOr(&rescale_any, 1u);
         }
         if (part_index == 0u) {
             row_scale[r] = alpha;
         }
-        var sum = 0.0;
+        var sum = vec2<f32>(0.0);
         for (var c = 0u; c < ROW_KEYS; c = c + 4u) {
             let at = r * SS + k_first + c;
             let w = weights(vec4<f32>(ss[at], ss[at + 1u], ss[at + 2u], ss[at + 3u]), m_new);
-            sum = sum + w.x + w.y + w.z + w.w;
             let h = to_in(w);
+            let hw = vec4<f32>(h);
+            sum = sum + vec2<f32>(hw.x + hw.y + hw.z + hw.w, w.x + w.y + w.z + w.w);
             let pa = r * PS + k_first + c;
             ps[pa] = h.x;
             ps[pa + 1u] = h.y;
@@ -316,11 +330,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // A barrier too: after it, ss is free, P, the factors and the row sums' parts are
         // written.
         let rescale = workgroupUniformLoad(&rescale_any);
-        var row_sum = 0.0;
+        var row_sum = vec2<f32>(0.0);
         for (var t = 0u; t < ROW_THREADS; t = t + 1u) {
             row_sum = row_sum + part_sum[r * ROW_THREADS + t];
         }
-        l = l * alpha + row_sum;
+        l16 = l16 * alpha + row_sum.x;
+        l = l * alpha + row_sum.y;
         m = m_new;
 
         // 3. O = alpha O + P V.
@@ -359,8 +374,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (part_index == 0u) {
         var inv = 0.0;
         var bits = NEG_INF_BITS;
-        if (l > 0.0) {
-            inv = 1.0 / l;
+        // l16 >= 1 where a key is visible: the weight of the key whose block moved m is 1.
+        if (l16 > 0.0) {
+            inv = 1.0 / l16;
             bits = bitcast<u32>(m + log(l));
         }
         row_scale[r] = inv;

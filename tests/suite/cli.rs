@@ -1057,6 +1057,78 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
     assert!(coop_rows.iter().all(|l| l.contains("ok (f16")), "{stdout}");
 }
 
+/// The emulated tier with virtual subgroups of 16, 64 and 128 lanes
+/// (`WGPU_ATTENTION_COOP_LANES`), as adapters with those subgroup sizes would run it (the
+/// hardware path accepts 16 to 128): 8 subgroups a workgroup, or 2 or 1, each holding
+/// several rows of score and output blocks. Held to the f16 rule by `run --check`, GQA, a
+/// bool mask, both causal alignments, Dv != D, large logits (the accumulators' rescaling).
+#[test]
+fn coop_runs_with_other_subgroup_sizes() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("coop-lanes");
+    let mut rng = Rng::new(37);
+    let mut allow = rng.bool_array(&[1, 1, 77, 100], 0.7);
+    allow.slice_mut(ndarray::s![0, 0, 5, ..]).fill(false);
+    let cases = [
+        (
+            save(&dir, "q1.npy", &rng.array(&[1, 4, 77, 128], 4.0)),
+            save(&dir, "k1.npy", &rng.array(&[1, 2, 100, 128], 4.0)),
+            save(&dir, "v1.npy", &rng.array(&[1, 2, 100, 100], 1.0)),
+            Some(save_bool(&dir, "m1.npy", &allow)),
+            "bottom-right",
+        ),
+        (
+            save(&dir, "q2.npy", &rng.array(&[2, 2, 70, 64], 4.0)),
+            save(&dir, "k2.npy", &rng.array(&[2, 2, 90, 64], 4.0)),
+            save(&dir, "v2.npy", &rng.array(&[2, 2, 90, 48], 1.0)),
+            None,
+            "top-left",
+        ),
+    ];
+    for lanes in ["16", "64", "128"] {
+        for (q, k, v, mask, causal) in &cases {
+            let mut args = vec![
+                "run",
+                "--q",
+                q,
+                "--k",
+                k,
+                "--v",
+                v,
+                "--dtype",
+                "f16",
+                "--path",
+                "fused-coop",
+                "--check",
+                "--causal",
+                causal,
+            ];
+            if let Some(m) = mask {
+                args.extend(["--mask", m.as_str()]);
+            }
+            let o = tool()
+                .env("WGPU_ATTENTION_COOP", "emulate")
+                .env("WGPU_ATTENTION_COOP_LANES", lanes)
+                .args(&args)
+                .output()
+                .expect("run tool");
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+            );
+            let what = format!("{lanes} lanes, {q}");
+            assert!(o.status.success(), "{what}: {stdout}{stderr}");
+            assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
+            assert!(
+                stdout.contains("fused-coop computes in f16"),
+                "{what}: {stdout}"
+            );
+        }
+    }
+}
+
 /// Every subcommand answers `--help` with its own part of the help (exit 0, nothing run),
 /// and flags take `--name=value` as well as `--name value`.
 #[test]

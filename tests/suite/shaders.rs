@@ -305,15 +305,14 @@ fn workgroup_memory_matches_the_planner() {
         assert_eq!(workgroup_bytes(kernel), declared, "{}", kernel.label());
     }
     // Each cooperative-matrix variant, which the planner picks by these bytes, with its
-    // scratch (SLOTS), accumulators (NACC) and blocks of Q (NQ) written in for subgroups of
-    // 16, 32 and 64.
+    // scratch (SLOTS), accumulators (NACC), blocks of Q (NQ) and emulated lanes' elements
+    // (LANE_ELEMS) written in for subgroups of 16, 32, 64 and 128.
     use wgpu_attention::fused::coop::Variant;
     use wgpu_attention::kernel::PipelineKey;
     for v in Variant::ALL {
         for (f16, emulated) in [(false, false), (false, true), (true, false), (true, true)] {
             let kernel = v.kernel(f16, emulated);
-            let lanes_tried: &[u32] = if emulated { &[32] } else { &[16, 32, 64] };
-            for &lanes in lanes_tried {
+            for lanes in [16, 32, 64, 128] {
                 // The widest Dv the variant takes with these lanes: the most accumulators.
                 let Some(dv) = [v.width, 4]
                     .into_iter()
