@@ -3,8 +3,8 @@
 //! runs the same kernels emulated), so the first call on such a device whose plan takes the
 //! tier first runs two small problems through it (widths 64 and 128: the variants GPUs take;
 //! at 128 with large logits, so that the accumulators go through their rescaling), compares
-//! them with the f64 reference, and where either fails or errors the context plans without the tier,
-//! and every plan says why. It costs two pipelines and two small dispatches once per context.
+//! them with the f64 reference, and where either fails or errors the context plans without
+//! the tier, and every plan says why. It costs two pipelines and two small dispatches once per context.
 
 use super::execute::execute_one;
 use super::prepare::{estimate, plan_call, plan_one, Inputs, Prepared};

@@ -41,11 +41,12 @@ pub struct Variant {
 
 impl Variant {
     /// Every variant, in the order the tier prefers them: for D and Dv up to 64 then up to 128,
-    /// blocks of 64 rows where they fit (64 x 128 takes 40 KiB: NVIDIA's 48 KiB of workgroup
+    /// blocks of 64 rows where they fit (64 x 128 takes 41 KiB: NVIDIA's 48 KiB of workgroup
     /// memory, not Apple's or lavapipe's 32), else 32 rows; then narrower tiles down to
-    /// 16 x 64 for WebGPU's default 16 KiB. In CI's 32 KiB the emulation runs blocks of 64,
-    /// 32 and 16 rows and every width but 64 x 128's (which differs from 64 x 64 and 32 x 128
-    /// only in its constants).
+    /// 16 x 64 for WebGPU's default 16 KiB. In CI's 32 KiB the emulation runs 64 x 64 and
+    /// 32 x 128 by default and the narrower tiles under smaller limits
+    /// (tests/suite/coop.rs); 64 x 128 differs from 64 x 64 and 32 x 128 only in its
+    /// constants.
     pub const ALL: [Variant; 7] = [
         Variant {
             rows: 64,

@@ -56,7 +56,7 @@ pub(super) fn run(
                     key
                 }
                 // The cooperative-matrix tier: the same UNITS, the lanes that share a
-                // matrix, and its scratch and accumulators sized for them.
+                // matrix, and its arrays sized for them (coop::Variant::array_sizes).
                 None if tier == Tier::Coop => {
                     let mut key = key.clone().with_array_sizes(&coop::array_sizes(ctx, p));
                     let units = coop::unit_heads(ctx, p, c) > 1;
