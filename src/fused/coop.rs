@@ -40,41 +40,40 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// Every variant, in the order the tier prefers them: for D and Dv up to 64 then up to 128,
-    /// blocks of 64 rows where they fit (64 x 128 takes 41 KiB: NVIDIA's 48 KiB of workgroup
-    /// memory, not Apple's or lavapipe's 32), else 32 rows; then narrower tiles down to
-    /// 16 x 64 for WebGPU's default 16 KiB. In CI's 32 KiB the emulation runs 64 x 64 and
-    /// 32 x 128 by default and the narrower tiles under smaller limits
-    /// (tests/suite/coop.rs); 64 x 128 differs from 64 x 64 and 32 x 128 only in its
-    /// constants.
+    /// Every variant, in the order the tier prefers them: the most rows a block, then the
+    /// narrowest width that takes the problem. With subgroups of 32, 64 x 128 takes 24.3 KiB
+    /// of workgroup memory, so blocks of 64 rows fit NVIDIA's 48 KiB and Apple's and
+    /// lavapipe's 32 (CI's emulation runs the variants a GPU takes); the narrower tiles
+    /// serve smaller limits, down to 16 x 128 (15.3 KiB) within WebGPU's default 16 KiB
+    /// (tests/suite/coop.rs, coop_fits_less_workgroup_memory).
     pub const ALL: [Variant; 7] = [
-        Variant {
-            rows: 64,
-            width: 64,
-        },
-        Variant {
-            rows: 64,
-            width: 128,
-        },
-        Variant {
-            rows: 32,
-            width: 128,
-        },
         Variant {
             rows: 64,
             width: 32,
         },
         Variant {
+            rows: 64,
+            width: 64,
+        },
+        Variant {
+            rows: 64,
+            width: 128,
+        },
+        Variant {
             rows: 32,
             width: 64,
         },
         Variant {
-            rows: 16,
+            rows: 32,
             width: 128,
         },
         Variant {
             rows: 16,
             width: 64,
+        },
+        Variant {
+            rows: 16,
+            width: 128,
         },
     ];
 
@@ -84,12 +83,12 @@ impl Variant {
     }
 
     /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
-    /// src/fused/fused_coop.wgsl (Q, K or V, and the weights in f16; the scores, which are
-    /// also the subgroups' scratch of 256 values each, in f32; a factor a row, three
-    /// partials an invocation and a flag).
+    /// src/fused/fused_coop.wgsl (a block of K or V, and the weights, which also stage Q, in
+    /// f16; the scores, which are also the subgroups' scratch of 256 values each, in f32; a
+    /// factor a row, three partials an invocation and a flag).
     pub fn workgroup_bytes(self, lanes: u32) -> u32 {
         let (br, bc, w) = (self.rows as u32, self.keys() as u32, self.width as u32);
-        let halves = br * (w + 8) + bc * (w + 8) + br * (bc + 8);
+        let halves = bc * (w + 8) + br * (bc + 8);
         let scores = (br * (bc + 4)).max(subgroups(lanes) * 256);
         let floats = scores + br + 3 * COOP_INVOCATIONS + 1;
         halves * 2 + floats * 4

@@ -7,8 +7,9 @@
 //
 // Each function is called by every invocation of a subgroup together, in uniform control
 // flow (naga checks it), and works on 16x16 blocks. The arrays are fused_coop.wgsl's
-// workgroup memory: qs (Q rows, row-major, stride QS), kvs (K rows, or V rows, stride QS),
-// ss (scores, f32, stride SS; an output block's scratch, stride 16), ps (weights, stride PS).
+// workgroup memory: kvs (K rows, or V rows, stride KS), ss (scores, f32, stride SS; an
+// output block's scratch, stride 16), ps (weights, or columns of Q before the key loop,
+// stride PS).
 //
 // naga 30 panics writing SPIR-V for coopStoreT with its pointer computed in the call: the
 // pointer and the value are bound to `let`s first (shared/probes/coop-probe).
@@ -30,15 +31,15 @@ fn acc_zero() -> Acc {
     return coop_mat16x16<f32, C>();
 }
 
-// Q[r0..r0+16, d0..d0+16].
-fn load_q(r0: u32, d0: u32, lane: u32) -> ATile {
-    return coopLoadT<coop_mat16x16<f16, A>>(&qs[r0 * QS + d0], QS);
+// The left operand at ps[r0.., c0..]: a block of P, or before the key loop of Q.
+fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
+    return coopLoadT<coop_mat16x16<f16, A>>(&ps[r0 * PS + c0], PS);
 }
 
 // acc + qt · K[c0..c0+16, d0..d0+16]ᵀ (K stored as rows of keys, read column-major as the B
 // operand, so no transpose is stored).
 fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
-    let b = coopLoad<coop_mat16x16<f16, B>>(&kvs[c0 * QS + d0], QS);
+    let b = coopLoad<coop_mat16x16<f16, B>>(&kvs[c0 * KS + d0], KS);
     return coopMultiplyAdd(qt, b, acc);
 }
 
@@ -49,14 +50,9 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     coopStoreT(sv, sp, SS);
 }
 
-// P[r0..r0+16, k0..k0+16].
-fn load_p(r0: u32, k0: u32, lane: u32) -> ATile {
-    return coopLoadT<coop_mat16x16<f16, A>>(&ps[r0 * PS + k0], PS);
-}
-
 // acc + pt · V[k0..k0+16, c0..c0+16].
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * QS + c0], QS);
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * KS + c0], KS);
     return coopMultiplyAdd(pt, b, acc);
 }
 

@@ -42,23 +42,24 @@ fn add_quarters(acc: Acc, a: ATile, b00: coop_mat8x8<f32, B>, b01: coop_mat8x8<f
     return out;
 }
 
-fn load_q(r0: u32, d0: u32, lane: u32) -> ATile {
-    let at = r0 * QS + d0;
-    return ATile(coopLoadT<coop_mat8x8<f32, A>>(&qs[at], QS),
-                 coopLoadT<coop_mat8x8<f32, A>>(&qs[at + 8u], QS),
-                 coopLoadT<coop_mat8x8<f32, A>>(&qs[at + 8u * QS], QS),
-                 coopLoadT<coop_mat8x8<f32, A>>(&qs[at + 8u * QS + 8u], QS));
+// The left operand at ps[r0.., c0..]: a block of P, or before the key loop of Q.
+fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
+    let at = r0 * PS + c0;
+    return ATile(coopLoadT<coop_mat8x8<f32, A>>(&ps[at], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS + 8u], PS));
 }
 
 // Kᵀ's quarter kj (rows d0 + 8k.., columns c0 + 8j..) is K's rows c0 + 8j.. read
 // column-major.
 fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
-    let at = c0 * QS + d0;
+    let at = c0 * KS + d0;
     return add_quarters(acc, qt,
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at], QS),
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS], QS),
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u], QS),
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS + 8u], QS));
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at], KS),
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS], KS),
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u], KS),
+                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
@@ -77,21 +78,13 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     coopStoreT(v11, p11, SS);
 }
 
-fn load_p(r0: u32, k0: u32, lane: u32) -> ATile {
-    let at = r0 * PS + k0;
-    return ATile(coopLoadT<coop_mat8x8<f32, A>>(&ps[at], PS),
-                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u], PS),
-                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS], PS),
-                 coopLoadT<coop_mat8x8<f32, A>>(&ps[at + 8u * PS + 8u], PS));
-}
-
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    let at = k0 * QS + c0;
+    let at = k0 * KS + c0;
     return add_quarters(acc, pt,
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at], QS),
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u], QS),
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS], QS),
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * QS + 8u], QS));
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at], KS),
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u], KS),
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS], KS),
+                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {

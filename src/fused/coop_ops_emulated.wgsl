@@ -6,36 +6,51 @@
 //
 // The lanes of a virtual subgroup of SG invocations (`lane` = index within it; the host runs
 // the emulation with SG = 32 unless WGPU_ATTENTION_COOP_LANES says otherwise) share a block
-// as a cooperative matrix would: lane l holds elements e = l + SG i, i < LANE_ELEMS =
-// 256 / SG (row e / 16, column e % 16), reading and writing only its own elements of ss and
-// of the output, so no lane waits for another. A left operand is not
-// held: ATile is where its block starts in qs (Q) or ps (P), read when it is multiplied.
+// as a cooperative matrix would: lane l holds the LANE_ELEMS = 256 / SG elements from
+// l * LANE_ELEMS in row-major order, all in one row of the block (LANE_ELEMS divides 16),
+// reading and writing only its own elements of ss and of the output, so no lane waits for
+// another. A left operand is held as each lane's row of it, in registers, as the hardware
+// holds it: the workgroup memory is the hardware's, byte for byte.
 
 alias In = f16;
 alias Acc = array<f32, LANE_ELEMS>;
-alias ATile = u32;
+// The row of a left operand's block that this lane's elements lie in.
+alias ATile = array<In, 16>;
 
 fn to_in(x: vec4<f32>) -> vec4<In> {
     return vec4<In>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
+}
+
+// The row and the first column of the block that `lane`'s elements lie in.
+fn lane_row(lane: u32) -> u32 {
+    return lane * LANE_ELEMS / 16u;
+}
+
+fn lane_col(lane: u32) -> u32 {
+    return lane * LANE_ELEMS % 16u;
 }
 
 fn acc_zero() -> Acc {
     return Acc();
 }
 
-fn load_q(r0: u32, d0: u32, lane: u32) -> ATile {
-    return r0 * QS + d0;
+fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
+    var a = ATile();
+    let at = (r0 + lane_row(lane)) * PS + c0;
+    for (var j = 0u; j < 16u; j = j + 1u) {
+        a[j] = ps[at + j];
+    }
+    return a;
 }
 
 fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
     var out = acc;
+    var a = qt;
+    let c = c0 + lane_col(lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        let e = lane + SG * i;
-        let r = e / 16u;
-        let c = c0 + e % 16u;
         var sum = out[i];
         for (var j = 0u; j < 16u; j = j + 1u) {
-            sum = sum + f32(qs[qt + r * QS + j]) * f32(kvs[c * QS + d0 + j]);
+            sum = sum + f32(a[j]) * f32(kvs[(c + i) * KS + d0 + j]);
         }
         out[i] = sum;
     }
@@ -43,25 +58,20 @@ fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
+    let at = (r0 + lane_row(lane)) * SS + c0 + lane_col(lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        let e = lane + SG * i;
-        ss[(r0 + e / 16u) * SS + c0 + e % 16u] = acc[i];
+        ss[at + i] = acc[i];
     }
-}
-
-fn load_p(r0: u32, k0: u32, lane: u32) -> ATile {
-    return r0 * PS + k0;
 }
 
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     var out = acc;
+    var a = pt;
+    let c = c0 + lane_col(lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        let e = lane + SG * i;
-        let r = e / 16u;
-        let c = c0 + e % 16u;
         var sum = out[i];
         for (var j = 0u; j < 16u; j = j + 1u) {
-            sum = sum + f32(ps[pt + r * PS + j]) * f32(kvs[(k0 + j) * QS + c]);
+            sum = sum + f32(a[j]) * f32(kvs[(k0 + j) * KS + c + i]);
         }
         out[i] = sum;
     }
@@ -69,15 +79,17 @@ fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {
+    let first = at + lane * LANE_ELEMS;
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        ss[at + lane + SG * i] = acc[i];
+        ss[first + i] = acc[i];
     }
 }
 
 fn acc_load(at: u32, lane: u32) -> Acc {
     var out = Acc();
+    let first = at + lane * LANE_ELEMS;
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        out[i] = ss[at + lane + SG * i];
+        out[i] = ss[first + i];
     }
     return out;
 }

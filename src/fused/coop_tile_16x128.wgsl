@@ -1,7 +1,7 @@
 // coop_tile_16x128.wgsl — tile sizes of a cooperative-matrix variant
 // (crate::fused::coop::Variant): 16 query rows a workgroup against blocks of 32 keys, D and
 // Dv up to 128. Not a kernel: the kernel table puts it in front of the ops file and
-// fused_coop.wgsl, whose arrays then take 20036 bytes of workgroup memory (subgroups of 32).
+// fused_coop.wgsl, whose arrays then take 15684 bytes of workgroup memory (subgroups of 32).
 const BR: u32 = 16u;
 const BC: u32 = 32u;
 const WIDTH: u32 = 128u;

@@ -1,8 +1,8 @@
 // coop_tile_16x64.wgsl — tile sizes of a cooperative-matrix variant
 // (crate::fused::coop::Variant): 16 query rows a workgroup against blocks of 32 keys, D and
 // Dv up to 64. Not a kernel: the kernel table puts it in front of the ops file and
-// fused_coop.wgsl, whose arrays then take 13892 bytes of workgroup memory with f16 inputs
-// and subgroups of 32 (within WebGPU's default 16 KiB), 22084 with f32 ones
+// fused_coop.wgsl, whose arrays then take 11588 bytes of workgroup memory with f16 inputs
+// and subgroups of 32 (within WebGPU's default 16 KiB), 17476 with f32 ones
 // (coop_ops_8_f32.wgsl, within an Apple GPU's 32 KiB).
 const BR: u32 = 16u;
 const BC: u32 = 32u;

@@ -37,6 +37,9 @@
 const_assert BR * SS >= WG;
 
 // Per key block of BC keys:
+// Before the key loop each subgroup loads its rows of Q into registers (NQ left operands),
+// staged through ps in rounds of BC columns: no array holds all of Q, so a block of 64 rows
+// at width 128 takes 24 KiB rather than 41.
 //   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled), Q from registers.
 //   2. Softmax, ROW_THREADS invocations a row, ROW_KEYS keys each: scale, masks (tail,
 //      causal on blocks crossing the diagonal, bias, allow), the block's row maximum
@@ -81,10 +84,10 @@ const NQ: u32 = 16u;
 // (coop_ops_emulated.wgsl): 256 / SG.
 const LANE_ELEMS: u32 = 16u;
 const REBASE: f32 = 8.0;
-// Row strides in elements: 16 bytes of padding a row (f16), 16 bytes (f32). An output block
-// going through workgroup memory (rescaling, the final write) takes its subgroup's scratch,
-// the 256 values of ss from sg * 256 (16 x 16, row stride 16).
-const QS: u32 = WIDTH + 8u;
+// Row strides in elements (kvs, ss, ps): 16 bytes of padding a row. An output block going
+// through workgroup memory (rescaling, the final write) takes its subgroup's scratch, the
+// 256 values of ss from sg * 256 (16 x 16, row stride 16).
+const KS: u32 = WIDTH + 8u;
 const SS: u32 = BC + 4u;
 const PS: u32 = BC + 8u;
 const SS_LEN: u32 = max(BR * SS, SLOTS * 256u);
@@ -92,9 +95,11 @@ const ROW_THREADS: u32 = WG / BR;
 const ROW_KEYS: u32 = BC / ROW_THREADS;
 const_assert ROW_KEYS % 4u == 0u;
 
-var<workgroup> qs: array<In, BR * QS>;
-var<workgroup> kvs: array<In, BC * QS>;
+// A block of K or V: BC keys, row-major.
+var<workgroup> kvs: array<In, BC * KS>;
+// Scores, BR x BC; the subgroups' scratch; before the key loop, the allow spans.
 var<workgroup> ss: array<f32, SS_LEN>;
+// Weights P, BR x BC; before the key loop, BC columns of Q at a time.
 var<workgroup> ps: array<In, BR * PS>;
 // Per row: the factor its output blocks are multiplied by (alpha, then 1 / l at the end).
 var<workgroup> row_scale: array<f32, BR>;
@@ -124,7 +129,7 @@ fn stage_keys(lindex: u32, is_v: bool, j0: u32, row0: u32, w4: u32, n4: u32) {
             }
         }
         let h = to_in(x);
-        let at = key * QS + 4u * c;
+        let at = key * KS + 4u * c;
         kvs[at] = h.x;
         kvs[at + 1u] = h.y;
         kvs[at + 2u] = h.z;
@@ -167,23 +172,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let row_bh = bh_first + slot % heads;
     let row_i = p.row0 + slot / heads;
 
-    // Q -> qs, zeros past D up to D16.
-    for (var t = lindex; t < BR * (D16 / 4u); t = t + WG) {
-        let rr = t / (D16 / 4u);
-        let c = t % (D16 / 4u);
-        var x = vec4<f32>(0.0);
-        if (c < d4) {
-            let s = min(block_first + rr, last_slot);
-            let bh = bh_first + s % heads;
-            x = q[(bh * p.lq + p.row0 + s / heads) * d4 + c - p.q_win];
-        }
-        let h = to_in(x);
-        let at = rr * QS + 4u * c;
-        qs[at] = h.x;
-        qs[at + 1u] = h.y;
-        qs[at + 2u] = h.z;
-        qs[at + 3u] = h.w;
-    }
     // Key range of this workgroup: up to the last key its last row may see (causal), and
     // within the span of keys any of its rows may see (allow masks).
     var key_end = p.lk;
@@ -242,12 +230,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let s_rows = max(1u, ns / (BC / 16u));
     let s_cols = ns / s_rows;
     let first_score = min(sg * ns, score_blocks - ns);
-    workgroupBarrier();
     var qts: array<ATile, NQ>;
-    for (var i = 0u; i < s_rows; i = i + 1u) {
-        let row0 = (first_score + i * s_cols) / (BC / 16u) * 16u;
-        for (var d = 0u; d < D16 / 16u; d = d + 1u) {
-            qts[i * (D16 / 16u) + d] = load_q(row0, 16u * d, lane);
+    for (var c0 = 0u; c0 < D16; c0 = c0 + BC) {
+        // Columns c0.. of Q -> ps (zeros past D), then into this subgroup's registers; the
+        // barrier first keeps the last round's loads from reading this one's values.
+        workgroupBarrier();
+        for (var t = lindex; t < BR * (BC / 4u); t = t + WG) {
+            let rr = t / (BC / 4u);
+            let c = t % (BC / 4u);
+            var x = vec4<f32>(0.0);
+            if (c0 / 4u + c < d4) {
+                let s = min(block_first + rr, last_slot);
+                let bh = bh_first + s % heads;
+                x = q[(bh * p.lq + p.row0 + s / heads) * d4 + c0 / 4u + c - p.q_win];
+            }
+            let h = to_in(x);
+            let at = rr * PS + 4u * c;
+            ps[at] = h.x;
+            ps[at + 1u] = h.y;
+            ps[at + 2u] = h.z;
+            ps[at + 3u] = h.w;
+        }
+        workgroupBarrier();
+        for (var i = 0u; i < s_rows; i = i + 1u) {
+            let row0 = (first_score + i * s_cols) / (BC / 16u) * 16u;
+            for (var d = c0 / 16u; d < min(D16, c0 + BC) / 16u; d = d + 1u) {
+                qts[i * (D16 / 16u) + d] = load_a(row0, 16u * d - c0, lane);
+            }
         }
     }
 
@@ -358,7 +367,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var i = 0u; i < acc_rows; i = i + 1u) {
                 let t0 = i * acc_cols;
                 let row0 = (first_block + t0) / blocks_across * 16u;
-                let pt = load_p(row0, k0, lane);
+                let pt = load_a(row0, k0, lane);
                 for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
                     let col0 = (first_block + t) % blocks_across * 16u;
                     accs[t] = add_pv(accs[t], pt, k0, col0, lane);

@@ -136,8 +136,8 @@ fn masked_problems_plan_on_every_recorded_profile() {
 }
 
 /// The tier each profile runs: the tensor-core tier where the adapter has 16x16 f16
-/// cooperative matrices and one subgroup size (the H200: at D 128 its 64 x 128 variant, which
-/// its 48 KiB of workgroup memory holds), for f16 compute; its refusal
+/// cooperative matrices and one subgroup size (the H200: at D 128 its 64 x 128 variant), for
+/// f16 compute; its refusal
 /// elsewhere says why; on GPUs auto's f32 prefill is the tiled tier, on lavapipe the subgroup
 /// tier.
 #[test]
