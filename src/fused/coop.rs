@@ -40,17 +40,13 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// Every variant, in the order the tier prefers them: the most rows a block, then the
-    /// narrowest width that takes the problem. With subgroups of 32, 64 x 128 takes 24.3 KiB
-    /// of workgroup memory, so blocks of 64 rows fit NVIDIA's 48 KiB and Apple's and
-    /// lavapipe's 32 (CI's emulation runs the variants a GPU takes); the narrower tiles
-    /// serve smaller limits, down to 16 x 128 (15.3 KiB) within WebGPU's default 16 KiB
-    /// (tests/suite/coop.rs, coop_fits_less_workgroup_memory).
+    /// Every variant, in the order the tier prefers them: blocks of 64 rows at widths 64 and
+    /// 128 first, the variants GPUs take (with subgroups of 32, 64 x 128 takes 24.3 KiB of
+    /// workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32) and the ones the
+    /// device's self-check runs (crate::attention::coop_check); then for less workgroup
+    /// memory the most rows and the narrowest width, down to 16 x 128 (15.3 KiB) within
+    /// WebGPU's default 16 KiB (tests/suite/coop.rs, coop_fits_less_workgroup_memory).
     pub const ALL: [Variant; 7] = [
-        Variant {
-            rows: 64,
-            width: 32,
-        },
         Variant {
             rows: 64,
             width: 64,
@@ -58,6 +54,10 @@ impl Variant {
         Variant {
             rows: 64,
             width: 128,
+        },
+        Variant {
+            rows: 64,
+            width: 32,
         },
         Variant {
             rows: 32,

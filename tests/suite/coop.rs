@@ -76,7 +76,7 @@ fn assert_coop_parity(
 }
 
 /// Every option the API has, on shapes that are not tile multiples, on each width of the
-/// tier's variants (up to 32, 64 and 128, in blocks of 64 rows, as on GPUs with 32 KiB of
+/// tier's variants (up to 64 and 128, in blocks of 64 rows, as on GPUs with 32 KiB of
 /// workgroup memory or more; the smaller variants in coop_fits_less_workgroup_memory): both
 /// causal alignments, bool and float masks broadcast over
 /// heads, a fully masked row (zeros, LSE -inf), GQA, Lq != Lk both ways, Dv != D, widths
@@ -305,8 +305,9 @@ fn coop_refusals_say_why() {
 
 /// With less workgroup memory the tier takes its smaller variants: on 12 KiB 16 rows at
 /// widths up to 64, refusing wider heads with the bytes it would need; on WebGPU's default
-/// 16 KiB 16 rows at 128 and 32 rows at 64; on 18 KiB 32 rows at 128. Each against the
-/// reference, causal, and with large logits (the accumulators' rescaling).
+/// 16 KiB 16 rows at 128 and 32 rows at 64; on 18 KiB 32 rows at 128; on 19 KiB 64 rows at
+/// 32. Each against the reference, causal, and with large logits (the accumulators'
+/// rescaling).
 #[test]
 fn coop_fits_less_workgroup_memory() {
     let Some(base) = common::ctx() else { return };
@@ -316,6 +317,7 @@ fn coop_fits_less_workgroup_memory() {
         (16, 128, 100, 16),
         (16, 64, 64, 32),
         (18, 100, 128, 32),
+        (19, 32, 20, 64),
     ] {
         let mut limits = base.limits();
         limits.max_compute_workgroup_storage_size = kib << 10;
