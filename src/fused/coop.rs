@@ -29,14 +29,17 @@ fn subgroups(lanes: u32) -> u32 {
 /// Largest f16 value: inputs beyond it cannot be staged for the matrix units.
 pub const F16_MAX: f32 = 65504.0;
 
-/// Tile sizes of a compiled variant (`src/fused/coop_tile_<rows>x<width>.wgsl`): query rows a
-/// workgroup and the largest D and Dv; every variant takes keys in blocks of 32.
+/// Tile sizes of a compiled variant: query rows a workgroup and the largest D and Dv
+/// (`src/fused/coop_tile_<rows>x<width>.wgsl`), and keys a block (32, or 64 written into
+/// the pipeline's source).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
     /// Query rows a workgroup (BR).
     pub rows: usize,
     /// Largest D and Dv (WIDTH).
     pub width: usize,
+    /// Keys a block (BC).
+    pub keys: usize,
 }
 
 impl Variant {
@@ -45,41 +48,34 @@ impl Variant {
     /// workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32) and the ones the
     /// device's self-check runs (crate::attention::coop_check); then for less workgroup
     /// memory the most rows and the narrowest width, down to 16 x 128 (15.3 KiB) within
-    /// WebGPU's default 16 KiB (tests/suite/coop.rs, coop_fits_less_workgroup_memory).
-    pub const ALL: [Variant; 7] = [
-        Variant {
-            rows: 64,
-            width: 64,
-        },
-        Variant {
-            rows: 64,
-            width: 128,
-        },
-        Variant {
-            rows: 64,
-            width: 32,
-        },
-        Variant {
-            rows: 32,
-            width: 64,
-        },
-        Variant {
-            rows: 32,
-            width: 128,
-        },
-        Variant {
-            rows: 16,
-            width: 64,
-        },
-        Variant {
-            rows: 16,
-            width: 128,
-        },
+    /// WebGPU's default 16 KiB (tests/suite/coop.rs, coop_fits_less_workgroup_memory). Last,
+    /// blocks of 64 keys, which halve the barriers and softmax rounds a key and need more
+    /// memory (64 x 128 x 64: 44.8 KiB): never the first that fits, so only timed
+    /// (`WGPU_ATTENTION_COOP_VARIANT`) until a GPU run says whether they are faster.
+    pub const ALL: [Variant; 10] = [
+        Variant::new(64, 64, 32),
+        Variant::new(64, 128, 32),
+        Variant::new(64, 32, 32),
+        Variant::new(32, 64, 32),
+        Variant::new(32, 128, 32),
+        Variant::new(16, 64, 32),
+        Variant::new(16, 128, 32),
+        Variant::new(64, 64, 64),
+        Variant::new(64, 128, 64),
+        Variant::new(32, 128, 64),
     ];
 
-    /// Keys a block (BC).
-    pub fn keys(self) -> usize {
-        32
+    const fn new(rows: usize, width: usize, keys: usize) -> Variant {
+        Variant { rows, width, keys }
+    }
+
+    /// Its name, as `WGPU_ATTENTION_COOP_VARIANT` takes it: `<rows>x<width>`, and
+    /// `k<keys>` after it where the blocks are not of 32 keys (`64x128k64`).
+    pub fn name(self) -> String {
+        match self.keys {
+            32 => format!("{}x{}", self.rows, self.width),
+            keys => format!("{}x{}k{keys}", self.rows, self.width),
+        }
     }
 
     /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
@@ -87,7 +83,7 @@ impl Variant {
     /// f16; the scores, which are also the subgroups' scratch of 256 values each, in f32; a
     /// factor a row, three partials an invocation and a flag).
     pub fn workgroup_bytes(self, lanes: u32) -> u32 {
-        let (br, bc, w) = (self.rows as u32, self.keys() as u32, self.width as u32);
+        let (br, bc, w) = (self.rows as u32, self.keys as u32, self.width as u32);
         let halves = bc * (w + 8) + br * (bc + 8);
         let scores = (br * (bc + 4)).max(subgroups(lanes) * 256);
         let floats = scores + br + 3 * COOP_INVOCATIONS + 1;
@@ -103,18 +99,20 @@ impl Variant {
     /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` (s_rows in
     /// src/fused/fused_coop.wgsl): one unless subgroups are fewer than half the blocks.
     pub fn score_rows(self, lanes: u32) -> usize {
-        let across = self.keys() / 16;
+        let across = self.keys / 16;
         let each = ((self.rows / 16) * across / subgroups(lanes) as usize).max(1);
         (each / across).max(1)
     }
 
     /// The sizes written into the kernel's source for `d` and `dv` with subgroups of `lanes`
-    /// (crate::kernel::PipelineKey::sizes): SLOTS, the subgroups, whose scratch ss holds;
+    /// (crate::kernel::PipelineKey::sizes): BC, the keys a block (the tile file says 32);
+    /// SLOTS, the subgroups, whose scratch ss holds;
     /// NACC, the output blocks each holds in its accumulators; NQ, the 16x16 blocks of Q
     /// each holds; LANE_ELEMS, the elements of a block each lane holds where the operations
     /// are emulated. All follow from the pipeline's D, DV and SG.
-    pub fn array_sizes(self, d: usize, dv: usize, lanes: u32) -> [(&'static str, u32); 4] {
+    pub fn array_sizes(self, d: usize, dv: usize, lanes: u32) -> [(&'static str, u32); 5] {
         [
+            ("BC", self.keys as u32),
             ("SLOTS", subgroups(lanes)),
             ("NACC", self.accumulators(dv, lanes).max(1) as u32),
             ("NQ", (self.score_rows(lanes) * d.div_ceil(16)).max(1) as u32),
@@ -214,17 +212,14 @@ pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
         .ok()
         .and_then(|name| {
             Variant::ALL.into_iter().find(|v| {
-                name == format!("{}x{}", v.rows, v.width)
+                name == v.name()
                     && v.takes(p, lanes)
                     && v.workgroup_bytes(lanes) <= bytes
             })
         });
     forced
         .or_else(|| Variant::for_problem(p, bytes, lanes))
-        .unwrap_or(Variant {
-            rows: 16,
-            width: 128,
-        })
+        .unwrap_or(Variant::new(16, 128, 32))
 }
 
 /// Largest D and Dv the tier takes.
@@ -286,7 +281,7 @@ pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
 }
 
 /// The sizes written into the source of `p`'s pipeline here ([`Variant::array_sizes`]).
-pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 4] {
+pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 5] {
     variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev))
 }
 

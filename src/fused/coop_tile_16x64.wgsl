@@ -1,5 +1,6 @@
 // coop_tile_16x64.wgsl — tile sizes of a cooperative-matrix variant
-// (crate::fused::coop::Variant): 16 query rows a workgroup against blocks of 32 keys, D and
+// (crate::fused::coop::Variant): 16 query rows a workgroup against blocks of 32 keys (or
+// 64 where the pipeline writes its own BC: crate::fused::coop::Variant::keys), D and
 // Dv up to 64. Not a kernel: the kernel table puts it in front of the ops file and
 // fused_coop.wgsl, whose arrays then take 11588 bytes of workgroup memory with f16 inputs
 // and subgroups of 32 (within WebGPU's default 16 KiB), 17476 with f32 ones

@@ -106,7 +106,7 @@ impl Family for Tier {
                 parts.push(format!(
                     "{} query rows a workgroup, {} keys a block, {how}",
                     v.rows,
-                    v.keys()
+                    v.keys
                 ));
                 let heads = chunks.first().map_or(1, |c| coop::unit_heads(dev, p, c));
                 if heads > 1 {

@@ -20,8 +20,9 @@
 // cooperative matrix (the adapter's subgroup size; 32 when emulated); UNITS as in
 // fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
 // so that they share each K/V block). Sizes written per pipeline (crate::fused::coop::
-// array_sizes; the values below are the largest case): SLOTS, the subgroups (WG / SG);
-// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS.
+// array_sizes; the values below are the largest case): BC, the keys a block (the tile
+// file's 32, or 64); SLOTS, the subgroups (WG / SG); NACC, the output blocks each holds
+// (nb); NQ, the blocks of Q each holds; LANE_ELEMS.
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup

@@ -25,13 +25,14 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
         Tier::Subgroup => (subgroup_keys(info), loops::subgroup_block()),
         Tier::Portable => (8, loops::portable_block(d4, dv4)),
         Tier::Tiled => (64, loops::tiled_block(d4, tiled_variant(p))),
-        // The variant's rows: the smallest (16) makes the most output blocks a subgroup.
+        // 64 keys, a multiple of every variant's block (32 or 64: coop::Variant::keys), so
+        // that each pass starts on a block of the variant the plan takes.
         Tier::Coop => {
             let (d16, dv16) = (
                 (d4 * 4).next_multiple_of(16),
                 (dv4 * 4).next_multiple_of(16),
             );
-            (32, loops::coop_emulated_block(64, d16, dv16))
+            (64, 2 * loops::coop_emulated_block(64, d16, dv16))
         }
     }
 }

@@ -1060,8 +1060,10 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// The emulated tier with virtual subgroups of 16, 64 and 128 lanes
 /// (`WGPU_ATTENTION_COOP_LANES`), as adapters with those subgroup sizes would run it (the
 /// hardware path accepts 16 to 128): 8 subgroups a workgroup, or 2 or 1, each holding
-/// several rows of score and output blocks. Held to the f16 rule by `run --check`, GQA, a
-/// bool mask, both causal alignments, Dv != D, large logits (the accumulators' rescaling).
+/// several rows of score and output blocks; and blocks of 64 keys (the 32x128k64 variant,
+/// forced with `WGPU_ATTENTION_COOP_VARIANT`: the only one of them that fits lavapipe's
+/// 32 KiB) with 32 and 128 lanes. Held to the f16 rule by `run --check`, GQA, a bool mask,
+/// both causal alignments, Dv != D, large logits (the accumulators' rescaling).
 #[test]
 fn coop_runs_with_other_subgroup_sizes() {
     if common::ctx().is_none() {
@@ -1087,7 +1089,13 @@ fn coop_runs_with_other_subgroup_sizes() {
             "top-left",
         ),
     ];
-    for lanes in ["16", "64", "128"] {
+    for (lanes, variant) in [
+        ("16", ""),
+        ("64", ""),
+        ("128", ""),
+        ("32", "32x128k64"),
+        ("128", "32x128k64"),
+    ] {
         for (q, k, v, mask, causal) in &cases {
             let mut args = vec![
                 "run",
@@ -1111,6 +1119,7 @@ fn coop_runs_with_other_subgroup_sizes() {
             let o = tool()
                 .env("WGPU_ATTENTION_COOP", "emulate")
                 .env("WGPU_ATTENTION_COOP_LANES", lanes)
+                .env("WGPU_ATTENTION_COOP_VARIANT", variant)
                 .args(&args)
                 .output()
                 .expect("run tool");
@@ -1118,9 +1127,14 @@ fn coop_runs_with_other_subgroup_sizes() {
                 String::from_utf8_lossy(&o.stdout),
                 String::from_utf8_lossy(&o.stderr),
             );
-            let what = format!("{lanes} lanes, {q}");
+            let what = format!("{lanes} lanes, {variant} {q}");
             assert!(o.status.success(), "{what}: {stdout}{stderr}");
             assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
+            let keys = if variant.is_empty() { 32 } else { 64 };
+            assert!(
+                stderr.contains(&format!("{keys} keys a block")),
+                "{what}: {stderr}"
+            );
             assert!(
                 stdout.contains("fused-coop computes in f16"),
                 "{what}: {stdout}"

@@ -304,9 +304,9 @@ fn workgroup_memory_matches_the_planner() {
     ] {
         assert_eq!(workgroup_bytes(kernel), declared, "{}", kernel.label());
     }
-    // Each cooperative-matrix variant, which the planner picks by these bytes, with its
-    // scratch (SLOTS), accumulators (NACC), blocks of Q (NQ) and emulated lanes' elements
-    // (LANE_ELEMS) written in for subgroups of 16, 32, 64 and 128.
+    // Each cooperative-matrix variant, which the planner picks by these bytes, with its key
+    // block (BC), scratch (SLOTS), accumulators (NACC), blocks of Q (NQ) and emulated lanes'
+    // elements (LANE_ELEMS) written in for subgroups of 16, 32, 64 and 128.
     use wgpu_attention::fused::coop::Variant;
     use wgpu_attention::kernel::PipelineKey;
     for v in Variant::ALL {
@@ -339,6 +339,28 @@ fn workgroup_memory_matches_the_planner() {
                 assert_eq!(declared, v.workgroup_bytes(lanes), "{what}");
                 for (name, value) in sizes {
                     assert_eq!(constant(&module, name), Some(value), "{what}: {name}");
+                }
+                // Valid as sized (the 64-key blocks exist only so), and the hardware kernels
+                // written to SPIR-V with their overrides, as a pipeline of this key is.
+                let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                if !emulated {
+                    let mut pc = naga::back::PipelineConstants::default();
+                    for (name, value) in &key.constants {
+                        pc.insert((*name).to_string(), f64::from(*value));
+                    }
+                    let (module, info) = naga::back::pipeline_constants::process_overrides(
+                        &module, &info, None, &pc,
+                    )
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    naga::back::spv::write_vec(
+                        &module,
+                        &info,
+                        &naga::back::spv::Options::default(),
+                        None,
+                    )
+                    .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
                 }
                 assert_eq!(
                     v.accumulators(dv, lanes) * (128 / lanes as usize),
