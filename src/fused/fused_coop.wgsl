@@ -297,14 +297,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let causal_block = j0 + BC > diag;
         let k_first = part_index * ROW_KEYS;
         var local_max = NO_SCORE;
+        // The scaled and masked scores stay in registers until their weights are taken.
+        var row_scores: array<vec4<f32>, ROW_KEYS / 4u>;
         for (var c = 0u; c < ROW_KEYS; c = c + 4u) {
             let at = r * SS + k_first + c;
             var s = p.scale * vec4<f32>(ss[at], ss[at + 1u], ss[at + 2u], ss[at + 3u]);
             s = mask4(s, row_bh, row_i, j0 + k_first + c, causal_block);
-            ss[at] = s.x;
-            ss[at + 1u] = s.y;
-            ss[at + 2u] = s.z;
-            ss[at + 3u] = s.w;
+            row_scores[c / 4u] = s;
             local_max = max(local_max, max(max(s.x, s.y), max(s.z, s.w)));
         }
         part[lindex] = local_max;
@@ -325,8 +324,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         var sum = vec2<f32>(0.0);
         for (var c = 0u; c < ROW_KEYS; c = c + 4u) {
-            let at = r * SS + k_first + c;
-            let w = weights(vec4<f32>(ss[at], ss[at + 1u], ss[at + 2u], ss[at + 3u]), m_new);
+            let w = weights(row_scores[c / 4u], m_new);
             let h = to_in(w);
             let hw = vec4<f32>(h);
             sum = sum + vec2<f32>(hw.x + hw.y + hw.z + hw.w, w.x + w.y + w.z + w.w);
