@@ -74,17 +74,23 @@ device)
     exec > >(tee "$out/log") 2>&1
     step() { echo "== [$SECONDS s] $*"; }
     tar -C .h200 -xJf .h200/tests.tar.xz
-    # One table row per JSON line of a bench run: row FILE SHAPE KVH CAUSAL [LABEL].
+    # One table row per JSON line of a bench run: row FILE SHAPE KVH CAUSAL [LABEL [VARIANT]],
+    # VARIANT the cooperative-matrix variant the run forced.
     row() {
         python3 - "$@" <<'PY'
 import json, sys
 path, shape, kvh, causal = sys.argv[1:5]
 label = sys.argv[5] if len(sys.argv) > 5 else ""
+forced = sys.argv[6] if len(sys.argv) > 6 else ""
 for line in open(path):
     if not line.startswith("{"):
         continue
     r = json.loads(line)
     num = lambda x, f: "NaN" if x is None else format(x, f)  # bench writes null for NaN
+    # A forced cooperative-matrix variant that the plan did not take (it does not fit the
+    # device or hold the widths) ran the default one: say so.
+    if forced and f"variant {forced}:" not in r.get("notes", ""):
+        label += " (not taken: the default ran)"
     print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {num(r['ms'], '.3f')} "
           f"| {num(r['gflops'], '.1f')} | {num(r['gbps'], '.1f')} | {num(r['max_abs_err'], '.1e')} |")
 PY
@@ -147,7 +153,7 @@ PY
                 WGPU_ATTENTION_COOP_VARIANT=$variant timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
                 echo "exit $?"
                 cat /tmp/bench.json
-                row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" >> "$out/h200.md"
+                row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" "$variant" >> "$out/h200.md"
             done
             args=(bench --shape "$shape" --kv-heads "$kvh" --path auto,fused-tiled --dtype f16 --reps 10 --json)
             [ "$causal" != none ] && args+=(--causal "$causal")

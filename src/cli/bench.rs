@@ -72,7 +72,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "S", default_value_t = 1)]
     seed: u64,
     /// One JSON object per path on stdout (path, ms, wall_ms, gpu_ms, gflops, gbps,
-    /// max_abs_err, shape, causal, mask, adapter; null where not finite)
+    /// max_abs_err, shape, causal, mask, adapter, notes; null where not finite)
     #[arg(long)]
     json: bool,
     /// Also sweep the length from 128 up to the shape's, doubling (Lq follows Lk unless Lq <

@@ -203,23 +203,37 @@ impl Variant {
 /// The variant `p` runs on here (the caller has checked [`problem_obstacle`]; the widest
 /// otherwise).
 ///
-/// `WGPU_ATTENTION_COOP_VARIANT=<rows>x<width>` (say `32x128`) picks that variant wherever
-/// it takes the problem and fits, so that a benchmark can time the variants side by side.
+/// [`VARIANT_VAR`]`=<name>` (say `32x128`, `64x128k64`: [`Variant::name`]) picks that
+/// variant wherever it takes the problem and fits, so that a benchmark can time the variants
+/// side by side; elsewhere the plan's reason says it was not taken ([`forced_not_taken`]).
 pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
     let bytes = dev.limits().max_compute_workgroup_storage_size;
     let lanes = subgroup_lanes(dev);
-    let forced = std::env::var("WGPU_ATTENTION_COOP_VARIANT")
-        .ok()
-        .and_then(|name| {
-            Variant::ALL.into_iter().find(|v| {
-                name == v.name()
-                    && v.takes(p, lanes)
-                    && v.workgroup_bytes(lanes) <= bytes
-            })
-        });
+    let forced = forced_name().and_then(|name| {
+        Variant::ALL.into_iter().find(|v| {
+            name == v.name() && v.takes(p, lanes) && v.workgroup_bytes(lanes) <= bytes
+        })
+    });
     forced
         .or_else(|| Variant::for_problem(p, bytes, lanes))
         .unwrap_or(Variant::new(16, 128, 32))
+}
+
+/// The variable that forces a variant for timing ([`variant`]).
+pub const VARIANT_VAR: &str = "WGPU_ATTENTION_COOP_VARIANT";
+
+fn forced_name() -> Option<String> {
+    std::env::var(VARIANT_VAR).ok().filter(|name| !name.is_empty())
+}
+
+/// Where [`VARIANT_VAR`] names a variant that `p` does not run on here (no such variant,
+/// or it does not hold the widths or fit the device's workgroup memory), so that a timing
+/// of it is not mistaken for one: what the plan's reason says.
+pub(crate) fn forced_not_taken(dev: &DeviceProfile, p: &Problem) -> Option<String> {
+    let name = forced_name()?;
+    (variant(dev, p).name() != name).then(|| {
+        format!("{VARIANT_VAR}={name} not taken (no such variant, or it does not hold these widths or fit the device)")
+    })
 }
 
 /// Largest D and Dv the tier takes.

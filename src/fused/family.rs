@@ -104,10 +104,14 @@ impl Family for Tier {
                     _ => "16x16 f16 cooperative matrices",
                 };
                 parts.push(format!(
-                    "{} query rows a workgroup, {} keys a block, {how}",
+                    "variant {}: {} query rows a workgroup, {} keys a block, {how}",
+                    v.name(),
                     v.rows,
                     v.keys
                 ));
+                if let Some(why) = coop::forced_not_taken(dev, p) {
+                    parts.push(why);
+                }
                 let heads = chunks.first().map_or(1, |c| coop::unit_heads(dev, p, c));
                 if heads > 1 {
                     parts.push(gqa(heads));

@@ -36,7 +36,7 @@ pub(super) fn print_table(
     if json {
         for r in table {
             println!(
-                "{{\"path\": \"{}\", \"ms\": {}, \"wall_ms\": {}, \"gpu_ms\": {}, \"gflops\": {}, \"gbps\": {}, \"max_abs_err\": {}, \"shape\": \"{}\", \"causal\": \"{:?}\", \"mask\": \"{}\", \"adapter\": \"{}\"}}",
+                "{{\"path\": \"{}\", \"ms\": {}, \"wall_ms\": {}, \"gpu_ms\": {}, \"gflops\": {}, \"gbps\": {}, \"max_abs_err\": {}, \"shape\": \"{}\", \"causal\": \"{:?}\", \"mask\": \"{}\", \"adapter\": \"{}\", \"notes\": \"{}\"}}",
                 r.path,
                 json_number(r.timing.median_gpu_ms().unwrap_or(r.timing.median_ms()), 4),
                 json_number(r.timing.median_ms(), 4),
@@ -47,7 +47,8 @@ pub(super) fn print_table(
                 shape,
                 causal,
                 settings.mask.map_or("none", MaskKind::name),
-                ctx.adapter_name().replace('"', "'"),
+                json_text(&ctx.adapter_name()),
+                json_text(&r.note),
             );
         }
         return;
@@ -95,6 +96,18 @@ pub(super) fn json_error(x: f64) -> String {
     }
 }
 
+/// Text for a JSON string's inside: quotes and backslashes escaped, control characters as
+/// spaces.
+pub(super) fn json_text(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            c if c.is_control() => vec![' '],
+            c => vec![c],
+        })
+        .collect()
+}
+
 /// Whether stderr is not a terminal (then the sweep stays quiet).
 pub(super) fn json_quiet() -> bool {
     use std::io::IsTerminal;
@@ -103,7 +116,7 @@ pub(super) fn json_quiet() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{json_error, json_number};
+    use super::{json_error, json_number, json_text};
 
     #[test]
     fn json_numbers_are_valid_json() {
@@ -113,5 +126,6 @@ mod tests {
         assert_eq!(json_error(2.5e-7), "2.5e-7");
         assert_eq!(json_error(f64::NAN), "null");
         assert_eq!(json_error(f64::NEG_INFINITY), "null");
+        assert_eq!(json_text("a \"b\" c\\d\ne"), "a \\\"b\\\" c\\\\d e");
     }
 }
