@@ -1,17 +1,19 @@
 //! The cooperative-matrix tier checks itself on a device before a call uses it. Its
 //! cooperative instructions run only where the hardware has them, which CI does not (CI
 //! runs the same kernels emulated), so the first call on such a device whose plan takes the
-//! tier first runs two small problems through it (widths 64 and 128: the variants GPUs take;
-//! at 128 with large logits, so that the accumulators go through their rescaling), compares
-//! them with the f64 reference, and where either fails or errors the context plans without
-//! the tier, and every plan says why. It costs two pipelines and two small dispatches once per context.
+//! tier first runs three small problems through it (widths 64 and 128, the variants GPUs
+//! take, with f16 K and V; 128 with f32 ones; at 128 with large logits, so that the
+//! accumulators go through their rescaling), compares them with the f64 reference, and
+//! where one fails or errors the context plans without the tier, and every plan says why.
+//! It costs three pipelines and three small dispatches once per context.
 
 use super::execute::execute_one;
 use super::prepare::{estimate, plan_call, plan_one, Inputs, Prepared};
 use crate::context::Context;
+use crate::convert::upload_packed;
 use crate::error::Result;
 use crate::fused;
-use crate::half_format::KvStorage;
+use crate::half_format::{HalfFormat, KvStorage};
 use crate::options::{AttentionOptions, Causal, PathChoice};
 use crate::planner::Path;
 use crate::problem::validate_dims;
@@ -59,10 +61,12 @@ pub(super) fn checked_profile(ctx: &Context) -> &DeviceProfile {
     })
 }
 
-/// Runs the check: `Err` says what went wrong.
+/// Runs the check: `Err` says what went wrong. Three problems, each on its own pipeline:
+/// the widths GPUs take (64 and 128) with f16 K and V (`attention_f16`, `--dtype f16`),
+/// and 128 with f32 ones (f32 inputs with `Precision::F16`, bf16 ones widened).
 fn check(ctx: &Context) -> Result<(), String> {
     let mut rng = crate::rng::Rng::new(0xC00D);
-    for (d, logits) in [(64, 1.0), (128, 32.0)] {
+    for (d, logits, f16_kv) in [(64, 1.0, true), (128, 32.0, true), (128, 32.0, false)] {
         let q = rng.array(&[1, 2, 77, d], logits);
         let k = rng.array(&[1, 1, 100, d], 1.0);
         let v = rng.array(&[1, 1, 100, d], 1.0);
@@ -70,19 +74,28 @@ fn check(ctx: &Context) -> Result<(), String> {
             .causal(Causal::BottomRight)
             .path(PathChoice::FusedCoop)
             .with_lse();
-        let what = |e: &dyn std::fmt::Display| format!("D {d}: {e}");
+        let kv = if f16_kv { "f16" } else { "f32" };
+        let what = |e: &dyn std::fmt::Display| format!("D {d}, {kv} K/V: {e}");
         let dims = validate_dims(q.shape(), k.shape(), v.shape()).map_err(|e| what(&e))?;
-        let plan = plan_one(
-            ctx.profile(),
-            dims,
-            (dims.lk, KvStorage::F32),
-            &opts,
-            None,
-            None,
-        )
-        .map_err(|e| what(&e))?;
-        let up = |name, a| GpuTensor::from_array(ctx, name, a).map_err(|e| what(&e));
-        let (qt, kt, vt) = (up("q", &q)?, up("k", &k)?, up("v", &v)?);
+        let storage = if f16_kv {
+            KvStorage::Half(HalfFormat::F16)
+        } else {
+            KvStorage::F32
+        };
+        let plan = plan_one(ctx.profile(), dims, (dims.lk, storage), &opts, None, None)
+            .map_err(|e| what(&e))?;
+        let up = |name: &'static str, a: &ndarray::ArrayD<f32>| {
+            GpuTensor::from_array(ctx, name, a).map_err(|e| what(&e))
+        };
+        // f16 K and V are the same values rounded, as the f16 rule's CPU side rounds them.
+        let up_kv = |name, a: &ndarray::ArrayD<f32>| {
+            if f16_kv {
+                upload_packed(ctx, name, &a.mapv(half::f16::from_f32).view()).map_err(|e| what(&e))
+            } else {
+                up(name, a)
+            }
+        };
+        let (qt, kt, vt) = (up("q", &q)?, up_kv("k", &k)?, up_kv("v", &v)?);
         let got = execute_one(ctx, &qt, &kt, &vt, &plan, &opts)
             .and_then(|r| r.download(ctx))
             .map_err(|e| what(&e))?;
@@ -90,7 +103,7 @@ fn check(ctx: &Context) -> Result<(), String> {
             crate::reference::check_f16(&q, &k, &v, &opts, &got.out).map_err(|e| what(&e))?;
         if !check.passed() {
             return Err(format!(
-                "D {d}: max error {:e} against f64, beyond twice f16's {:e}",
+                "D {d}, {kv} K/V: max error {:e} against f64, beyond twice f16's {:e}",
                 check.error, check.cpu_f16_error
             ));
         }
