@@ -346,21 +346,7 @@ fn workgroup_memory_matches_the_planner() {
                     .validate(&module)
                     .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
                 if !emulated {
-                    let mut pc = naga::back::PipelineConstants::default();
-                    for (name, value) in &key.constants {
-                        pc.insert((*name).to_string(), f64::from(*value));
-                    }
-                    let (module, info) = naga::back::pipeline_constants::process_overrides(
-                        &module, &info, None, &pc,
-                    )
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                    naga::back::spv::write_vec(
-                        &module,
-                        &info,
-                        &naga::back::spv::Options::default(),
-                        None,
-                    )
-                    .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+                    spirv_with(&module, &info, &key.constants, &what);
                 }
                 assert_eq!(
                     v.accumulators(dv, lanes) * (128 / lanes as usize),
@@ -370,6 +356,24 @@ fn workgroup_memory_matches_the_planner() {
             }
         }
     }
+}
+
+/// `module` with `constants` for its overrides, written to SPIR-V: what a pipeline of it
+/// hands a Vulkan driver. Panics, naming `what`, where naga cannot.
+fn spirv_with(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    constants: &[(&str, u32)],
+    what: &str,
+) -> Vec<u32> {
+    let mut pc = naga::back::PipelineConstants::default();
+    for (name, value) in constants {
+        pc.insert((*name).to_string(), f64::from(*value));
+    }
+    let (module, info) = naga::back::pipeline_constants::process_overrides(module, info, None, &pc)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+        .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"))
 }
 
 /// Bytes of workgroup memory a kernel declares.
@@ -523,20 +527,7 @@ fn array_sizes_written_per_pipeline() {
                     "MAX_TILE"
                 };
                 assert_eq!(size(max_rows) as usize, rows, "{what}");
-                let mut pc = naga::back::PipelineConstants::default();
-                for (name, value) in &constants {
-                    pc.insert((*name).to_string(), f64::from(*value));
-                }
-                let (module, info) =
-                    naga::back::pipeline_constants::process_overrides(&module, &info, None, &pc)
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
-                naga::back::spv::write_vec(
-                    &module,
-                    &info,
-                    &naga::back::spv::Options::default(),
-                    None,
-                )
-                .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+                spirv_with(&module, &info, &constants, &what);
                 checked += 1;
             }
         }
