@@ -106,10 +106,10 @@ impl Variant {
 
     /// The sizes written into the kernel's source for `d` and `dv` with subgroups of `lanes`
     /// (crate::kernel::PipelineKey::sizes): BC, the keys a block (the tile file says 32);
-    /// SLOTS, the subgroups, whose scratch ss holds;
-    /// NACC, the output blocks each holds in its accumulators; NQ, the 16x16 blocks of Q
-    /// each holds; LANE_ELEMS, the elements of a block each lane holds where the operations
-    /// are emulated. All follow from the pipeline's D, DV and SG.
+    /// SLOTS, the subgroups, whose scratch ss holds; NACC, the output blocks each holds in
+    /// its accumulators; NQ, the 16x16 blocks of Q each holds; LANE_ELEMS, the elements of
+    /// a block each lane holds where the operations are emulated. All follow from the
+    /// variant and the pipeline's D, DV and SG.
     pub fn array_sizes(self, d: usize, dv: usize, lanes: u32) -> [(&'static str, u32); 5] {
         [
             ("BC", self.keys as u32),
