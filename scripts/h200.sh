@@ -137,23 +137,28 @@ PY
         # WGPU_ATTENTION_COOP_VARIANT), beside auto and the f32 tiled tier on the same
         # inputs; then the same on f32 inputs with f16 compute asked for (--precision f16).
         # PyTorch's SDPA in f32, f16 and bf16 on these shapes follows at the end.
-        # The k64 variants (blocks of 64 keys) are never auto's choice until these rows
-        # say they are faster: crate::fused::coop::Variant::ALL.
-        cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128k64 32x128 32x128k64
-4,32,4096,4096,128 top-left 32 64x128 64x128k64 32x128
-1,32,4096,4096,128 top-left 8 64x128 64x128k64 32x128 16x128
-1,8,1024,1024,64 none 8 64x64 64x64k64 32x64 64x32
-1,8,1024,1024,64 top-left 8 64x64 64x64k64 32x64}"
+        # The k64 variants (blocks of 64 keys) and the K/V prefetch ("+p":
+        # WGPU_ATTENTION_COOP_PREFETCH=1) are never auto's choice until these rows say they
+        # are faster: crate::fused::coop::Variant::ALL, coop::prefetch.
+        cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
+4,32,4096,4096,128 top-left 32 64x128 64x128+p 64x128k64 64x128k64+p 32x128
+1,32,4096,4096,128 top-left 8 64x128 64x128+p 64x128k64 32x128 16x128
+1,8,1024,1024,64 none 8 64x64 64x64+p 64x64k64 32x64 64x32
+1,8,1024,1024,64 top-left 8 64x64 64x64+p 64x64k64 32x64}"
         while read -r shape causal kvh variants; do
             [ -z "$shape" ] && continue
             for variant in $variants; do
+                name=${variant%+p}
+                prefetch=0
+                [ "$name" != "$variant" ] && prefetch=1
                 args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-coop --dtype f16 --reps 10 --json)
                 [ "$causal" != none ] && args+=(--causal "$causal")
-                step "WGPU_ATTENTION_COOP_VARIANT=$variant ${args[*]}"
-                WGPU_ATTENTION_COOP_VARIANT=$variant timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                step "WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch ${args[*]}"
+                WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch \
+                    timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
                 echo "exit $?"
                 cat /tmp/bench.json
-                row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" "$variant" >> "$out/h200.md"
+                row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" "$name" >> "$out/h200.md"
             done
             args=(bench --shape "$shape" --kv-heads "$kvh" --path auto,fused-tiled --dtype f16 --reps 10 --json)
             [ "$causal" != none ] && args+=(--causal "$causal")

@@ -45,7 +45,9 @@ ENVIRONMENT:
     matrix operations in scalar code on any adapter with f16 (slow; for testing); off turns
     the tier off. WGPU_ATTENTION_COOP_VARIANT=RxW (64x64, 64x128, 64x32, 32x64, 32x128,
     16x64, 16x128; with 64-key blocks 64x64k64, 64x128k64, 32x128k64) picks its tile
-    variant where that fits, to time the variants side by side. WGPU_ATTENTION_COOP_LANES
+    variant where that fits, to time the variants side by side;
+    WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise.
+    WGPU_ATTENTION_COOP_LANES
     (16, 32, 64, 128; default 32) sets the lanes of the emulated tier's subgroups, to test
     it as adapters with other subgroup sizes run it.
     WGPU_ATTENTION_PLAN_AS=gpu plans on a CPU adapter (lavapipe) as on a discrete GPU:

@@ -236,6 +236,17 @@ pub(crate) fn forced_not_taken(dev: &DeviceProfile, p: &Problem) -> Option<Strin
     })
 }
 
+/// The variable that turns on the kernel's K/V prefetch (`1`): K and V loaded into
+/// registers a phase ahead of their staging, so that the loads' latency overlaps matrix
+/// work, for about 16 registers more an invocation (src/fused/fused_coop.wgsl, PREFETCH).
+/// Off by default until a GPU run says whether it is faster (`scripts/h200.sh` times both).
+pub const PREFETCH_VAR: &str = "WGPU_ATTENTION_COOP_PREFETCH";
+
+/// Whether the tier's pipelines prefetch K and V ([`PREFETCH_VAR`]).
+pub(crate) fn prefetch() -> bool {
+    std::env::var(PREFETCH_VAR).is_ok_and(|v| v == "1")
+}
+
 /// Largest D and Dv the tier takes.
 pub const COOP_MAX_WIDTH: usize = 128;
 

@@ -56,12 +56,14 @@ pub(super) fn run(
                     key
                 }
                 // The cooperative-matrix tier: the same UNITS, the lanes that share a
-                // matrix, and its arrays sized for them (coop::Variant::array_sizes).
+                // matrix, its arrays sized for them (coop::Variant::array_sizes), and
+                // whether it prefetches K and V.
                 None if tier == Tier::Coop => {
                     let mut key = key.clone().with_array_sizes(&coop::array_sizes(ctx, p));
                     let units = coop::unit_heads(ctx, p, c) > 1;
                     key.constants.push(("UNITS", u32::from(units)));
                     key.constants.push(("SG", coop::subgroup_lanes(ctx)));
+                    key.constants.push(("PREFETCH", u32::from(coop::prefetch())));
                     key
                 }
                 None => key.clone(),

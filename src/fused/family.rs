@@ -112,6 +112,9 @@ impl Family for Tier {
                 if let Some(why) = coop::forced_not_taken(dev, p) {
                     parts.push(why);
                 }
+                if coop::prefetch() {
+                    parts.push("K/V prefetched into registers".to_string());
+                }
                 let heads = chunks.first().map_or(1, |c| coop::unit_heads(dev, p, c));
                 if heads > 1 {
                     parts.push(gqa(heads));

@@ -19,10 +19,10 @@
 // WIDTH), CAUSAL, HAS_BIAS, HAS_ALLOW (fused_common.wgsl); SG, the lanes that share a
 // cooperative matrix (the adapter's subgroup size; 32 when emulated); UNITS as in
 // fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
-// so that they share each K/V block). Sizes written per pipeline (crate::fused::coop::
-// array_sizes; the values below are the largest case): BC, the keys a block (the tile
-// file's 32, or 64); SLOTS, the subgroups (WG / SG); NACC, the output blocks each holds
-// (nb); NQ, the blocks of Q each holds; LANE_ELEMS.
+// so that they share each K/V block); PREFETCH (1: K and V loaded a phase ahead). Sizes
+// written per pipeline (crate::fused::coop::array_sizes; the values below are the largest
+// case): BC, the keys a block (the tile file's 32, or 64); SLOTS, the subgroups (WG / SG);
+// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS.
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
@@ -76,6 +76,9 @@ override D16: u32 = (D + 15u) / 16u * 16u;
 override OUT_STEP: u32 = 16u * max(1u, (WG / SG) / (BR / 16u));
 override DV16: u32 = (DV + OUT_STEP - 1u) / OUT_STEP * OUT_STEP;
 override UNITS: u32 = 0u;
+// 1: K and V loaded into registers a phase ahead of their staging (main's key loop says
+// how); crate::fused::coop::prefetch.
+override PREFETCH: u32 = 0u;
 
 const WG: u32 = 128u;
 const SLOTS: u32 = 8u;
@@ -114,27 +117,46 @@ var<workgroup> part_sum: array<vec2<f32>, WG>;
 // Nonzero when some row of this key block moved its reference maximum with O not zero.
 var<workgroup> rescale_any: atomic<u32>;
 
-// Stages `n4` vec4 columns of BC rows (K or V) into kvs, zeros past `w4` vec4 of the row.
-fn stage_keys(lindex: u32, is_v: bool, j0: u32, row0: u32, w4: u32, n4: u32) {
-    for (var t = lindex; t < BC * n4; t = t + WG) {
-        let key = t / n4;
+// An invocation's share of a block of K or V rows on its way to kvs: the slots
+// t = lindex + i WG (i < STAGE_SLOTS) of BC rows x n4 vec4, as staged.
+const STAGE_SLOTS: u32 = BC * (WIDTH / 4u) / WG;
+alias Staged = array<vec4<In>, STAGE_SLOTS>;
+
+// Loads this invocation's share of `n4` vec4 columns of the BC rows (K or V) from key j0,
+// zeros past `w4` vec4 of a row.
+fn fetch_keys(lindex: u32, is_v: bool, j0: u32, row0: u32, w4: u32, n4: u32) -> Staged {
+    var staged = Staged();
+    for (var i = 0u; i < STAGE_SLOTS; i = i + 1u) {
+        let t = lindex + i * WG;
         let c = t % n4;
-        var x = vec4<f32>(0.0);
-        if (c < w4) {
+        if (t < BC * n4 && c < w4) {
             // Keys past Lk load the last key (finite) and are masked in step 2.
-            let kj = min(j0 + key, p.lk - 1u);
+            let kj = min(j0 + t / n4, p.lk - 1u);
+            var x: vec4<f32>;
             if (is_v) {
                 x = load_v((row0 + kj) * w4 + c - p.v_win);
             } else {
                 x = load_k((row0 + kj) * w4 + c - p.k_win);
             }
+            staged[i] = to_in(x);
         }
-        let h = to_in(x);
-        let at = key * KS + 4u * c;
-        kvs[at] = h.x;
-        kvs[at + 1u] = h.y;
-        kvs[at + 2u] = h.z;
-        kvs[at + 3u] = h.w;
+    }
+    return staged;
+}
+
+// Stores a share that fetch_keys loaded (with the same `n4`) into kvs.
+fn store_keys(lindex: u32, n4: u32, share: Staged) {
+    var staged = share;
+    for (var i = 0u; i < STAGE_SLOTS; i = i + 1u) {
+        let t = lindex + i * WG;
+        if (t < BC * n4) {
+            let at = t / n4 * KS + 4u * (t % n4);
+            let h = staged[i];
+            kvs[at] = h.x;
+            kvs[at + 1u] = h.y;
+            kvs[at + 2u] = h.z;
+            kvs[at + 3u] = h.w;
+        }
     }
 }
 
@@ -264,15 +286,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var m = NO_SCORE;
     var l = 0.0;
     var l16 = 0.0;
-    for (var j0 = key_begin; j0 < min(key_end, p.key1); j0 = j0 + BC) {
+    // With PREFETCH, a block's V rows and the next block's K rows are loaded into registers
+    // before the multiply-adds that precede their staging, so that the loads' latency
+    // overlaps matrix work; without, each is loaded where it is staged.
+    let key_stop = min(key_end, p.key1);
+    var staged = Staged();
+    if (PREFETCH != 0u && key_begin < key_stop) {
+        staged = fetch_keys(lindex, false, key_begin, k_row0, d4, D16 / 4u);
+    }
+    for (var j0 = key_begin; j0 < key_stop; j0 = j0 + BC) {
         // 1. S = Q Kᵀ.
         workgroupBarrier();
         if (lindex == 0u) {
             // After the barrier: every invocation has read the last block's flag.
             atomicStore(&rescale_any, 0u);
         }
-        stage_keys(lindex, false, j0, k_row0, d4, D16 / 4u);
+        if (PREFETCH == 0u) {
+            staged = fetch_keys(lindex, false, j0, k_row0, d4, D16 / 4u);
+        }
+        store_keys(lindex, D16 / 4u, staged);
         workgroupBarrier();
+        if (PREFETCH != 0u) {
+            staged = fetch_keys(lindex, true, j0, k_row0, dv4, DV16 / 4u);
+        }
         for (var i = 0u; i < s_rows; i = i + 1u) {
             let row0 = (first_score + i * s_cols) / (BC / 16u) * 16u;
             var sacc: array<Acc, BC / 16u>;
@@ -347,7 +383,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         m = m_new;
 
         // 3. O = alpha O + P V.
-        stage_keys(lindex, true, j0, k_row0, dv4, DV16 / 4u);
+        if (PREFETCH == 0u) {
+            staged = fetch_keys(lindex, true, j0, k_row0, dv4, DV16 / 4u);
+        }
+        store_keys(lindex, DV16 / 4u, staged);
         if (rescale != 0u) {
             for (var t = 0u; t < nb; t = t + 1u) {
                 let row0 = (first_block + t) / blocks_across * 16u;
@@ -362,6 +401,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
         }
         workgroupBarrier();
+        if (PREFETCH != 0u && j0 + BC < key_stop) {
+            staged = fetch_keys(lindex, false, j0 + BC, k_row0, d4, D16 / 4u);
+        }
         for (var k0 = 0u; k0 < BC; k0 = k0 + 16u) {
             for (var i = 0u; i < acc_rows; i = i + 1u) {
                 let t0 = i * acc_cols;

@@ -1063,7 +1063,8 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// hardware path accepts 16 to 128): 8 subgroups a workgroup, or 2 or 1, each holding
 /// several rows of score and output blocks; and blocks of 64 keys (the 32x128k64 variant,
 /// forced with `WGPU_ATTENTION_COOP_VARIANT`: the only one of them that fits lavapipe's
-/// 32 KiB) with 32 and 128 lanes, and a forced variant that cannot run the problems here. Held to the f16 rule by `run --check`, GQA, a bool mask,
+/// 32 KiB) with 32 and 128 lanes, a forced variant that cannot run the problems here, and
+/// the K/V prefetch (`WGPU_ATTENTION_COOP_PREFETCH=1`) on 32-key and 64-key blocks. Held to the f16 rule by `run --check`, GQA, a bool mask,
 /// both causal alignments, Dv != D, large logits (the accumulators' rescaling).
 #[test]
 fn coop_runs_with_other_subgroup_sizes() {
@@ -1090,15 +1091,18 @@ fn coop_runs_with_other_subgroup_sizes() {
             "top-left",
         ),
     ];
-    // (lanes, the variant forced, the keys a block it runs): a variant that cannot run the
-    // problem here (64x64k64: D 128, and 37 636 bytes) is not taken, and the reason says so.
-    for (lanes, variant, keys) in [
-        ("16", "", 32),
-        ("64", "", 32),
-        ("128", "", 32),
-        ("32", "32x128k64", 64),
-        ("128", "32x128k64", 64),
-        ("32", "64x64k64", 32),
+    // (lanes, the variant forced, the keys a block it runs, the K/V prefetch): a variant
+    // that cannot run the problem here (64x64k64: D 128, and 37 636 bytes) is not taken,
+    // and the reason says so.
+    for (lanes, variant, keys, prefetch) in [
+        ("16", "", 32, "0"),
+        ("64", "", 32, "0"),
+        ("128", "", 32, "0"),
+        ("32", "32x128k64", 64, "0"),
+        ("128", "32x128k64", 64, "0"),
+        ("32", "64x64k64", 32, "0"),
+        ("32", "", 32, "1"),
+        ("16", "32x128k64", 64, "1"),
     ] {
         for (q, k, v, mask, causal) in &cases {
             let mut args = vec![
@@ -1124,6 +1128,7 @@ fn coop_runs_with_other_subgroup_sizes() {
                 .env("WGPU_ATTENTION_COOP", "emulate")
                 .env("WGPU_ATTENTION_COOP_LANES", lanes)
                 .env("WGPU_ATTENTION_COOP_VARIANT", variant)
+                .env("WGPU_ATTENTION_COOP_PREFETCH", prefetch)
                 .args(&args)
                 .output()
                 .expect("run tool");
@@ -1131,7 +1136,7 @@ fn coop_runs_with_other_subgroup_sizes() {
                 String::from_utf8_lossy(&o.stdout),
                 String::from_utf8_lossy(&o.stderr),
             );
-            let what = format!("{lanes} lanes, {variant} {q}");
+            let what = format!("{lanes} lanes, {variant} prefetch {prefetch}, {q}");
             assert!(o.status.success(), "{what}: {stdout}{stderr}");
             assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
             assert!(
@@ -1142,6 +1147,11 @@ fn coop_runs_with_other_subgroup_sizes() {
             assert_eq!(
                 stderr.contains(&not_taken),
                 variant.starts_with("64x64"),
+                "{what}: {stderr}"
+            );
+            assert_eq!(
+                stderr.contains("K/V prefetched into registers"),
+                prefetch == "1",
                 "{what}: {stderr}"
             );
             assert!(

@@ -346,7 +346,12 @@ fn workgroup_memory_matches_the_planner() {
                     .validate(&module)
                     .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
                 if !emulated {
-                    spirv_with(&module, &info, &key.constants, &what);
+                    // With and without the K/V prefetch (its registers sized by BC).
+                    for prefetch in [0, 1] {
+                        let mut constants = key.constants.clone();
+                        constants.push(("PREFETCH", prefetch));
+                        spirv_with(&module, &info, &constants, &what);
+                    }
                 }
                 assert_eq!(
                     v.accumulators(dv, lanes) * (128 / lanes as usize),
