@@ -64,8 +64,10 @@ for line in sys.stdin:
     du -sh .h200 .gl
     ;;
 device)
-    # H200_PART: bench, tests or all (default). H200_GRID: a different bench grid, one
-    # "B,H,Lq,Lk,D causal kv-heads paths" entry per line (to try the script elsewhere).
+    # H200_PART: all (default), bench, tests, or coop (the cooperative-matrix tier's grid
+    # and PyTorch's rows only: the first run where device time is short). H200_GRID: a
+    # different bench grid, one "B,H,Lq,Lk,D causal kv-heads paths" entry per line (to try
+    # the script elsewhere).
     # Every step has a timeout and a failure does not stop the rest: one device run must
     # bring back as much as it can.
     set +e
@@ -168,6 +170,8 @@ PY
             cat /tmp/bench.json
             row /tmp/bench.json "$shape" "$kvh" "$causal" " f16 inputs" >> "$out/h200.md"
         done <<< "$cgrid"
+        # The rest of the bench part; H200_PART=coop skips to PyTorch's rows.
+        if [ "$part" != coop ]; then
         while read -r shape causal kvh paths; do
             [ -z "$shape" ] && continue
             args=(bench --shape "$shape" --kv-heads "$kvh" --path "$paths" --reps 10 --json)
@@ -234,13 +238,14 @@ PY
         step "decode through f32 and f16 KvCaches: examples/decode.rs 32 8 128 65536"
         timeout 300 ./.h200/decode 32 8 128 65536 | tee -a "$out/h200.md"
         fi
+        fi
         cat "$out/h200.md"
         if [ -z "${H200_LOCAL:-}" ]; then
             step "torch SDPA on the same GPU (CUDA) in f32, f16 and bf16, for comparison"
             timeout 240 python3 scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
         fi
     fi
-    if [ "$part" != bench ]; then
+    if [ "$part" != bench ] && [ "$part" != coop ]; then
         step "self-check (every path against the reference)"
         timeout 120 ./.h200/wgpu-attention
         # Parity: the suite and lanes16 (the README doctest needs cargo and is skipped here).
