@@ -37,10 +37,9 @@
 // (Before the key loop ss holds WG slots of the allow spans: BR * SS >= 128.)
 const_assert BR * SS >= WG;
 
-// Per key block of BC keys:
 // Before the key loop each subgroup loads its rows of Q into registers (NQ left operands),
 // staged through ps in rounds of BC columns: no array holds all of Q, so a block of 64 rows
-// at width 128 takes 24 KiB rather than 41.
+// at width 128 takes 24 KiB rather than 41. Then per key block of BC keys:
 //   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled), Q from registers.
 //   2. Softmax, ROW_THREADS invocations a row, ROW_KEYS keys each: scale, masks (tail,
 //      causal on blocks crossing the diagonal, bias, allow), the block's row maximum
