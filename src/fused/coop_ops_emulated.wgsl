@@ -43,18 +43,24 @@ fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
     return a;
 }
 
-fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
+// acc + a · B, this lane's elements: B's element (k, column lane_col + i) at
+// kvs[b0 + i * col_step + k * k_step].
+fn mul_add_b(acc: Acc, a_row: ATile, b0: u32, col_step: u32, k_step: u32) -> Acc {
     var out = acc;
-    var a = qt;
-    let c = c0 + lane_col(lane);
+    var a = a_row;
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
         var sum = out[i];
-        for (var j = 0u; j < 16u; j = j + 1u) {
-            sum = sum + f32(a[j]) * f32(kvs[(c + i) * KS + d0 + j]);
+        for (var k = 0u; k < 16u; k = k + 1u) {
+            sum = sum + f32(a[k]) * f32(kvs[b0 + i * col_step + k * k_step]);
         }
         out[i] = sum;
     }
     return out;
+}
+
+// B = K[c0..c0+16, d0..d0+16]ᵀ: column i is key row c0 + i.
+fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
+    return mul_add_b(acc, qt, (c0 + lane_col(lane)) * KS + d0, KS, 1u);
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
@@ -64,18 +70,9 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     }
 }
 
+// B = V[k0..k0+16, c0..c0+16].
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    var out = acc;
-    var a = pt;
-    let c = c0 + lane_col(lane);
-    for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        var sum = out[i];
-        for (var j = 0u; j < 16u; j = j + 1u) {
-            sum = sum + f32(a[j]) * f32(kvs[(k0 + j) * KS + c + i]);
-        }
-        out[i] = sum;
-    }
-    return out;
+    return mul_add_b(acc, pt, k0 * KS + c0 + lane_col(lane), 1u, KS);
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {
