@@ -1064,8 +1064,9 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// several rows of score and output blocks; and blocks of 64 keys (the 32x128k64 variant,
 /// forced with `WGPU_ATTENTION_COOP_VARIANT`: the only one of them that fits lavapipe's
 /// 32 KiB) with 32 and 128 lanes, a forced variant that cannot run the problems here, and
-/// the K/V prefetch (`WGPU_ATTENTION_COOP_PREFETCH=1`) on 32-key and 64-key blocks. Held to the f16 rule by `run --check`, GQA, a bool mask,
-/// both causal alignments, Dv != D, large logits (the accumulators' rescaling).
+/// the K/V prefetch (`WGPU_ATTENTION_COOP_PREFETCH=1`) on 32-key and 64-key blocks. Held to
+/// the f16 rule by `run --check`, GQA, a bool mask, both causal alignments, Dv != D, large
+/// logits (the accumulators' rescaling).
 #[test]
 fn coop_runs_with_other_subgroup_sizes() {
     if common::ctx().is_none() {
