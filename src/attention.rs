@@ -27,7 +27,7 @@ mod paths;
 mod prepare;
 mod run_segments;
 mod segments;
-use coop_check::{checked_profile, prepare_checked};
+use coop_check::prepare_checked;
 use execute::execute_one;
 pub use paths::{plan, plan_paths, PathReport};
 use prepare::{estimate, plan_call, Inputs, Prepared};
@@ -275,7 +275,7 @@ fn execute(
         None => execute_one(ctx, q, k, v, plan, opts),
         Some(seg) => run_segments::execute(
             ctx,
-            checked_profile(ctx),
+            ctx.checked_profile(),
             q,
             (k, v, plan.kv_storage),
             (plan, seg),

@@ -61,9 +61,12 @@ struct Inner {
     queue: wgpu::Queue,
     /// What planning reads of the device (crate::profile).
     profile: DeviceProfile,
-    /// The profile calls plan with once the cooperative-matrix tier has checked itself on
-    /// the device (crate::attention's coop_check): `profile`, or without the tier.
-    coop_checked: std::sync::OnceLock<DeviceProfile>,
+    /// Where a pipeline of the cooperative-matrix tier failed its check on the device
+    /// (crate::attention's coop_check): `profile` without the tier, which calls then plan
+    /// with.
+    coop_failed: std::sync::OnceLock<DeviceProfile>,
+    /// The tier's pipelines that passed that check.
+    coop_passed: Mutex<std::collections::HashSet<PipelineKey>>,
     registry: KernelRegistry,
     /// Whether pipelines are built with wgpu's shader runtime checks.
     checked: bool,
@@ -258,7 +261,8 @@ impl Context {
                 device,
                 queue,
                 profile,
-                coop_checked: std::sync::OnceLock::new(),
+                coop_failed: std::sync::OnceLock::new(),
+                coop_passed: Mutex::new(std::collections::HashSet::new()),
                 registry: KernelRegistry::default(),
                 checked: options.shader_runtime_checks,
                 lost,
@@ -315,18 +319,47 @@ impl Context {
         &self.inner.profile.coop
     }
 
-    /// The profile calls plan with: this device's, without the cooperative-matrix tier where
-    /// `check` (run once per context, on the first call that asks) says why it failed.
-    pub(crate) fn checked_profile(&self, check: impl FnOnce() -> Option<String>) -> &DeviceProfile {
-        self.inner.coop_checked.get_or_init(|| {
-            let mut profile = self.inner.profile.clone();
-            if let Some(why) = check() {
-                profile.coop = CoopSupport::Unavailable(format!(
-                    "the tier failed its check on this device ({why}); please report it"
-                ));
+    /// The profile calls plan with: this device's, or without the cooperative-matrix tier
+    /// once one of its pipelines failed [`Context::check_coop_pipelines`].
+    pub(crate) fn checked_profile(&self) -> &DeviceProfile {
+        self.inner.coop_failed.get().unwrap_or(&self.inner.profile)
+    }
+
+    /// Runs `check` on each of `keys` (the cooperative-matrix tier's pipelines a call would
+    /// run) that has not passed it on this context yet, one check at a time. The first
+    /// failure, with what `check` says went wrong, takes the tier out of every later plan on
+    /// this context ([`Context::checked_profile`]), which this returns.
+    pub(crate) fn check_coop_pipelines(
+        &self,
+        keys: &[PipelineKey],
+        mut check: impl FnMut(&PipelineKey) -> std::result::Result<(), String>,
+    ) -> &DeviceProfile {
+        let mut passed = self
+            .inner
+            .coop_passed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for key in keys {
+            if self.inner.coop_failed.get().is_some() {
+                break;
             }
-            profile
-        })
+            if passed.contains(key) {
+                continue;
+            }
+            match check(key) {
+                Ok(()) => {
+                    passed.insert(key.clone());
+                }
+                Err(why) => {
+                    let mut profile = self.inner.profile.clone();
+                    profile.coop = CoopSupport::Unavailable(format!(
+                        "the tier failed its check on this device ({why}); please report it"
+                    ));
+                    let _ = self.inner.coop_failed.set(profile);
+                }
+            }
+        }
+        self.checked_profile()
     }
 
     /// Limits of the device (what was requested, not the adapter's maxima).

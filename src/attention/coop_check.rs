@@ -1,30 +1,41 @@
-//! The cooperative-matrix tier checks itself on a device before a call uses it. Its
-//! cooperative instructions run only where the hardware has them, which CI does not (CI
-//! runs the same kernels emulated), so the first call on such a device whose plan takes the
-//! tier first runs three small problems through it (widths 64 and 128, the variants GPUs
-//! take, with f16 K and V; 128 with f32 ones; at 128 with large logits, so that the
-//! accumulators go through their rescaling), compares them with the f64 reference, and
-//! where one fails or errors the context plans without the tier, and every plan says why.
-//! It costs three pipelines and three small dispatches once per context.
+//! The cooperative-matrix tier checks each of its pipelines on a device before a call uses
+//! it. Its cooperative instructions run only where the hardware has them, which CI does not
+//! (CI runs the same kernels emulated), and a driver compiles each pipeline (widths, causal
+//! rule, mask parts, GQA units, K/V format: `fused::coop::pipeline_key`) on its own. So
+//! the first call on such a device whose plan takes a pipeline of the tier first runs a
+//! small problem on that very pipeline (same key: the search in [`CheckCase::for_key`]):
+//! logits of a few units, so that a wrong score does not hide in a one-hot softmax, and
+//! ten times as large in every third row, so that the accumulators go through their
+//! rescaling; a fully masked row where the pipeline reads allow bits. It compares the
+//! output and the LSE with the f64 reference. Where one fails or errors, the context plans without the tier from then
+//! on, and every plan says why. It costs one small dispatch and a CPU reference of
+//! 2 x 77 x 100 scores per pipeline per context; the call then reuses the built pipeline.
 
 use super::execute::execute_one;
 use super::prepare::{estimate, plan_call, plan_one, Inputs, Prepared};
+use crate::check::{compare, Tolerance};
 use crate::context::Context;
 use crate::convert::upload_packed;
 use crate::error::Result;
 use crate::fused;
 use crate::half_format::{HalfFormat, KvStorage};
-use crate::options::{AttentionOptions, Causal, PathChoice};
+use crate::kernel::PipelineKey;
+use crate::options::{AttentionOptions, Causal, Mask, PathChoice};
 use crate::planner::Path;
 use crate::problem::validate_dims;
 use crate::problem::Dims;
 use crate::profile::{CoopSupport, DeviceProfile};
 use crate::tensor::GpuTensor;
+use ndarray::ArrayD;
+
+/// Checks one pipeline of the tier on the device: `Err` says what went wrong.
+type PipelineCheck<'a> = &'a dyn Fn(&Context, &PipelineKey) -> Result<(), String>;
 
 /// Everything a call does before it allocates: validation, the path (where the plan takes
-/// the cooperative-matrix tier on the hardware, the tier checks itself first, once per
-/// context, and where that check fails the call plans again without it), the chunk plan,
-/// and the call's peak device memory against what the device has free.
+/// the cooperative-matrix tier on the hardware, each of its pipelines the call runs checks
+/// itself first, once per context, and where one fails the call plans again without the
+/// tier), the chunk plan, and the call's peak device memory against what the device has
+/// free.
 pub(super) fn prepare_checked(
     ctx: &Context,
     dims: Dims,
@@ -33,108 +44,420 @@ pub(super) fn prepare_checked(
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let mut plan = plan_call(ctx.profile(), dims, kv, opts, max_abs)?;
-    if plan.path == Path::Fused(fused::Tier::Coop) {
-        let dev = checked_profile(ctx);
-        if matches!(dev.coop, CoopSupport::Unavailable(_)) {
-            plan = plan_call(dev, dims, kv, opts, max_abs)?;
-        }
-    }
+    let hardware = matches!(ctx.coop(), CoopSupport::Hardware { .. });
+    let check: PipelineCheck<'_> = &check_guarded;
+    let plan = plan_checking(ctx, dims, kv, opts, max_abs, hardware.then_some(check))?;
     ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
     Ok(plan)
 }
 
-/// The profile calls on `ctx` plan with: the context's own, or where the tier runs on the
-/// hardware and failed its check, the same without it.
-pub(super) fn checked_profile(ctx: &Context) -> &DeviceProfile {
-    if !matches!(ctx.coop(), CoopSupport::Hardware { .. }) {
-        return ctx.profile();
+/// The call's plan on the context's checked profile; where it takes the tier and `check`
+/// is given (on the hardware), the pipelines it runs are checked first, and the plan made
+/// again without the tier if one fails.
+fn plan_checking(
+    ctx: &Context,
+    dims: Dims,
+    kv: (usize, KvStorage),
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+    check: Option<PipelineCheck<'_>>,
+) -> Result<Prepared> {
+    let plan = plan_call(ctx.checked_profile(), dims, kv, opts, max_abs)?;
+    let Some(check) = check else { return Ok(plan) };
+    if plan.path != Path::Fused(fused::Tier::Coop) {
+        return Ok(plan);
     }
-    ctx.checked_profile(|| {
-        // A shader translator panic while building the tier's pipelines (naga 30 has had
-        // one for cooperative stores, shared/probes) must not take the caller down: it
-        // fails the check instead.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(ctx))) {
-            Ok(outcome) => outcome.err(),
-            Err(_) => Some("building or running its pipelines panicked".to_string()),
-        }
-    })
+    let keys = pipeline_keys(ctx, &plan);
+    let dev = ctx.check_coop_pipelines(&keys, |key| check(ctx, key));
+    if matches!(dev.coop, CoopSupport::Unavailable(_)) {
+        return plan_call(dev, dims, kv, opts, max_abs);
+    }
+    Ok(plan)
 }
 
-/// Runs the check: `Err` says what went wrong. Three problems, each on its own pipeline:
-/// the widths GPUs take (64 and 128) with f16 K and V (`attention_f16`, `--dtype f16`),
-/// and 128 with f32 ones (f32 inputs with `Precision::F16`, bf16 ones widened).
-fn check(ctx: &Context) -> Result<(), String> {
-    let mut rng = crate::rng::Rng::new(0xC00D);
-    for (d, logits, f16_kv) in [(64, 1.0, true), (128, 32.0, true), (128, 32.0, false)] {
-        let q = rng.array(&[1, 2, 77, d], logits);
-        let k = rng.array(&[1, 1, 100, d], 1.0);
-        let v = rng.array(&[1, 1, 100, d], 1.0);
-        let opts = AttentionOptions::default()
-            .causal(Causal::BottomRight)
+/// The tier's pipelines a plan that takes it runs (one per chunk, most often the same).
+fn pipeline_keys(dev: &DeviceProfile, plan: &Prepared) -> Vec<PipelineKey> {
+    let mut keys: Vec<PipelineKey> = Vec::new();
+    for c in &plan.chunks {
+        let key = fused::coop::pipeline_key(dev, &plan.problem, c);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+/// [`check_pipeline`], where a shader translator panic while building the pipeline (naga 30
+/// has had one for cooperative stores, shared/probes) fails the check instead of taking
+/// the caller down.
+fn check_guarded(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_pipeline(ctx, key)))
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "{}: building or running it panicked",
+                describe(key)
+            ))
+        })
+}
+
+/// Runs the small problem of `key` ([`CheckCase::for_key`]) on the device and holds its
+/// output to the f16 rule (reference::check_f16) and its LSE to f32 accuracy against the
+/// reference on the f16-rounded inputs, as tests/suite/coop.rs does.
+fn check_pipeline(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
+    let what = |e: &dyn std::fmt::Display| format!("{}: {e}", describe(key));
+    let case =
+        CheckCase::for_key(ctx, key).ok_or_else(|| what(&"no small problem runs it to check"))?;
+    let inputs = case.inputs();
+    let opts = case.options(&inputs);
+    let (q, k, v) = (&inputs.q, &inputs.k, &inputs.v);
+    let up = |name: &'static str, a: &ArrayD<f32>| {
+        GpuTensor::from_array(ctx, name, a).map_err(|e| what(&e))
+    };
+    // f16 K and V are the same values rounded, as the f16 rule's CPU side rounds them.
+    let up_kv = |name, a: &ArrayD<f32>| {
+        if case.f16_kv {
+            upload_packed(ctx, name, &a.mapv(half::f16::from_f32).view()).map_err(|e| what(&e))
+        } else {
+            up(name, a)
+        }
+    };
+    let plan = case.plan(ctx, &opts).map_err(|e| what(&e))?;
+    let (qt, kt, vt) = (up("q", q)?, up_kv("k", k)?, up_kv("v", v)?);
+    let got = execute_one(ctx, &qt, &kt, &vt, &plan, &opts)
+        .and_then(|r| r.download(ctx))
+        .map_err(|e| what(&e))?;
+    let check = crate::reference::check_f16(q, k, v, &opts, &got.out).map_err(|e| what(&e))?;
+    if !check.passed() {
+        return Err(what(&format!(
+            "max error {:e} against f64, beyond twice f16's {:e}",
+            check.error, check.cpu_f16_error
+        )));
+    }
+    if let (Some(lse), Some(want)) = (&got.lse, &check.rounded.lse) {
+        let c = compare(&lse.view(), &want.view(), Tolerance::F32);
+        if !c.passed() {
+            return Err(what(&format!("LSE: {c}")));
+        }
+    }
+    Ok(())
+}
+
+/// What a pipeline of the tier was built for, as its key's overrides say.
+fn describe(key: &PipelineKey) -> String {
+    let constants: Vec<String> = key
+        .constants
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    format!("pipeline {} ({})", key.kernel.label(), constants.join(" "))
+}
+
+/// A small problem that runs on a given pipeline of the tier: its widths, causal rule,
+/// mask parts and K/V format from the key, and a GQA group of 2 heads (or none) with as
+/// many query rows as give the key's `UNITS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CheckCase {
+    hq: usize,
+    lq: usize,
+    d: usize,
+    dv: usize,
+    causal: bool,
+    bias: bool,
+    allow: bool,
+    f16_kv: bool,
+}
+
+/// Keys (of one kv head) in every check problem: not a multiple of the blocks.
+const CHECK_KEYS: usize = 100;
+
+/// The inputs of a [`CheckCase`]: q, k, v and the mask's arrays (shape `(Lq, Lk)`,
+/// broadcast over the heads).
+struct CheckInputs {
+    q: ArrayD<f32>,
+    k: ArrayD<f32>,
+    v: ArrayD<f32>,
+    allow: ArrayD<bool>,
+    additive: ArrayD<f32>,
+}
+
+impl CheckCase {
+    /// The first problem, of the few that vary GQA and the query rows, whose plan on `dev`
+    /// runs exactly `key` (queries 77 rows, not a multiple of the blocks, before 7 and 64).
+    fn for_key(dev: &DeviceProfile, key: &PipelineKey) -> Option<CheckCase> {
+        let constant = |name: &str| {
+            key.constants
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+        };
+        let (d, dv) = (constant("D")? as usize, constant("DV")? as usize);
+        let flag = |name: &str| constant(name) == Some(1);
+        let shapes = [(2, 77), (2, 7), (2, 64), (1, 77)];
+        let cases = [true, false].into_iter().flat_map(|f16_kv| {
+            shapes.into_iter().map(move |(hq, lq)| CheckCase {
+                hq,
+                lq,
+                d,
+                dv,
+                causal: flag("CAUSAL"),
+                bias: flag("HAS_BIAS"),
+                allow: flag("HAS_ALLOW"),
+                f16_kv,
+            })
+        });
+        cases.into_iter().find(|case| {
+            let inputs = case.inputs();
+            let opts = case.options(&inputs);
+            case.plan(dev, &opts)
+                .is_ok_and(|plan| pipeline_keys(dev, &plan) == [key.clone()])
+        })
+    }
+
+    /// Random inputs (seeded): scores of standard deviation about 3 (q's amplitude), where
+    /// a score 1% off moves the output beyond the f16 rule (at 16 the softmax is nearly
+    /// one-hot and only the LSE showed it), and in every third row 30, whose maximum jumps
+    /// by more than the kernel's REBASE between blocks, so that the rare rescaling of the
+    /// accumulators runs (skipping it fails the check); the mask's arrays with a fully masked
+    /// row (row 3): allow bits (a quarter of the keys out) and an additive mask, finite
+    /// where the key has only a bias and `-inf` where it also has allow bits.
+    fn inputs(&self) -> CheckInputs {
+        let mut rng = crate::rng::Rng::new(0xC00D);
+        let shape = |heads, rows, width| [1, heads, rows, width];
+        let mut q = rng.array(&shape(self.hq, self.lq, self.d), 3.0);
+        for (i, mut row) in q.lanes_mut(ndarray::Axis(3)).into_iter().enumerate() {
+            if i % 3 == 1 {
+                row *= 10.0;
+            }
+        }
+        let k = rng.array(&shape(1, CHECK_KEYS, self.d), 1.0);
+        let v = rng.array(&shape(1, CHECK_KEYS, self.dv), 1.0);
+        let mut allow = rng.bool_array(&[self.lq, CHECK_KEYS], 0.75);
+        if let Some(mut row) = allow.outer_iter_mut().nth(3) {
+            row.fill(false);
+        }
+        let mut additive = rng.array(&[self.lq, CHECK_KEYS], 2.0);
+        if self.allow {
+            additive.zip_mut_with(&allow, |x, &a| {
+                if !a {
+                    *x = f32::NEG_INFINITY;
+                }
+            });
+        }
+        CheckInputs {
+            q,
+            k,
+            v,
+            allow,
+            additive,
+        }
+    }
+
+    /// The call's options: forced onto the tier, with the LSE; bottom-right causal where the
+    /// key is causal; a bool mask for allow bits alone, an additive one for a bias.
+    fn options<'a>(&self, inputs: &'a CheckInputs) -> AttentionOptions<'a> {
+        let mut opts = AttentionOptions::default()
             .path(PathChoice::FusedCoop)
             .with_lse();
-        let kv = if f16_kv { "f16" } else { "f32" };
-        let what = |e: &dyn std::fmt::Display| format!("D {d}, {kv} K/V: {e}");
-        let dims = validate_dims(q.shape(), k.shape(), v.shape()).map_err(|e| what(&e))?;
-        let storage = if f16_kv {
+        if self.causal {
+            opts = opts.causal(Causal::BottomRight);
+        }
+        if self.bias {
+            opts = opts.mask(Mask::Additive(inputs.additive.view()));
+        } else if self.allow {
+            opts = opts.mask(Mask::Bool(inputs.allow.view()));
+        }
+        opts
+    }
+
+    /// The plan of the case on `dev`.
+    fn plan(&self, dev: &DeviceProfile, opts: &AttentionOptions<'_>) -> Result<Prepared> {
+        let q = [1, self.hq, self.lq, self.d];
+        let (k, v) = ([1, 1, CHECK_KEYS, self.d], [1, 1, CHECK_KEYS, self.dv]);
+        let dims = validate_dims(&q, &k, &v)?;
+        let storage = if self.f16_kv {
             KvStorage::Half(HalfFormat::F16)
         } else {
             KvStorage::F32
         };
-        let plan = plan_one(ctx.profile(), dims, (dims.lk, storage), &opts, None, None)
-            .map_err(|e| what(&e))?;
-        let up = |name: &'static str, a: &ndarray::ArrayD<f32>| {
-            GpuTensor::from_array(ctx, name, a).map_err(|e| what(&e))
-        };
-        // f16 K and V are the same values rounded, as the f16 rule's CPU side rounds them.
-        let up_kv = |name, a: &ndarray::ArrayD<f32>| {
-            if f16_kv {
-                upload_packed(ctx, name, &a.mapv(half::f16::from_f32).view()).map_err(|e| what(&e))
-            } else {
-                up(name, a)
-            }
-        };
-        let (qt, kt, vt) = (up("q", &q)?, up_kv("k", &k)?, up_kv("v", &v)?);
-        let got = execute_one(ctx, &qt, &kt, &vt, &plan, &opts)
-            .and_then(|r| r.download(ctx))
-            .map_err(|e| what(&e))?;
-        let check =
-            crate::reference::check_f16(&q, &k, &v, &opts, &got.out).map_err(|e| what(&e))?;
-        if !check.passed() {
-            return Err(format!(
-                "D {d}, {kv} K/V: max error {:e} against f64, beyond twice f16's {:e}",
-                check.error, check.cpu_f16_error
-            ));
-        }
+        plan_one(dev, dims, (dims.lk, storage), opts, None, None)
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::context::ContextOptions;
+    use crate::options::Precision;
     use crate::profile::CoopMode;
 
-    /// The check passes on the tier's kernels where they are right: emulated here (lavapipe
-    /// in CI), on the hardware where a GPU has it.
-    #[test]
-    fn the_check_passes_on_a_right_kernel() {
+    fn emulated() -> Option<Context> {
         let options = ContextOptions {
             cooperative_matrix: CoopMode::Emulated,
             ..Default::default()
         };
-        let ctx = match Context::with_options(&options) {
-            Ok(ctx) => ctx,
+        match Context::with_options(&options) {
+            Ok(ctx) => Some(ctx),
             Err(e) if std::env::var_os("REQUIRE_GPU").is_none() => {
                 eprintln!("skipping GPU test: {e}");
-                return;
+                None
             }
             Err(e) => panic!("REQUIRE_GPU is set but no context: {e}"),
+        }
+    }
+
+    /// The plan of a call on `ctx` with every option the key of a pipeline can vary:
+    /// `mask` 0 none, 1 bool, 2 additive finite (a bias), 3 additive with `-inf` too
+    /// (a bias and allow bits), broadcast over the rows; f16 products (autocast) for f32 K/V.
+    fn plan_call_of(
+        ctx: &Context,
+        [hq, hkv, lq, lk, d, dv]: [usize; 6],
+        (causal, mask, f16_kv): (bool, u8, bool),
+        check: Option<PipelineCheck<'_>>,
+    ) -> Prepared {
+        let mut rng = crate::rng::Rng::new(5);
+        let allow = rng.bool_array(&[1, lk], 0.5);
+        let mut additive = rng.array(&[1, lk], 1.0);
+        if mask == 3 {
+            additive.zip_mut_with(&allow, |x, &a| {
+                if !a {
+                    *x = f32::NEG_INFINITY;
+                }
+            });
+        }
+        // f32 K/V take the tier where the caller asks for f16 products.
+        let mut opts = AttentionOptions::default().precision(Precision::F16);
+        if causal {
+            opts = opts.causal(Causal::TopLeft);
+        }
+        opts = match mask {
+            1 => opts.mask(Mask::Bool(allow.view())),
+            2 | 3 => opts.mask(Mask::Additive(additive.view())),
+            _ => opts,
         };
-        assert_eq!(check(&ctx), Ok(()));
-        // Emulated contexts plan with their own profile, unchecked.
-        assert!(std::ptr::eq(checked_profile(&ctx), ctx.profile()));
+        let dims =
+            validate_dims(&[1, hq, lq, d], &[1, hkv, lk, d], &[1, hkv, lk, dv]).expect("dims");
+        let storage = if f16_kv {
+            KvStorage::Half(HalfFormat::F16)
+        } else {
+            KvStorage::F32
+        };
+        plan_checking(ctx, dims, (lk, storage), &opts, None, check).expect("plan")
+    }
+
+    const SHAPES: [[usize; 6]; 6] = [
+        [32, 32, 4096, 4096, 128, 128],
+        [32, 8, 4096, 4096, 128, 128],
+        [8, 8, 1024, 1024, 64, 64],
+        [4, 1, 5, 300, 80, 48],
+        [6, 2, 200, 33, 30, 100],
+        [2, 1, 2048, 64, 96, 96],
+    ];
+
+    /// Every pipeline of the tier that calls of every kind plan on (at GPU sizes and small,
+    /// widths padded, Dv != D, causal or not, each mask part, GQA with units and without,
+    /// f16 and f32 K/V) has a small problem that runs exactly it, so that on hardware each
+    /// is checked before a call runs it.
+    #[test]
+    fn every_pipeline_of_the_tier_has_a_check_problem() {
+        let Some(ctx) = emulated() else { return };
+        let mut keys: Vec<PipelineKey> = Vec::new();
+        for shape in SHAPES {
+            for causal in [false, true] {
+                for mask in 0..4 {
+                    for f16_kv in [false, true] {
+                        let plan = plan_call_of(&ctx, shape, (causal, mask, f16_kv), None);
+                        if plan.path != Path::Fused(fused::Tier::Coop) {
+                            continue;
+                        }
+                        for key in pipeline_keys(&ctx, &plan) {
+                            let case = CheckCase::for_key(&ctx, &key);
+                            assert!(case.is_some(), "no check problem for {}", describe(&key));
+                            if !keys.contains(&key) {
+                                keys.push(key);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The keys span what they vary in (so that the loop above was not vacuous).
+        for (name, value) in [
+            ("CAUSAL", 0),
+            ("CAUSAL", 1),
+            ("HAS_BIAS", 1),
+            ("HAS_ALLOW", 1),
+            ("UNITS", 0),
+            ("UNITS", 1),
+        ] {
+            assert!(
+                keys.iter().any(|k| k.constants.contains(&(name, value))),
+                "no pipeline with {name}={value} among {}",
+                keys.len()
+            );
+        }
+        assert!(keys.len() >= 40, "{} pipelines", keys.len());
+    }
+
+    /// The check passes on the tier's pipelines where they are right: emulated here
+    /// (lavapipe in CI), on the hardware where a GPU has it. Pipelines of each kind: the
+    /// widths GPUs take and others, each mask part, causal or not, GQA units or not, f16 and
+    /// f32 K/V.
+    #[test]
+    fn the_check_passes_on_right_pipelines() {
+        let Some(ctx) = emulated() else { return };
+        for (shape, options) in [
+            ([2, 1, 77, 100, 64, 64], (true, 0, true)),
+            ([32, 8, 4096, 4096, 128, 128], (false, 3, false)),
+            ([4, 1, 5, 300, 80, 48], (true, 1, true)),
+            ([8, 8, 1024, 1024, 128, 128], (false, 2, true)),
+        ] {
+            let plan = plan_call_of(&ctx, shape, options, None);
+            assert_eq!(plan.path, Path::Fused(fused::Tier::Coop), "{shape:?}");
+            for key in pipeline_keys(&ctx, &plan) {
+                assert_eq!(check_pipeline(&ctx, &key), Ok(()));
+            }
+        }
+        // Emulated contexts are never checked (nothing runs on matrix hardware).
+        let plan = plan_call_of(&ctx, SHAPES[0], (false, 0, true), None);
+        assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
+        assert!(std::ptr::eq(ctx.checked_profile(), ctx.profile()));
+    }
+
+    /// Each pipeline is checked once per context, before the first call that runs it; where
+    /// one fails, that call and every later one plan without the tier and say why.
+    #[test]
+    fn a_failed_check_takes_the_tier_out_of_every_plan() {
+        let Some(ctx) = emulated() else { return };
+        let checked = std::cell::RefCell::new(Vec::new());
+        let record = |_: &Context, key: &PipelineKey| {
+            checked.borrow_mut().push(key.clone());
+            Ok(())
+        };
+        let llama = [32, 8, 4096, 4096, 128, 128];
+        let causal_f16 = (true, 0, true);
+        for _ in 0..2 {
+            let plan = plan_call_of(&ctx, llama, causal_f16, Some(&record));
+            assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
+        }
+        assert_eq!(checked.borrow().len(), 1, "one pipeline, checked once");
+        let plan = plan_call_of(&ctx, llama, (false, 0, true), Some(&record));
+        assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
+        assert_eq!(checked.borrow().len(), 2, "a pipeline of its own");
+        assert_ne!(checked.borrow()[0], checked.borrow()[1]);
+
+        let fail = |_: &Context, _: &PipelineKey| Err("max error 1e0".to_string());
+        let plan = plan_call_of(&ctx, llama, (true, 1, true), Some(&fail));
+        assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
+        assert!(
+            plan.reason
+                .contains("failed its check on this device (max error 1e0)"),
+            "{}",
+            plan.reason
+        );
+        // Later calls, on pipelines that passed too, plan without the tier.
+        let plan = plan_call_of(&ctx, llama, causal_f16, Some(&record));
+        assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
+        assert!(plan.reason.contains("failed its check"), "{}", plan.reason);
+        assert_eq!(checked.borrow().len(), 2);
     }
 }

@@ -13,7 +13,7 @@
 //! same kernels with the cooperative operations in scalar code (src/fused/coop_ops_emulated.wgsl).
 
 use super::tiled_unit_heads_in;
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, PipelineKey};
 use crate::plan::Chunk;
 use crate::problem::Problem;
 use crate::profile::{CoopSupport, DeviceProfile};
@@ -45,8 +45,7 @@ pub struct Variant {
 impl Variant {
     /// Every variant, in the order the tier prefers them: blocks of 64 rows at widths 64 and
     /// 128 first, the variants GPUs take (with subgroups of 32, 64 x 128 takes 24.3 KiB of
-    /// workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32) and the ones the
-    /// device's self-check runs (crate::attention::coop_check); then for less workgroup
+    /// workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32); then for less workgroup
     /// memory the most rows and the narrowest width, down to 16 x 128 (15.3 KiB) within
     /// WebGPU's default 16 KiB (tests/suite/coop.rs, coop_fits_less_workgroup_memory). Last,
     /// blocks of 64 keys, which halve the barriers and softmax rounds a key and need more
@@ -308,6 +307,21 @@ pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
 /// The sizes written into the source of `p`'s pipeline here ([`Variant::array_sizes`]).
 pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 5] {
     variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev))
+}
+
+/// The pipeline chunk `c` of `p` runs on here: the kernel ([`kernel`]) for the problem's
+/// widths, causal rule and mask parts (`PipelineKey::for_problem`), its arrays sized
+/// ([`array_sizes`]), and the overrides of the tier: `UNITS` where a block of rows holds
+/// several heads of a GQA group (as on the tiled tier), `SG` the lanes that share a matrix,
+/// `PREFETCH` ([`prefetch`]). The dispatch builds it; on hardware, the check of
+/// crate::attention's coop_check first runs a small problem on it.
+pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> PipelineKey {
+    let mut key = PipelineKey::for_problem(kernel(dev, p), p).with_array_sizes(&array_sizes(dev, p));
+    let units = unit_heads(dev, p, c) > 1;
+    key.constants.push(("UNITS", u32::from(units)));
+    key.constants.push(("SG", subgroup_lanes(dev)));
+    key.constants.push(("PREFETCH", u32::from(prefetch())));
+    key
 }
 
 /// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size; emulated,

@@ -55,17 +55,9 @@ pub(super) fn run(
                     key.constants.push(("UNITS", u32::from(units)));
                     key
                 }
-                // The cooperative-matrix tier: the same UNITS, the lanes that share a
-                // matrix, its arrays sized for them (coop::Variant::array_sizes), and
-                // whether it prefetches K and V.
-                None if tier == Tier::Coop => {
-                    let mut key = key.clone().with_array_sizes(&coop::array_sizes(ctx, p));
-                    let units = coop::unit_heads(ctx, p, c) > 1;
-                    key.constants.push(("UNITS", u32::from(units)));
-                    key.constants.push(("SG", coop::subgroup_lanes(ctx)));
-                    key.constants.push(("PREFETCH", u32::from(coop::prefetch())));
-                    key
-                }
+                // The cooperative-matrix tier: its own key (coop::pipeline_key), which
+                // its check on hardware also runs (crate::attention's coop_check).
+                None if tier == Tier::Coop => coop::pipeline_key(ctx, p, c),
                 None => key.clone(),
             };
             Ok((layout, ctx.pipeline(&key)?))
