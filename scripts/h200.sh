@@ -64,8 +64,9 @@ for line in sys.stdin:
     du -sh .h200 .gl
     ;;
 device)
-    # H200_PART: all (default), bench, tests, or coop (the cooperative-matrix tier's grid
-    # and PyTorch's rows only: the first run where device time is short). H200_GRID: a
+    # H200_PART: all (default), bench, tests, coop (the cooperative-matrix tier's grid
+    # and PyTorch's rows only: the first run where device time is short) or decode
+    # (decode's rows, decode_rows above, and PyTorch's). H200_GRID: a
     # different bench grid, one "B,H,Lq,Lk,D causal kv-heads paths" entry per line (to try
     # the script elsewhere).
     # Every step has a timeout and a failure does not stop the rest: one device run must
@@ -96,6 +97,31 @@ for line in open(path):
     print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {num(r['ms'], '.3f')} "
           f"| {num(r['gflops'], '.1f')} | {num(r['gbps'], '.1f')} | {num(r['max_abs_err'], '.1e')} |")
 PY
+    }
+    # One bench row of the main binary: shape, kv heads, then bench's other arguments.
+    bench_row() {
+        local shape=$1 kvh=$2
+        shift 2
+        local args=(bench --shape "$shape" --kv-heads "$kvh" --reps 10 --json "$@")
+        step "${args[*]}"
+        timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+        echo "exit $?"
+        cat /tmp/bench.json
+        row /tmp/bench.json "$shape" "$kvh" none "${ROW_LABEL:-}" >> "$out/h200.md"
+    }
+    # Decode at the issue's three shapes (H200_DECODE_SHAPES for others): f32 and f16 K
+    # and V (an f16 KvCache on the device, read as f16 by both forms), and the workgroup
+    # form with its V loads one key at a time (WGPU_ATTENTION_DECODE_V_BATCH=1, the loop
+    # before 2026-12-06) beside the default batches of 8 (crate::decode::v_batch).
+    decode_rows() {
+        for shape in ${H200_DECODE_SHAPES:-1,32,1,4096,128 8,32,1,8192,128 1,32,1,32768,128}; do
+            bench_row "$shape" 8 --path decode-workgroup
+            bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
+            for dtype in f32 f16; do
+                WGPU_ATTENTION_DECODE_V_BATCH=1 ROW_LABEL=" [V one key at a time]" \
+                    bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
+            done
+        done
     }
     if [ -z "${H200_LOCAL:-}" ]; then
         for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -142,36 +168,41 @@ PY
         # The k64 variants (blocks of 64 keys) and the K/V prefetch ("+p":
         # WGPU_ATTENTION_COOP_PREFETCH=1) are never auto's choice until these rows say they
         # are faster: crate::fused::coop::Variant::ALL, coop::prefetch.
-        cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
+        if [ "$part" != decode ]; then
+            cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
 4,32,4096,4096,128 top-left 32 64x128 64x128+p 64x128k64 64x128k64+p 32x128
 1,32,4096,4096,128 top-left 8 64x128 64x128+p 64x128k64 32x128 16x128
 1,8,1024,1024,64 none 8 64x64 64x64+p 64x64k64 32x64 64x32
 1,8,1024,1024,64 top-left 8 64x64 64x64+p 64x64k64 32x64}"
-        while read -r shape causal kvh variants; do
-            [ -z "$shape" ] && continue
-            for variant in $variants; do
-                name=${variant%+p}
-                prefetch=0
-                [ "$name" != "$variant" ] && prefetch=1
-                args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-coop --dtype f16 --reps 10 --json)
+            while read -r shape causal kvh variants; do
+                [ -z "$shape" ] && continue
+                for variant in $variants; do
+                    name=${variant%+p}
+                    prefetch=0
+                    [ "$name" != "$variant" ] && prefetch=1
+                    args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-coop --dtype f16 --reps 10 --json)
+                    [ "$causal" != none ] && args+=(--causal "$causal")
+                    step "WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch ${args[*]}"
+                    WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch \
+                        timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                    echo "exit $?"
+                    cat /tmp/bench.json
+                    row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" "$name" >> "$out/h200.md"
+                done
+                args=(bench --shape "$shape" --kv-heads "$kvh" --path auto,fused-tiled --dtype f16 --reps 10 --json)
                 [ "$causal" != none ] && args+=(--causal "$causal")
-                step "WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch ${args[*]}"
-                WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch \
-                    timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                step "${args[*]}"
+                timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
                 echo "exit $?"
                 cat /tmp/bench.json
-                row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" "$name" >> "$out/h200.md"
-            done
-            args=(bench --shape "$shape" --kv-heads "$kvh" --path auto,fused-tiled --dtype f16 --reps 10 --json)
-            [ "$causal" != none ] && args+=(--causal "$causal")
-            step "${args[*]}"
-            timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
-            echo "exit $?"
-            cat /tmp/bench.json
-            row /tmp/bench.json "$shape" "$kvh" "$causal" " f16 inputs" >> "$out/h200.md"
-        done <<< "$cgrid"
-        # The rest of the bench part; H200_PART=coop skips to PyTorch's rows.
-        if [ "$part" != coop ]; then
+                row /tmp/bench.json "$shape" "$kvh" "$causal" " f16 inputs" >> "$out/h200.md"
+            done <<< "$cgrid"
+        fi
+        # The rest of the bench part; H200_PART=coop skips to PyTorch's rows, and
+        # H200_PART=decode runs only decode's rows before them.
+        if [ "$part" = decode ]; then
+            decode_rows
+        elif [ "$part" != coop ]; then
         while read -r shape causal kvh paths; do
             [ -z "$shape" ] && continue
             args=(bench --shape "$shape" --kv-heads "$kvh" --path "$paths" --reps 10 --json)
@@ -202,24 +233,9 @@ PY
                 row /tmp/bench.json "$shape" "$kvh" "$causal" " [${bin##*/}]" >> "$out/h200.md"
             done <<< "$vgrid"
         done
-        # One bench row of the main binary: shape, kv heads, then bench's other arguments.
-        bench_row() {
-            local shape=$1 kvh=$2
-            shift 2
-            local args=(bench --shape "$shape" --kv-heads "$kvh" --reps 10 --json "$@")
-            step "${args[*]}"
-            timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
-            echo "exit $?"
-            cat /tmp/bench.json
-            row /tmp/bench.json "$shape" "$kvh" none >> "$out/h200.md"
-        }
         # The fixed rows below are the H200's shapes, far too large for a local check.
         if [ -z "${H200_LOCAL:-}" ]; then
-        # Decode on f16 K and V (an f16 KvCache on the device, read as f16 by both forms),
-        # beside the f32 rows of the grid above.
-        for shape in 1,32,1,4096,128 8,32,1,8192,128 1,32,1,32768,128; do
-            bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
-        done
+        decode_rows
         # Few query rows per head with GQA (speculative decoding): the tiled tier's GQA
         # units put a group's 4 heads in one block (since 2026-12-01), beside decode.
         for shape in 1,32,8,4096,128 4,32,16,4096,128; do
@@ -245,7 +261,7 @@ PY
             timeout 240 python3 scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
         fi
     fi
-    if [ "$part" != bench ] && [ "$part" != coop ]; then
+    if [ "$part" = all ] || [ "$part" = tests ]; then
         step "self-check (every path against the reference)"
         timeout 120 ./.h200/wgpu-attention
         # Parity: the suite and lanes16 (the README doctest needs cargo and is skipped here).

@@ -128,6 +128,30 @@ pub fn workgroup_cols(dv: usize) -> usize {
     (dv / 4).div_ceil(WG as usize).max(1)
 }
 
+/// Keys whose V loads the workgroup form's output loop issues together (its `V_BATCH`):
+/// on GPUs 8, on CPU adapters 1, or what [`V_BATCH_VAR`] says (1 to 8; 1 is the loop
+/// before 2026-12-06, one load a key, which `scripts/h200.sh` times beside the default).
+/// On GPUs that loop is latency-bound: on an H200 (docs/h200.md, 2026-12-04) decode read K
+/// and V at 1.35 TB/s in f32 and less in f16, where PyTorch read f16 at 3.15; batches are
+/// not yet measured there. On lavapipe (AMD EPYC, 2 threads, `H200_PART=decode` of the
+/// script, forced decode-workgroup, 2026-12-06) batches of 8 took 4.0 and 13.8 ms at
+/// 1,8,1,300,64 and 2,8,1,1000,128 against 2.8 and 9.8 one key at a time, so CPU adapters
+/// (where auto takes this form above width 256) keep that.
+pub(crate) fn v_batch(info: &wgpu::AdapterInfo) -> u32 {
+    std::env::var(V_BATCH_VAR)
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|n| (1..=8).contains(n))
+        .unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
+            1
+        } else {
+            8
+        })
+}
+
+/// The variable that sets [`v_batch`] for timing.
+pub const V_BATCH_VAR: &str = "WGPU_ATTENTION_DECODE_V_BATCH";
+
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
 fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
@@ -142,8 +166,9 @@ fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
         Form::Invocation if kv_words(dev) => "K/V read as 64-bit words".to_string(),
         Form::Invocation => "K/V read as vec4<f32>".to_string(),
         Form::Workgroup => format!(
-            "one workgroup per split and tile of {} rows, 64 keys a block",
-            layout.tile_rows
+            "one workgroup per split and tile of {} rows, 64 keys a block, V loaded {} keys at a time",
+            layout.tile_rows,
+            v_batch(dev.adapter_info())
         ),
     };
     let half = match (form, p.kv_half) {
@@ -326,5 +351,17 @@ mod tests {
                 assert!(chunks.iter().all(|c| c.scratch_bytes <= budget.max_binding));
             }
         }
+    }
+
+    /// The workgroup form batches its V loads by 8 on GPUs and loads them one at a time on
+    /// CPU adapters, where batches measured slower (unless the variable says otherwise).
+    #[test]
+    fn v_batches_follow_the_adapter() {
+        if std::env::var_os(V_BATCH_VAR).is_some() {
+            return;
+        }
+        assert_eq!(v_batch(&gpu(32)), 8);
+        let cpu = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
+        assert_eq!(v_batch(&cpu), 1);
     }
 }

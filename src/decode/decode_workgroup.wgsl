@@ -13,9 +13,11 @@
 // independent vec4 loads), the block's softmax statistics are kept per row in workgroup
 // memory, and then each invocation owns one vec4 column of the output (of one or more
 // rows), reading V rows whole across the workgroup (consecutive invocations, consecutive
-// addresses). Not yet measured on a GPU (written in a session without one; scripts/h200.sh
-// runs it there). On lavapipe it is about ten times slower than decode_partial.wgsl, which
-// is why CPU adapters keep that form (crate::decode::Form::for_adapter).
+// addresses). On an H200 (docs/h200.md, 2026-12-04) it read f32 K and V at 1.35 TB/s, f16
+// ones slower, and PyTorch f16 at 3.15; since 2026-12-06 the output loop issues its V loads
+// in batches (V_BATCH), not yet measured there. On lavapipe it is about ten times slower
+// than decode_partial.wgsl, which is why CPU adapters keep that form
+// (crate::decode::Form::for_adapter).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,
 // HAS_ALLOW and masked(): in decode_common.wgsl, which the kernel table puts in front.
@@ -31,8 +33,9 @@
 //
 // Specialisation: D, DV (multiples of 4, up to the host's limit crate::decode::
 // WORKGROUP_MAX_WIDTH: no array here is sized by them), CAUSAL, HAS_BIAS, HAS_ALLOW
-// (decode_common.wgsl), COLS (output columns per invocation, DV/4 over 64 rounded up) and
-// ROWS (rows per tile, 1..16 / COLS), both chosen by the host (crate::decode).
+// (decode_common.wgsl), COLS (output columns per invocation, DV/4 over 64 rounded up),
+// ROWS (rows per tile, 1..16 / COLS) and V_BATCH (keys per batch of V loads), all chosen by
+// the host (crate::decode).
 //
 // Output columns: with DV/4 <= 64 each invocation owns one vec4 column of one or more rows
 // (64 / (DV/4) row sets); above, COLS columns (t, t + 64, ..) of every row of the tile, so
@@ -49,6 +52,10 @@
 
 override ROWS: u32 = 16u;
 override COLS: u32 = 1u;
+// Keys whose V loads the output loop issues together (1 to MAX_BATCH; the host's
+// crate::decode::v_batch, 8 on GPUs, where one load a key left the loop waiting on each).
+override V_BATCH: u32 = 8u;
+const MAX_BATCH: u32 = 8u;
 
 // Invocations per workgroup, and keys per block (one key each in the score phase).
 const WG: u32 = 64u;
@@ -67,6 +74,19 @@ var<workgroup> block: array<f32, MAX_ROWS * STRIDE>;
 // the end the row's sum of weights, for the invocations that write its columns.
 var<workgroup> row_alpha: array<f32, MAX_ROWS>;
 var<workgroup> row_sum: array<f32, MAX_ROWS>;
+
+// Adds the weight of key x of the block times its value vx (output column c of this
+// invocation) to the accumulators of the invocation's rows (row_set, row_set + row_sets, ..).
+fn add_value(acc: ptr<function, array<vec4<f32>, MAX_ROWS>>, c: u32, row_set: u32,
+             row_sets: u32, x: u32, vx: vec4<f32>) {
+    for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
+        let r = row_set + n * row_sets;
+        if (r < ROWS) {
+            let a = min(c * ROWS + n, MAX_ROWS - 1u);
+            (*acc)[a] = (*acc)[a] + block[r * STRIDE + x] * vx;
+        }
+    }
+}
 
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -203,19 +223,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 }
             }
             let keys = min(KEYS, j_end - j0);
-            for (var x = 0u; x < keys; x = x + 1u) {
-                let v_row = (k_row0 + j0 + x) * dv4 - p.v_win;
-                for (var c = 0u; c < COLS; c = c + 1u) {
-                    let column = col + c * WG;
-                    if (column < dv4) {
-                        let vx = load_v(v_row + column);
-                        for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
-                            let r = row_set + n * row_sets;
-                            if (r < ROWS) {
-                                let a = min(c * ROWS + n, MAX_ROWS - 1u);
-                                acc[a] = acc[a] + block[r * STRIDE + x] * vx;
+            let v_row0 = (k_row0 + j0) * dv4 - p.v_win;
+            for (var c = 0u; c < COLS; c = c + 1u) {
+                let column = col + c * WG;
+                if (column < dv4) {
+                    // V_BATCH keys at a time: their loads first, independent of each other,
+                    // then their multiply-adds, so that a batch's loads are in flight
+                    // together rather than each waiting for the last one's use.
+                    var x = 0u;
+                    for (; x + V_BATCH <= keys; x = x + V_BATCH) {
+                        var batch: array<vec4<f32>, MAX_BATCH>;
+                        for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
+                            if (u < V_BATCH) {
+                                batch[u] = load_v(v_row0 + (x + u) * dv4 + column);
                             }
                         }
+                        for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
+                            if (u < V_BATCH) {
+                                add_value(&acc, c, row_set, row_sets, x + u, batch[u]);
+                            }
+                        }
+                    }
+                    for (; x < keys; x = x + 1u) {
+                        add_value(&acc, c, row_set, row_sets, x, load_v(v_row0 + x * dv4 + column));
                     }
                 }
             }

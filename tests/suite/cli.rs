@@ -1251,3 +1251,45 @@ fn run_check_holds_fused_coop_to_the_f16_rule() {
     assert!(stderr.contains("path fused-coop"), "{stderr}");
     assert!(stdout.contains("fused-coop computes in f16"), "{stdout}");
 }
+
+/// Decode's workgroup form with its V loads in batches of 1 (the loop before 2026-12-06),
+/// 3 (so that a full 64-key block ends in a tail) and 8 (the default), set by
+/// `WGPU_ATTENTION_DECODE_V_BATCH`: checked against the reference by `run --check`, with
+/// blocks of 64 keys, a last block of 2 and GQA, f32 and f16 K/V; the plan's reason says
+/// the batch.
+#[test]
+fn decode_workgroup_loads_v_in_batches() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("decode-v-batch");
+    let mut rng = Rng::new(41);
+    let q = save(&dir, "q.npy", &rng.array(&[1, 8, 3, 64], 2.0));
+    let k = save(&dir, "k.npy", &rng.array(&[1, 2, 130, 64], 1.0));
+    let v = save(&dir, "v.npy", &rng.array(&[1, 2, 130, 40], 1.0));
+    for (batch, dtype) in [("1", "f32"), ("3", "f32"), ("8", "f32"), ("3", "f16")] {
+        let o = tool()
+            .env("WGPU_ATTENTION_DECODE_V_BATCH", batch)
+            .args(["run", "--q", &q, "--k", &k, "--v", &v, "--dtype", dtype])
+            .args([
+                "--path",
+                "decode-workgroup",
+                "--check",
+                "--causal",
+                "bottom-right",
+            ])
+            .output()
+            .expect("run tool");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        let what = format!("batches of {batch}, {dtype}");
+        assert!(o.status.success(), "{what}: {stdout}{stderr}");
+        assert!(stderr.contains("path decode-workgroup"), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!("V loaded {batch} keys at a time")),
+            "{what}: {stderr}"
+        );
+    }
+}
