@@ -46,7 +46,9 @@ ENVIRONMENT:
     the tier off. WGPU_ATTENTION_COOP_VARIANT=RxW (64x64, 64x128, 64x32, 32x64, 32x128,
     16x64, 16x128; with 64-key blocks 64x64k64, 64x128k64, 32x128k64) picks its tile
     variant where that fits, to time the variants side by side;
-    WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise.
+    WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise;
+    WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two.
+    WGPU_ATTENTION_DECODE_V_BATCH=1..8 sets the keys a batch of decode's V loads (GPUs 8).
     WGPU_ATTENTION_COOP_LANES
     (16, 32, 64, 128; default 32) sets the lanes of the emulated tier's subgroups, to test
     it as adapters with other subgroup sizes run it.

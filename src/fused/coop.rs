@@ -246,6 +246,23 @@ pub(crate) fn prefetch() -> bool {
     std::env::var(PREFETCH_VAR).is_ok_and(|v| v == "1")
 }
 
+/// The variable that sets the rows of output blocks each subgroup's tile spans where its
+/// blocks allow two (src/fused/fused_coop.wgsl, OUT_ROWS): `1` for the row-major runs of
+/// before 2026-12-06, to time them beside the default 2 (`scripts/h200.sh`, "+r1" rows).
+pub const OUT_ROWS_VAR: &str = "WGPU_ATTENTION_COOP_OUT_ROWS";
+
+/// The kernel's `OUT_ROWS` ([`OUT_ROWS_VAR`]): 2 unless the variable says 1. Two rows of
+/// output blocks a subgroup load a third fewer 16x16 blocks of P and V from workgroup memory
+/// per key (64 x 128: 6 for 8 multiply-adds, not 9) with the same accumulators; not yet
+/// timed on a GPU.
+pub(crate) fn output_rows() -> u32 {
+    if std::env::var(OUT_ROWS_VAR).is_ok_and(|v| v == "1") {
+        1
+    } else {
+        2
+    }
+}
+
 /// Largest D and Dv the tier takes.
 pub const COOP_MAX_WIDTH: usize = 128;
 
@@ -313,7 +330,7 @@ pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u
 /// widths, causal rule and mask parts (`PipelineKey::for_problem`), its arrays sized
 /// ([`array_sizes`]), and the overrides of the tier: `UNITS` where a block of rows holds
 /// several heads of a GQA group (as on the tiled tier), `SG` the lanes that share a matrix,
-/// `PREFETCH` ([`prefetch`]). The dispatch builds it; on hardware, the check of
+/// `PREFETCH` ([`prefetch`]), `OUT_ROWS` ([`output_rows`]). The dispatch builds it; on hardware, the check of
 /// crate::attention's coop_check first runs a small problem on it.
 pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> PipelineKey {
     let mut key = PipelineKey::for_problem(kernel(dev, p), p).with_array_sizes(&array_sizes(dev, p));
@@ -321,6 +338,7 @@ pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> Pipel
     key.constants.push(("UNITS", u32::from(units)));
     key.constants.push(("SG", subgroup_lanes(dev)));
     key.constants.push(("PREFETCH", u32::from(prefetch())));
+    key.constants.push(("OUT_ROWS", output_rows()));
     key
 }
 

@@ -115,6 +115,9 @@ impl Family for Tier {
                 if coop::prefetch() {
                     parts.push("K/V prefetched into registers".to_string());
                 }
+                if coop::output_rows() == 1 {
+                    parts.push("output blocks in one row a subgroup".to_string());
+                }
                 let heads = chunks.first().map_or(1, |c| coop::unit_heads(dev, p, c));
                 if heads > 1 {
                     parts.push(gqa(heads));

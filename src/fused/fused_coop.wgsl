@@ -19,7 +19,8 @@
 // WIDTH), CAUSAL, HAS_BIAS, HAS_ALLOW (fused_common.wgsl); SG, the lanes that share a
 // cooperative matrix (the adapter's subgroup size; 32 when emulated); UNITS as in
 // fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
-// so that they share each K/V block); PREFETCH (1: K and V loaded a phase ahead). Sizes
+// so that they share each K/V block); PREFETCH (1: K and V loaded a phase ahead); OUT_ROWS
+// (2: each subgroup's output blocks in two rows of blocks where they fit so). Sizes
 // written per pipeline (crate::fused::coop::array_sizes; the values below are the largest
 // case): BC, the keys a block (the tile file's 32, or 64); SLOTS, the subgroups (WG / SG);
 // NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS.
@@ -27,8 +28,9 @@
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
 // `lindex / SG` computes a run of the 16x16 score blocks (holding its rows of Q in
-// registers) and owns a run of the output blocks (row-major over BR x DV16: one row of
-// blocks or a part of one, so that a block of P is loaded once for all of them). How many
+// registers) and owns a tile of the output blocks (over BR x DV16: two rows of blocks of
+// half a row each, or a row or part of one, so that each block of P and of V it loads
+// serves several of them; OUT_ROWS below). How many
 // blocks each takes depends only on constants, so every cooperative operation and barrier
 // runs in uniform control flow. Where score blocks are fewer than subgroups, the last is
 // computed by several (the same values written by each); output blocks always divide
@@ -78,6 +80,12 @@ override UNITS: u32 = 0u;
 // 1: K and V loaded into registers a phase ahead of their staging (main's key loop says
 // how); crate::fused::coop::prefetch.
 override PREFETCH: u32 = 0u;
+// 2: each subgroup's output blocks span two rows of blocks where they would span one row
+// or part of one (and their count and the rows of blocks are even), so that each block of V
+// serves two output blocks: per 16 keys a subgroup of 64 x 128 loads 2 blocks of P and 4
+// of V for its 8 multiply-adds, not 1 and 8. 1: the row-major runs of before 2026-12-06.
+// crate::fused::coop::output_rows.
+override OUT_ROWS: u32 = 2u;
 
 const WG: u32 = 128u;
 const SLOTS: u32 = 8u;
@@ -227,15 +235,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         key_end = min(key_end, end);
     }
 
-    // This subgroup's output blocks: nb (NB) of them, from block sg * nb in row-major order
-    // over BR x DV16, in acc_rows rows of blocks of acc_cols each (one row, or part of one,
-    // unless subgroups are fewer than rows of blocks). The accumulators are sized for nb
-    // (NACC, per pipeline).
+    // This subgroup's output blocks: nb (NB) of them, a tile of acc_rows rows of acc_cols
+    // blocks over the BR x DV16 grid of 16x16 blocks, the subgroups' tiles row-major over
+    // it: whole rows of blocks where subgroups are fewer than rows of blocks, else one row
+    // or part of one, or with OUT_ROWS 2 two rows of half as many (block t of the tile at
+    // row block_row0 + t / acc_cols, column block_col0 + t % acc_cols). The accumulators
+    // are sized for nb (NACC, per pipeline).
     let blocks_across = DV16 / 16u;
     let nb = (BR / 16u) * blocks_across / nsg;
-    let acc_rows = max(1u, nb / blocks_across);
-    let acc_cols = nb / acc_rows;
-    let first_block = sg * nb;
+    var acc_rows = max(1u, nb / blocks_across);
+    if (OUT_ROWS == 2u && acc_rows == 1u && nb % 2u == 0u && (BR / 16u) % 2u == 0u
+        && blocks_across % max(1u, nb / 2u) == 0u) {
+        acc_rows = 2u;
+    }
+    // (The max()es keep naga's evaluation of these constants from dividing by zero where a
+    // pipeline's branch is not taken.)
+    let acc_cols = max(1u, nb / acc_rows);
+    let tiles_across = max(1u, blocks_across / acc_cols);
+    let block_row0 = sg / tiles_across * acc_rows;
+    let block_col0 = sg % tiles_across * acc_cols;
     var accs: array<Acc, NACC>;
     for (var t = 0u; t < nb; t = t + 1u) {
         accs[t] = acc_zero();
@@ -388,7 +406,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         store_keys(lindex, DV16 / 4u, staged);
         if (rescale != 0u) {
             for (var t = 0u; t < nb; t = t + 1u) {
-                let row0 = (first_block + t) / blocks_across * 16u;
+                let row0 = (block_row0 + t / acc_cols) * 16u;
                 acc_store(accs[t], scratch, lane);
                 workgroupBarrier();
                 for (var e = lane; e < 256u; e = e + SG) {
@@ -406,10 +424,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var k0 = 0u; k0 < BC; k0 = k0 + 16u) {
             for (var i = 0u; i < acc_rows; i = i + 1u) {
                 let t0 = i * acc_cols;
-                let row0 = (first_block + t0) / blocks_across * 16u;
-                let pt = load_a(row0, k0, lane);
+                let pt = load_a((block_row0 + i) * 16u, k0, lane);
                 for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
-                    let col0 = (first_block + t) % blocks_across * 16u;
+                    let col0 = (block_col0 + t - t0) * 16u;
                     accs[t] = add_pv(accs[t], pt, k0, col0, lane);
                 }
             }
@@ -434,8 +451,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     for (var t = 0u; t < nb; t = t + 1u) {
-        let row0 = (first_block + t) / blocks_across * 16u;
-        let col0 = (first_block + t) % blocks_across * 16u;
+        let row0 = (block_row0 + t / acc_cols) * 16u;
+        let col0 = (block_col0 + t % acc_cols) * 16u;
         workgroupBarrier();
         acc_store(accs[t], scratch, lane);
         workgroupBarrier();

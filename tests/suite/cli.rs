@@ -1064,7 +1064,9 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// several rows of score and output blocks; and blocks of 64 keys (the 32x128k64 variant,
 /// forced with `WGPU_ATTENTION_COOP_VARIANT`: the only one of them that fits lavapipe's
 /// 32 KiB) with 32 and 128 lanes, a forced variant that cannot run the problems here, and
-/// the K/V prefetch (`WGPU_ATTENTION_COOP_PREFETCH=1`) on 32-key and 64-key blocks. Held to
+/// the K/V prefetch (`WGPU_ATTENTION_COOP_PREFETCH=1`) on 32-key and 64-key blocks, and
+/// output tiles of one row of blocks (`WGPU_ATTENTION_COOP_OUT_ROWS=1`, the layout before
+/// 2026-12-06; the others run two rows where the blocks allow). Held to
 /// the f16 rule by `run --check`, GQA, a bool mask, both causal alignments, Dv != D, large
 /// logits (the accumulators' rescaling).
 #[test]
@@ -1092,18 +1094,20 @@ fn coop_runs_with_other_subgroup_sizes() {
             "top-left",
         ),
     ];
-    // (lanes, the variant forced, the keys a block it runs, the K/V prefetch): a variant
-    // that cannot run the problem here (64x64k64: D 128, and 37 636 bytes) is not taken,
-    // and the reason says so.
-    for (lanes, variant, keys, prefetch) in [
-        ("16", "", 32, "0"),
-        ("64", "", 32, "0"),
-        ("128", "", 32, "0"),
-        ("32", "32x128k64", 64, "0"),
-        ("128", "32x128k64", 64, "0"),
-        ("32", "64x64k64", 32, "0"),
-        ("32", "", 32, "1"),
-        ("16", "32x128k64", 64, "1"),
+    // (lanes, the variant forced, the keys a block it runs, the K/V prefetch, the rows of
+    // output blocks a subgroup's tile spans at most): a variant that cannot run the problem
+    // here (64x64k64: D 128, and 37 636 bytes) is not taken, and the reason says so.
+    for (lanes, variant, keys, prefetch, out_rows) in [
+        ("16", "", 32, "0", "2"),
+        ("64", "", 32, "0", "2"),
+        ("128", "", 32, "0", "2"),
+        ("32", "32x128k64", 64, "0", "2"),
+        ("128", "32x128k64", 64, "0", "2"),
+        ("32", "64x64k64", 32, "0", "2"),
+        ("32", "", 32, "1", "2"),
+        ("16", "32x128k64", 64, "1", "2"),
+        ("32", "", 32, "0", "1"),
+        ("16", "", 32, "0", "1"),
     ] {
         for (q, k, v, mask, causal) in &cases {
             let mut args = vec![
@@ -1130,6 +1134,7 @@ fn coop_runs_with_other_subgroup_sizes() {
                 .env("WGPU_ATTENTION_COOP_LANES", lanes)
                 .env("WGPU_ATTENTION_COOP_VARIANT", variant)
                 .env("WGPU_ATTENTION_COOP_PREFETCH", prefetch)
+                .env("WGPU_ATTENTION_COOP_OUT_ROWS", out_rows)
                 .args(&args)
                 .output()
                 .expect("run tool");
@@ -1137,7 +1142,7 @@ fn coop_runs_with_other_subgroup_sizes() {
                 String::from_utf8_lossy(&o.stdout),
                 String::from_utf8_lossy(&o.stderr),
             );
-            let what = format!("{lanes} lanes, {variant} prefetch {prefetch}, {q}");
+            let what = format!("{lanes} lanes, {variant} prefetch {prefetch} rows {out_rows}, {q}");
             assert!(o.status.success(), "{what}: {stdout}{stderr}");
             assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
             assert!(
@@ -1153,6 +1158,11 @@ fn coop_runs_with_other_subgroup_sizes() {
             assert_eq!(
                 stderr.contains("K/V prefetched into registers"),
                 prefetch == "1",
+                "{what}: {stderr}"
+            );
+            assert_eq!(
+                stderr.contains("output blocks in one row a subgroup"),
+                out_rows == "1",
                 "{what}: {stderr}"
             );
             assert!(

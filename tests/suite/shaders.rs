@@ -346,10 +346,11 @@ fn workgroup_memory_matches_the_planner() {
                     .validate(&module)
                     .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
                 if !emulated {
-                    // With and without the K/V prefetch (its registers sized by BC).
-                    for prefetch in [0, 1] {
+                    // With and without the K/V prefetch (its registers sized by BC), and
+                    // with output tiles of one row of blocks and of two.
+                    for (prefetch, out_rows) in [(0, 2), (1, 2), (0, 1)] {
                         let mut constants = key.constants.clone();
-                        constants.push(("PREFETCH", prefetch));
+                        constants.extend([("PREFETCH", prefetch), ("OUT_ROWS", out_rows)]);
                         spirv_with(&module, &info, &constants, &what);
                     }
                 }
