@@ -128,17 +128,20 @@ pub fn workgroup_cols(dv: usize) -> usize {
     (dv / 4).div_ceil(WG as usize).max(1)
 }
 
-/// Keys whose V loads the workgroup form's output loop issues together (its `V_BATCH`):
-/// on GPUs 8, on CPU adapters 1, or what [`V_BATCH_VAR`] says (1 to 8; 1 is the loop
-/// before 2026-12-06, one load a key, which `scripts/h200.sh` times beside the default).
-/// On GPUs that loop is latency-bound: on an H200 (docs/h200.md, 2026-12-04) decode read K
-/// and V at 1.35 TB/s in f32 and less in f16, where PyTorch read f16 at 3.15; batches are
-/// not yet measured there. On lavapipe (AMD EPYC, 2 threads, `H200_PART=decode` of the
-/// script, forced decode-workgroup, 2026-12-06) batches of 8 took 4.0 and 13.8 ms at
-/// 1,8,1,300,64 and 2,8,1,1000,128 against 2.8 and 9.8 one key at a time, so CPU adapters
-/// (where auto takes this form above width 256) keep that.
-pub(crate) fn v_batch(info: &wgpu::AdapterInfo) -> u32 {
-    std::env::var(V_BATCH_VAR)
+/// Loads the workgroup form issues together (its `LOAD_BATCH`): in its score loop, vec4
+/// columns of a key's row of K; in its output loop, keys' V. On GPUs 8, on CPU adapters 1,
+/// or what [`LOAD_BATCH_VAR`] says (1 to 8; 1 is the kernel before 2026-12-06, one load at
+/// a time, which `scripts/h200.sh` times beside the default). On GPUs those loops wait on
+/// their loads' latency unless the driver unrolls them: on an H200 (docs/h200.md,
+/// 2026-12-04) decode read K and V at 1.35 TB/s in f32 and slower in f16, half the bytes,
+/// where PyTorch read f16 at 3.15. Batches are not yet measured there. On lavapipe (AMD
+/// EPYC, 2 threads, 2026-12-06) batches of 8 were slower: `WGPU_ATTENTION_DECODE_BATCH=8
+/// wgpu-attention bench --shape 2,8,1,1000,128 --kv-heads 8 --path decode-workgroup --reps
+/// 10` 16.5 ms against 11.1 with `=1` (in the output loop alone, before the score loop's
+/// were batched too: 13.8 against 9.8), so CPU adapters (where auto takes this form above
+/// width 256) keep one at a time.
+pub(crate) fn load_batch(info: &wgpu::AdapterInfo) -> u32 {
+    std::env::var(LOAD_BATCH_VAR)
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .filter(|n| (1..=8).contains(n))
@@ -149,8 +152,8 @@ pub(crate) fn v_batch(info: &wgpu::AdapterInfo) -> u32 {
         })
 }
 
-/// The variable that sets [`v_batch`] for timing.
-pub const V_BATCH_VAR: &str = "WGPU_ATTENTION_DECODE_V_BATCH";
+/// The variable that sets [`load_batch`] for timing.
+pub const LOAD_BATCH_VAR: &str = "WGPU_ATTENTION_DECODE_BATCH";
 
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
@@ -166,9 +169,9 @@ fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
         Form::Invocation if kv_words(dev) => "K/V read as 64-bit words".to_string(),
         Form::Invocation => "K/V read as vec4<f32>".to_string(),
         Form::Workgroup => format!(
-            "one workgroup per split and tile of {} rows, 64 keys a block, V loaded {} keys at a time",
+            "one workgroup per split and tile of {} rows, 64 keys a block, loads in batches of {}",
             layout.tile_rows,
-            v_batch(dev.adapter_info())
+            load_batch(dev.adapter_info())
         ),
     };
     let half = match (form, p.kv_half) {
@@ -353,15 +356,16 @@ mod tests {
         }
     }
 
-    /// The workgroup form batches its V loads by 8 on GPUs and loads them one at a time on
-    /// CPU adapters, where batches measured slower (unless the variable says otherwise).
+    /// The workgroup form batches its K and V loads by 8 on GPUs and loads them one at a
+    /// time on CPU adapters, where batches measured slower (unless the variable says
+    /// otherwise).
     #[test]
-    fn v_batches_follow_the_adapter() {
-        if std::env::var_os(V_BATCH_VAR).is_some() {
+    fn load_batches_follow_the_adapter() {
+        if std::env::var_os(LOAD_BATCH_VAR).is_some() {
             return;
         }
-        assert_eq!(v_batch(&gpu(32)), 8);
+        assert_eq!(load_batch(&gpu(32)), 8);
         let cpu = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
-        assert_eq!(v_batch(&cpu), 1);
+        assert_eq!(load_batch(&cpu), 1);
     }
 }

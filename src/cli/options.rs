@@ -48,7 +48,8 @@ ENVIRONMENT:
     variant where that fits, to time the variants side by side;
     WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise;
     WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two.
-    WGPU_ATTENTION_DECODE_V_BATCH=1..8 sets the keys a batch of decode's V loads (GPUs 8).
+    WGPU_ATTENTION_DECODE_BATCH=1..8 sets the K/V loads decode-workgroup issues together
+    (GPUs 8, CPU adapters 1), to time them side by side.
     WGPU_ATTENTION_COOP_LANES
     (16, 32, 64, 128; default 32) sets the lanes of the emulated tier's subgroups, to test
     it as adapters with other subgroup sizes run it.

@@ -14,8 +14,8 @@
 // memory, and then each invocation owns one vec4 column of the output (of one or more
 // rows), reading V rows whole across the workgroup (consecutive invocations, consecutive
 // addresses). On an H200 (docs/h200.md, 2026-12-04) it read f32 K and V at 1.35 TB/s, f16
-// ones slower, and PyTorch f16 at 3.15; since 2026-12-06 the output loop issues its V loads
-// in batches (V_BATCH), not yet measured there. On lavapipe it is about ten times slower
+// ones slower, and PyTorch f16 at 3.15; since 2026-12-06 the score and output loops issue
+// their K and V loads in batches (LOAD_BATCH), not yet measured there. On lavapipe it is about ten times slower
 // than decode_partial.wgsl, which is why CPU adapters keep that form
 // (crate::decode::Form::for_adapter).
 //
@@ -34,8 +34,8 @@
 // Specialisation: D, DV (multiples of 4, up to the host's limit crate::decode::
 // WORKGROUP_MAX_WIDTH: no array here is sized by them), CAUSAL, HAS_BIAS, HAS_ALLOW
 // (decode_common.wgsl), COLS (output columns per invocation, DV/4 over 64 rounded up),
-// ROWS (rows per tile, 1..16 / COLS) and V_BATCH (keys per batch of V loads), all chosen by
-// the host (crate::decode).
+// ROWS (rows per tile, 1..16 / COLS) and LOAD_BATCH (loads issued together), all chosen
+// by the host (crate::decode).
 //
 // Output columns: with DV/4 <= 64 each invocation owns one vec4 column of one or more rows
 // (64 / (DV/4) row sets); above, COLS columns (t, t + 64, ..) of every row of the tile, so
@@ -52,9 +52,10 @@
 
 override ROWS: u32 = 16u;
 override COLS: u32 = 1u;
-// Keys whose V loads the output loop issues together (1 to MAX_BATCH; the host's
-// crate::decode::v_batch, 8 on GPUs, where one load a key left the loop waiting on each).
-override V_BATCH: u32 = 8u;
+// Loads issued together (1 to MAX_BATCH; the host's crate::decode::load_batch, 8 on GPUs,
+// where one load at a time left the loops waiting on each): the score loop's vec4 columns
+// of a key's row, the output loop's keys' V.
+override LOAD_BATCH: u32 = 8u;
 const MAX_BATCH: u32 = 8u;
 
 // Invocations per workgroup, and keys per block (one key each in the score phase).
@@ -74,6 +75,17 @@ var<workgroup> block: array<f32, MAX_ROWS * STRIDE>;
 // the end the row's sum of weights, for the invocations that write its columns.
 var<workgroup> row_alpha: array<f32, MAX_ROWS>;
 var<workgroup> row_sum: array<f32, MAX_ROWS>;
+
+// Adds the dot products of the tile's rows of q (at q_at) with column c of a key's row, kc,
+// to the rows' scores s.
+fn add_dots(s: ptr<function, array<f32, MAX_ROWS>>, q_at: ptr<function, array<u32, MAX_ROWS>>,
+            c: u32, kc: vec4<f32>) {
+    for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
+        if (r < ROWS) {
+            (*s)[r] = (*s)[r] + dot(q[(*q_at)[r] + c], kc);
+        }
+    }
+}
 
 // Adds the weight of key x of the block times its value vx (output column c of this
 // invocation) to the accumulators of the invocation's rows (row_set, row_set + row_sets, ..).
@@ -171,13 +183,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
             s[r] = 0.0;
         }
-        for (var c = 0u; c < d4; c = c + 1u) {
-            let kc = load_k(k_at + c);
-            for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
-                if (r < ROWS) {
-                    s[r] = s[r] + dot(q[q_at[r] + c], kc);
+        // LOAD_BATCH vec4 columns of the key's row at a time: their loads first, then
+        // their dot products (as the output loop below does with V).
+        var c = 0u;
+        for (; c + LOAD_BATCH <= d4; c = c + LOAD_BATCH) {
+            var batch: array<vec4<f32>, MAX_BATCH>;
+            for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
+                if (u < LOAD_BATCH) {
+                    batch[u] = load_k(k_at + c + u);
                 }
             }
+            for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
+                if (u < LOAD_BATCH) {
+                    add_dots(&s, &q_at, c + u, batch[u]);
+                }
+            }
+        }
+        for (; c < d4; c = c + 1u) {
+            add_dots(&s, &q_at, c, load_k(k_at + c));
         }
         for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
             if (r < ROWS) {
@@ -227,19 +250,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var c = 0u; c < COLS; c = c + 1u) {
                 let column = col + c * WG;
                 if (column < dv4) {
-                    // V_BATCH keys at a time: their loads first, independent of each other,
+                    // LOAD_BATCH keys at a time: their loads first, independent of each other,
                     // then their multiply-adds, so that a batch's loads are in flight
                     // together rather than each waiting for the last one's use.
                     var x = 0u;
-                    for (; x + V_BATCH <= keys; x = x + V_BATCH) {
+                    for (; x + LOAD_BATCH <= keys; x = x + LOAD_BATCH) {
                         var batch: array<vec4<f32>, MAX_BATCH>;
                         for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
-                            if (u < V_BATCH) {
+                            if (u < LOAD_BATCH) {
                                 batch[u] = load_v(v_row0 + (x + u) * dv4 + column);
                             }
                         }
                         for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
-                            if (u < V_BATCH) {
+                            if (u < LOAD_BATCH) {
                                 add_value(&acc, c, row_set, row_sets, x + u, batch[u]);
                             }
                         }

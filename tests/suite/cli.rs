@@ -1262,13 +1262,13 @@ fn run_check_holds_fused_coop_to_the_f16_rule() {
     assert!(stdout.contains("fused-coop computes in f16"), "{stdout}");
 }
 
-/// Decode's workgroup form with its V loads in batches of 1 (the loop before 2026-12-06),
-/// 3 (so that a full 64-key block ends in a tail) and 8 (the default), set by
-/// `WGPU_ATTENTION_DECODE_V_BATCH`: checked against the reference by `run --check`, with
-/// blocks of 64 keys, a last block of 2 and GQA, f32 and f16 K/V; the plan's reason says
-/// the batch.
+/// Decode's workgroup form with its K and V loads in batches of 1 (the kernel before
+/// 2026-12-06), 3 (so that a row of 16 vec4 of K and a full 64-key block of V end in a
+/// tail) and 8 (the GPUs' default), set by `WGPU_ATTENTION_DECODE_BATCH`: checked against
+/// the reference by `run --check`, with blocks of 64 keys, a last block of 2 and GQA, f32
+/// and f16 K/V; the plan's reason says the batch.
 #[test]
-fn decode_workgroup_loads_v_in_batches() {
+fn decode_workgroup_loads_in_batches() {
     if common::ctx().is_none() {
         return;
     }
@@ -1279,7 +1279,7 @@ fn decode_workgroup_loads_v_in_batches() {
     let v = save(&dir, "v.npy", &rng.array(&[1, 2, 130, 40], 1.0));
     for (batch, dtype) in [("1", "f32"), ("3", "f32"), ("8", "f32"), ("3", "f16")] {
         let o = tool()
-            .env("WGPU_ATTENTION_DECODE_V_BATCH", batch)
+            .env("WGPU_ATTENTION_DECODE_BATCH", batch)
             .args(["run", "--q", &q, "--k", &k, "--v", &v, "--dtype", dtype])
             .args([
                 "--path",
@@ -1298,7 +1298,7 @@ fn decode_workgroup_loads_v_in_batches() {
         assert!(o.status.success(), "{what}: {stdout}{stderr}");
         assert!(stderr.contains("path decode-workgroup"), "{what}: {stderr}");
         assert!(
-            stderr.contains(&format!("V loaded {batch} keys at a time")),
+            stderr.contains(&format!("loads in batches of {batch}")),
             "{what}: {stderr}"
         );
     }
