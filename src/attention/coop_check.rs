@@ -7,9 +7,10 @@
 //! logits of a few units, so that a wrong score does not hide in a one-hot softmax, and
 //! ten times as large in every third row, so that the accumulators go through their
 //! rescaling; a fully masked row where the pipeline reads allow bits. It compares the
-//! output and the LSE with the f64 reference. Where one fails or errors, the context plans without the tier from then
-//! on, and every plan says why. It costs one small dispatch and a CPU reference of
-//! 2 x 77 x 100 scores per pipeline per context; the call then reuses the built pipeline.
+//! output and the LSE with the f64 reference. Where one fails or errors, the context plans
+//! without the tier from then on, and every plan says why. It costs one small dispatch and
+//! a CPU reference of 2 x 77 x 100 scores per pipeline per context; the call then reuses
+//! the built pipeline.
 
 use super::execute::execute_one;
 use super::prepare::{estimate, plan_call, plan_one, Inputs, Prepared};
@@ -62,12 +63,13 @@ fn plan_checking(
     max_abs: Option<(f32, f32)>,
     check: Option<PipelineCheck<'_>>,
 ) -> Result<Prepared> {
-    let plan = plan_call(ctx.checked_profile(), dims, kv, opts, max_abs)?;
+    let dev = ctx.checked_profile();
+    let plan = plan_call(dev, dims, kv, opts, max_abs)?;
     let Some(check) = check else { return Ok(plan) };
     if plan.path != Path::Fused(fused::Tier::Coop) {
         return Ok(plan);
     }
-    let keys = pipeline_keys(ctx, &plan);
+    let keys = pipeline_keys(dev, &plan);
     let dev = ctx.check_coop_pipelines(&keys, |key| check(ctx, key));
     if matches!(dev.coop, CoopSupport::Unavailable(_)) {
         return plan_call(dev, dims, kv, opts, max_abs);
