@@ -29,6 +29,12 @@ use crate::profile::{CoopSupport, DeviceProfile};
 use crate::tensor::GpuTensor;
 use ndarray::ArrayD;
 
+/// The variable (`1`) that has emulated pipelines of the tier checked too, as hardware ones
+/// always are, so that a test run (`.ci/run`'s pass planned as on a GPU) takes the check
+/// through every call the suite makes: a pipeline without a check problem, or one the
+/// check fails, plans without the tier, which the suite's tests of the tier then see.
+const CHECK_EMULATED_VAR: &str = "WGPU_ATTENTION_COOP_CHECK";
+
 /// Checks one pipeline of the tier on the device: `Err` says what went wrong.
 type PipelineCheck<'a> = &'a dyn Fn(&Context, &PipelineKey) -> Result<(), String>;
 
@@ -45,9 +51,13 @@ pub(super) fn prepare_checked(
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let hardware = matches!(ctx.coop(), CoopSupport::Hardware { .. });
+    let checked = match ctx.coop() {
+        CoopSupport::Hardware { .. } => true,
+        CoopSupport::Emulated => std::env::var(CHECK_EMULATED_VAR).is_ok_and(|v| v == "1"),
+        CoopSupport::Unavailable(_) => false,
+    };
     let check: PipelineCheck<'_> = &check_guarded;
-    let plan = plan_checking(ctx, dims, kv, opts, max_abs, hardware.then_some(check))?;
+    let plan = plan_checking(ctx, dims, kv, opts, max_abs, checked.then_some(check))?;
     ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
     Ok(plan)
 }
