@@ -15,8 +15,8 @@
 // rows), reading V rows whole across the workgroup (consecutive invocations, consecutive
 // addresses). On an H200 (docs/h200.md, 2026-12-04) it read f32 K and V at 1.35 TB/s, f16
 // ones slower, and PyTorch f16 at 3.15; since 2026-12-06 the score and output loops issue
-// their K and V loads in batches (LOAD_BATCH), not yet measured there. On lavapipe it is about ten times slower
-// than decode_partial.wgsl, which is why CPU adapters keep that form
+// their K and V loads in batches (LOAD_BATCH), not yet measured there. On lavapipe it is
+// about ten times slower than decode_partial.wgsl, which is why CPU adapters keep that form
 // (crate::decode::Form::for_adapter).
 //
 // Bindings (group 0), the parameter struct, the overrides D, DV, CAUSAL, HAS_BIAS,

@@ -43,7 +43,7 @@ pub(super) fn run(
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
     let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
     // Rows per invocation (TILE) or per workgroup (ROWS, with its output columns COLS and
-    // the keys a batch of its V loads, LOAD_BATCH).
+    // the loads it issues together, LOAD_BATCH).
     match form {
         Form::Invocation => {
             partial_key.constants.push(("TILE", tile_rows as u32));

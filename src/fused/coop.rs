@@ -330,10 +330,11 @@ pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u
 /// widths, causal rule and mask parts (`PipelineKey::for_problem`), its arrays sized
 /// ([`array_sizes`]), and the overrides of the tier: `UNITS` where a block of rows holds
 /// several heads of a GQA group (as on the tiled tier), `SG` the lanes that share a matrix,
-/// `PREFETCH` ([`prefetch`]), `OUT_ROWS` ([`output_rows`]). The dispatch builds it; on hardware, the check of
-/// crate::attention's coop_check first runs a small problem on it.
+/// `PREFETCH` ([`prefetch`]), `OUT_ROWS` ([`output_rows`]). The dispatch builds it; on
+/// hardware, the check of crate::attention's coop_check first runs a small problem on it.
 pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> PipelineKey {
-    let mut key = PipelineKey::for_problem(kernel(dev, p), p).with_array_sizes(&array_sizes(dev, p));
+    let mut key =
+        PipelineKey::for_problem(kernel(dev, p), p).with_array_sizes(&array_sizes(dev, p));
     let units = unit_heads(dev, p, c) > 1;
     key.constants.push(("UNITS", u32::from(units)));
     key.constants.push(("SG", subgroup_lanes(dev)));
