@@ -110,15 +110,20 @@ PY
         row /tmp/bench.json "$shape" "$kvh" none "${ROW_LABEL:-}" >> "$out/h200.md"
     }
     # Decode at the three shapes (H200_DECODE_SHAPES for others): f32 and f16 K
-    # and V (an f16 KvCache on the device, read as f16 by both forms), and the workgroup
-    # form with its K and V loads one at a time (WGPU_ATTENTION_DECODE_BATCH=1, the kernel
-    # before 2026-12-06) beside the default batches of 8 (crate::decode::load_batch).
+    # and V (an f16 KvCache on the device, read as f16 by both forms), and beside the
+    # workgroup form's default (K staged through workgroup memory, V loads in batches of 8:
+    # crate::decode::stage_k, load_batch) the form with each invocation reading its K row
+    # (WGPU_ATTENTION_DECODE_STAGE=0), batched and one load at a time
+    # (WGPU_ATTENTION_DECODE_BATCH=1: the kernel before 2026-12-06).
     decode_rows() {
         for shape in ${H200_DECODE_SHAPES:-1,32,1,4096,128 8,32,1,8192,128 1,32,1,32768,128}; do
             bench_row "$shape" 8 --path decode-workgroup
             bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
             for dtype in f32 f16; do
-                WGPU_ATTENTION_DECODE_BATCH=1 ROW_LABEL=" [loads one at a time]" \
+                WGPU_ATTENTION_DECODE_STAGE=0 ROW_LABEL=" [K read a row an invocation]" \
+                    bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
+                WGPU_ATTENTION_DECODE_STAGE=0 WGPU_ATTENTION_DECODE_BATCH=1 \
+                    ROW_LABEL=" [K a row an invocation, loads one at a time]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
             done
         done

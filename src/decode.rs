@@ -155,6 +155,30 @@ pub(crate) fn load_batch(info: &wgpu::AdapterInfo) -> u32 {
 /// The variable that sets [`load_batch`] for timing.
 pub const LOAD_BATCH_VAR: &str = "WGPU_ATTENTION_DECODE_BATCH";
 
+/// Whether the workgroup form stages K through workgroup memory (its `STAGE_K`): on GPUs
+/// yes, on CPU adapters no, or what [`STAGE_K_VAR`] says (`0` or `1`; 0 is the kernel
+/// before 2026-12-06, which `scripts/h200.sh` times beside the default). Unstaged, each
+/// invocation reads its own key's row, so one load of a subgroup of 32 touches 32 rows'
+/// cache lines, using 16 bytes of each (8 in f16), and the next columns need those lines
+/// again after every other subgroup on the compute unit has done the same. That is the
+/// likeliest reason decode read f32 K and V at 1.35 TB/s on an H200 and f16 ones, half the
+/// bytes, more slowly (docs/h200.md, 2026-12-04). Staged, 8 invocations read a row's 8
+/// columns from consecutive addresses. Not yet measured there. On lavapipe staging was
+/// slower: `WGPU_ATTENTION_DECODE_STAGE=1
+/// wgpu-attention bench --shape 2,8,1,1000,128 --kv-heads 8 --path decode-workgroup --reps
+/// 10` 12.7-13.3 ms against 9.5-11.0 with `=0` (AMD EPYC, 2 threads, 2026-12-06, three
+/// rounds).
+pub(crate) fn stage_k(info: &wgpu::AdapterInfo) -> bool {
+    match std::env::var(STAGE_K_VAR).as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => info.device_type != wgpu::DeviceType::Cpu,
+    }
+}
+
+/// The variable that sets [`stage_k`] for timing.
+pub const STAGE_K_VAR: &str = "WGPU_ATTENTION_DECODE_STAGE";
+
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
 fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
@@ -168,11 +192,20 @@ fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
         }
         Form::Invocation if kv_words(dev) => "K/V read as 64-bit words".to_string(),
         Form::Invocation => "K/V read as vec4<f32>".to_string(),
-        Form::Workgroup => format!(
-            "one workgroup per split and tile of {} rows, 64 keys a block, loads in batches of {}",
-            layout.tile_rows,
-            load_batch(dev.adapter_info())
-        ),
+        Form::Workgroup => {
+            let info = dev.adapter_info();
+            let k = if stage_k(info) {
+                "K staged through workgroup memory, V"
+            } else {
+                "K read a row an invocation, K and V"
+            };
+            format!(
+                "one workgroup per split and tile of {} rows, 64 keys a block, {k} loads in \
+                 batches of {}",
+                layout.tile_rows,
+                load_batch(info)
+            )
+        }
     };
     let half = match (form, p.kv_half) {
         (Form::Workgroup, Some(format)) => format!("; K/V read as {}", format.name()),
@@ -367,5 +400,17 @@ mod tests {
         assert_eq!(load_batch(&gpu(32)), 8);
         let cpu = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
         assert_eq!(load_batch(&cpu), 1);
+    }
+
+    /// The workgroup form stages K through workgroup memory on GPUs, not on CPU adapters
+    /// (unless the variable says otherwise).
+    #[test]
+    fn k_staging_follows_the_adapter() {
+        if std::env::var_os(STAGE_K_VAR).is_some() {
+            return;
+        }
+        assert!(stage_k(&gpu(32)));
+        let cpu = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
+        assert!(!stage_k(&cpu));
     }
 }

@@ -115,12 +115,23 @@ pub fn coop_emulated_block(rows: u64, d16: u64, dv16: u64) -> u64 {
 /// D 64 Dv 320 (1, 8) 196 and 213, D 256 Dv 768 (5) 516-520, D 64 Dv 1024 (4) 516-520, D 1024
 /// Dv 1024 (4) 771-780, D 64 Dv 2048 (2) 780-790, D 64 Dv 4096 (1) 1285-1311). Bounded by 200
 /// plus D/4 plus 68 x (cols + 1).
-pub fn decode_workgroup_block(d4: u64, dv4: u64) -> u64 {
+///
+/// With K staged through workgroup memory (`staged`, crate::decode::stage_k: on GPUs, and
+/// so on lavapipe planned as one) the score loop runs D/32 chunks of 8 columns instead of
+/// D/4 columns, at about 10 iterations a chunk where the driver leaves its loops rolled.
+/// Measured (2026-12-06, with the split cap lifted; D = Dv where one width is given, rows
+/// in a tile): D 64 197 (1 row) and 219 (16), D 128 197 (1) and 239 (16), D 256 206 (3)
+/// and 279 (16), D 4 197, D 132 203, D 200 205, D 16 Dv 256 (12) 206, D 1024 Dv 128 (16)
+/// 520, D 2048 Dv 128 (16) 840; above Dv 256: D 512 Dv 512 (2) 285, D 1024 Dv 512 (2) 301,
+/// D 64 Dv 1024 (4) 405, D 1024 Dv 1024 (4) 434, D 64 Dv 2048 (2) 676, D 64 Dv 4096 (1)
+/// 607. Bounded by 11 a chunk in place of D/4.
+pub fn decode_workgroup_block(d4: u64, dv4: u64, staged: bool) -> u64 {
     let cols = dv4.div_ceil(64).max(1);
+    let scores = if staged { 11 * d4.div_ceil(8) } else { d4 };
     if cols == 1 {
-        200 + d4.max(dv4)
+        200 + scores.max(dv4)
     } else {
-        200 + d4 + 68 * (cols + 1)
+        200 + scores + 68 * (cols + 1)
     }
 }
 

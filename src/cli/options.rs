@@ -49,7 +49,8 @@ ENVIRONMENT:
     WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise;
     WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two.
     WGPU_ATTENTION_DECODE_BATCH=1..8 sets the K/V loads decode-workgroup issues together
-    (GPUs 8, CPU adapters 1), to time them side by side.
+    (GPUs 8, CPU adapters 1), and WGPU_ATTENTION_DECODE_STAGE=0 or 1 whether it stages K
+    through workgroup memory (GPUs 1, CPU adapters 0), to time them side by side.
     WGPU_ATTENTION_COOP_LANES
     (16, 32, 64, 128; default 32) sets the lanes of the emulated tier's subgroups, to test
     it as adapters with other subgroup sizes run it.

@@ -9,13 +9,15 @@
 // lanes) but leaves a GPU nearly empty: B1 Hq32 Hkv8 Lq1 Lk4096 D128 is 1024 invocations,
 // and on an H200 it read K and V at 14.6 GB/s where a copy kernel moved 969
 // (docs/h200.md). Here the 64 invocations of a workgroup share each block of 64 keys:
-// invocation t scores key j0 + t against every row of the tile (its own K row, read as D/4
-// independent vec4 loads), the block's softmax statistics are kept per row in workgroup
-// memory, and then each invocation owns one vec4 column of the output (of one or more
-// rows), reading V rows whole across the workgroup (consecutive invocations, consecutive
-// addresses). On an H200 (docs/h200.md, 2026-12-04) it read f32 K and V at 1.35 TB/s, f16
-// ones slower, and PyTorch f16 at 3.15; since 2026-12-06 the score and output loops issue
-// their K and V loads in batches (LOAD_BATCH), not yet measured there. On lavapipe it is
+// invocation t scores key j0 + t against every row of the tile (its own K row, staged
+// through workgroup memory a chunk of columns at a time: STAGE_K), the block's softmax
+// statistics are kept per row in workgroup memory, and then each invocation owns one vec4
+// column of the output (of one or more rows), reading V rows whole across the workgroup
+// (consecutive invocations, consecutive addresses). On an H200 (docs/h200.md, 2026-12-04),
+// with each invocation reading its K row from storage itself, it read f32 K and V at
+// 1.35 TB/s, f16 ones slower, and PyTorch f16 at 3.15; since 2026-12-06 K is staged
+// (STAGE_K) and the output loop issues its V loads in batches (LOAD_BATCH), neither yet
+// measured there. On lavapipe it is
 // about ten times slower than decode_partial.wgsl, which is why CPU adapters keep that form
 // (crate::decode::Form::for_adapter).
 //
@@ -34,15 +36,16 @@
 // Specialisation: D, DV (multiples of 4, up to the host's limit crate::decode::
 // WORKGROUP_MAX_WIDTH: no array here is sized by them), CAUSAL, HAS_BIAS, HAS_ALLOW
 // (decode_common.wgsl), COLS (output columns per invocation, DV/4 over 64 rounded up),
-// ROWS (rows per tile, 1..16 / COLS) and LOAD_BATCH (loads issued together), all chosen
-// by the host (crate::decode).
+// ROWS (rows per tile, 1..16 / COLS), LOAD_BATCH (loads issued together) and STAGE_K (K
+// through workgroup memory), all chosen by the host (crate::decode).
 //
 // Output columns: with DV/4 <= 64 each invocation owns one vec4 column of one or more rows
 // (64 / (DV/4) row sets); above, COLS columns (t, t + 64, ..) of every row of the tile, so
 // the tile's rows are at most MAX_ROWS / COLS (the accumulator holds MAX_ROWS vec4s).
 //
-// Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats) and two 16-float
-// arrays, within WebGPU's default limit of 16 KiB.
+// Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats), two 16-float arrays
+// and 9 KiB of staged K (64 rows x 9 vec4), 13.2 KiB in all, within WebGPU's default limit
+// of 16 KiB.
 //
 // Dispatch: one workgroup per (group, tile, split), numbered linearly (split fastest), spread
 // over x and y; surplus workgroups return at once (whole workgroups, so the barriers stay in
@@ -53,10 +56,24 @@
 override ROWS: u32 = 16u;
 override COLS: u32 = 1u;
 // Loads issued together (1 to MAX_BATCH; the host's crate::decode::load_batch, 8 on GPUs,
-// where one load at a time left the loops waiting on each): the score loop's vec4 columns
-// of a key's row, the output loop's keys' V.
+// where one load at a time left the loops waiting on each): the output loop's keys' V,
+// and where K is not staged (STAGE_K 0) the score loop's vec4 columns of a key's row.
 override LOAD_BATCH: u32 = 8u;
 const MAX_BATCH: u32 = 8u;
+// 1: the score phase reads K through workgroup memory (kstage), CHUNK vec4 columns of the
+// block's 64 key rows at a time, which CHUNK consecutive invocations load from consecutive
+// addresses (a subgroup of 32 reads four rows' whole 128-byte runs with one f32 load), and
+// then each invocation reads its own key's columns from there. 0: each invocation reads
+// its key's row from storage itself, so that one load of a subgroup touches 32 rows' cache
+// lines, each of which is fetched again for the next columns unless it is still cached
+// (the kernel before 2026-12-06). The host's crate::decode::stage_k: 1 on GPUs.
+override STAGE_K: u32 = 1u;
+const CHUNK: u32 = 8u;
+// vec4s between staged key rows: one more than a chunk, so that the 8 invocations of a
+// quarter of a subgroup, reading rows t.. of one column, fall in different banks.
+const CHUNK_STRIDE: u32 = CHUNK + 1u;
+// Key rows one pass of the workgroup over a chunk stages (CHUNK invocations a row).
+const STAGE_ROWS: u32 = WG / CHUNK;
 
 // Invocations per workgroup, and keys per block (one key each in the score phase).
 const WG: u32 = 64u;
@@ -75,6 +92,27 @@ var<workgroup> block: array<f32, MAX_ROWS * STRIDE>;
 // the end the row's sum of weights, for the invocations that write its columns.
 var<workgroup> row_alpha: array<f32, MAX_ROWS>;
 var<workgroup> row_sum: array<f32, MAX_ROWS>;
+// With STAGE_K: columns c0 .. c0 + CHUNK of the block's key rows, row x at x * CHUNK_STRIDE,
+// as f32 whatever K's format (9 KiB).
+var<workgroup> kstage: array<vec4<f32>, KEYS * CHUNK_STRIDE>;
+
+// This invocation's share of chunk `ch` (vec4 columns ch * CHUNK ..) of the key rows of
+// the block from j0, into `staged`: column ch * CHUNK + t % CHUNK of key rows
+// j0 + t / CHUNK + i * STAGE_ROWS (rows past the last key repeat it, as in the unstaged
+// loop; columns past D/4 are 0).
+fn load_k_chunk(staged: ptr<function, array<vec4<f32>, CHUNK>>, k_row0: u32, j0: u32,
+                ch: u32, t: u32) {
+    let d4 = D / 4u;
+    let c = ch * CHUNK + t % CHUNK;
+    for (var i = 0u; i < CHUNK; i = i + 1u) {
+        let j = min(j0 + t / CHUNK + i * STAGE_ROWS, p.lk - 1u);
+        var kc = vec4<f32>(0.0);
+        if (c < d4) {
+            kc = load_k((k_row0 + j) * d4 - p.k_win + c);
+        }
+        (*staged)[i] = kc;
+    }
+}
 
 // Adds the dot products of the tile's rows of q (at q_at) with column c of a key's row, kc,
 // to the rows' scores s.
@@ -183,24 +221,52 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
             s[r] = 0.0;
         }
-        // LOAD_BATCH vec4 columns of the key's row at a time: their loads first, then
-        // their dot products (as the output loop below does with V).
-        var c = 0u;
-        for (; c + LOAD_BATCH <= d4; c = c + LOAD_BATCH) {
-            var batch: array<vec4<f32>, MAX_BATCH>;
-            for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
-                if (u < LOAD_BATCH) {
-                    batch[u] = load_k(k_at + c + u);
+        if (STAGE_K != 0u) {
+            // Chunk by chunk through kstage; the next chunk's loads are issued before this
+            // one's dot products, so they are in flight while those run.
+            let chunks = (d4 + CHUNK - 1u) / CHUNK;
+            var staged: array<vec4<f32>, CHUNK>;
+            load_k_chunk(&staged, k_row0, j0, 0u, t);
+            for (var ch = 0u; ch < chunks; ch = ch + 1u) {
+                // Every invocation has read the last chunk out of kstage (before the first,
+                // the last block's barriers saw to it).
+                if (ch > 0u) {
+                    workgroupBarrier();
+                }
+                for (var i = 0u; i < CHUNK; i = i + 1u) {
+                    kstage[(t / CHUNK + i * STAGE_ROWS) * CHUNK_STRIDE + t % CHUNK] = staged[i];
+                }
+                workgroupBarrier();
+                if (ch + 1u < chunks) {
+                    load_k_chunk(&staged, k_row0, j0, ch + 1u, t);
+                }
+                let c0 = ch * CHUNK;
+                for (var u = 0u; u < CHUNK; u = u + 1u) {
+                    if (c0 + u < d4) {
+                        add_dots(&s, &q_at, c0 + u, kstage[t * CHUNK_STRIDE + u]);
+                    }
                 }
             }
-            for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
-                if (u < LOAD_BATCH) {
-                    add_dots(&s, &q_at, c + u, batch[u]);
+        } else {
+            // LOAD_BATCH vec4 columns of the key's row at a time: their loads first, then
+            // their dot products (as the output loop below does with V).
+            var c = 0u;
+            for (; c + LOAD_BATCH <= d4; c = c + LOAD_BATCH) {
+                var batch: array<vec4<f32>, MAX_BATCH>;
+                for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
+                    if (u < LOAD_BATCH) {
+                        batch[u] = load_k(k_at + c + u);
+                    }
+                }
+                for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
+                    if (u < LOAD_BATCH) {
+                        add_dots(&s, &q_at, c + u, batch[u]);
+                    }
                 }
             }
-        }
-        for (; c < d4; c = c + 1u) {
-            add_dots(&s, &q_at, c, load_k(k_at + c));
+            for (; c < d4; c = c + 1u) {
+                add_dots(&s, &q_at, c, load_k(k_at + c));
+            }
         }
         for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
             if (r < ROWS) {

@@ -42,8 +42,8 @@ pub(super) fn run(
     let part_o = ctx.scratch_buffer("decode partial outputs", partial_o)?;
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
     let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
-    // Rows per invocation (TILE) or per workgroup (ROWS, with its output columns COLS and
-    // the loads it issues together, LOAD_BATCH).
+    // Rows per invocation (TILE) or per workgroup (ROWS, with its output columns COLS, the
+    // loads it issues together, LOAD_BATCH, and whether it stages K, STAGE_K).
     match form {
         Form::Invocation => {
             partial_key.constants.push(("TILE", tile_rows as u32));
@@ -55,6 +55,7 @@ pub(super) fn run(
             ("ROWS", tile_rows as u32),
             ("COLS", workgroup_cols(d.dv) as u32),
             ("LOAD_BATCH", super::load_batch(ctx.adapter_info())),
+            ("STAGE_K", super::stage_k(ctx.adapter_info()) as u32),
         ]),
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;

@@ -253,7 +253,8 @@ fn max_keys_per_split(info: &wgpu::AdapterInfo, p: &Problem, form: Form) -> usiz
         Form::Invocation => (loops::decode_block(), 4),
         Form::Workgroup => {
             let (d4, dv4) = (p.dims.d as u64 / 4, p.dims.dv as u64 / 4);
-            (loops::decode_workgroup_block(d4, dv4), WORKGROUP_KEYS)
+            let staged = super::stage_k(info);
+            (loops::decode_workgroup_block(d4, dv4, staged), WORKGROUP_KEYS)
         }
     };
     let blocks = (loops::LLVMPIPE_LOOP_LIMIT - loops::keyed(0, per_block)) / per_block;

@@ -1264,9 +1264,11 @@ fn run_check_holds_fused_coop_to_the_f16_rule() {
 
 /// Decode's workgroup form with its K and V loads in batches of 1 (the kernel before
 /// 2026-12-06), 3 (so that a row of 16 vec4 of K and a full 64-key block of V end in a
-/// tail) and 8 (the GPUs' default), set by `WGPU_ATTENTION_DECODE_BATCH`: checked against
-/// the reference by `run --check`, with blocks of 64 keys, a last block of 2 and GQA, f32
-/// and f16 K/V; the plan's reason says the batch.
+/// tail) and 8 (the GPUs' default), set by `WGPU_ATTENTION_DECODE_BATCH`, with K read a row
+/// an invocation and staged through workgroup memory (`WGPU_ATTENTION_DECODE_STAGE`; staged
+/// also at D 36, whose second chunk of 8 columns has one): checked against the reference by
+/// `run --check`, with blocks of 64 keys, a last block of 2 and GQA, f32 and f16 K/V; the
+/// plan's reason says the batch and how K is read.
 #[test]
 fn decode_workgroup_loads_in_batches() {
     if common::ctx().is_none() {
@@ -1274,13 +1276,28 @@ fn decode_workgroup_loads_in_batches() {
     }
     let dir = tmpdir("decode-v-batch");
     let mut rng = Rng::new(41);
-    let q = save(&dir, "q.npy", &rng.array(&[1, 8, 3, 64], 2.0));
-    let k = save(&dir, "k.npy", &rng.array(&[1, 2, 130, 64], 1.0));
     let v = save(&dir, "v.npy", &rng.array(&[1, 2, 130, 40], 1.0));
-    for (batch, dtype) in [("1", "f32"), ("3", "f32"), ("8", "f32"), ("3", "f16")] {
+    let mut qk = |d: usize| {
+        let q = save(&dir, &format!("q{d}.npy"), &rng.array(&[1, 8, 3, d], 2.0));
+        let k = save(&dir, &format!("k{d}.npy"), &rng.array(&[1, 2, 130, d], 1.0));
+        (d, q, k)
+    };
+    let (d64, d36) = (qk(64), qk(36));
+    let runs = [
+        ("1", "f32", "0", &d64),
+        ("3", "f32", "0", &d64),
+        ("8", "f32", "0", &d64),
+        ("3", "f16", "0", &d64),
+        ("8", "f32", "1", &d64),
+        ("3", "f16", "1", &d64),
+        ("8", "f32", "1", &d36),
+        ("1", "f16", "1", &d36),
+    ];
+    for (batch, dtype, stage, (d, q, k)) in runs {
         let o = tool()
             .env("WGPU_ATTENTION_DECODE_BATCH", batch)
-            .args(["run", "--q", &q, "--k", &k, "--v", &v, "--dtype", dtype])
+            .env("WGPU_ATTENTION_DECODE_STAGE", stage)
+            .args(["run", "--q", q, "--k", k, "--v", &v, "--dtype", dtype])
             .args([
                 "--path",
                 "decode-workgroup",
@@ -1294,11 +1311,63 @@ fn decode_workgroup_loads_in_batches() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr),
         );
-        let what = format!("batches of {batch}, {dtype}");
+        let what = format!("batches of {batch}, {dtype}, staged {stage}, D {d}");
         assert!(o.status.success(), "{what}: {stdout}{stderr}");
         assert!(stderr.contains("path decode-workgroup"), "{what}: {stderr}");
         assert!(
             stderr.contains(&format!("loads in batches of {batch}")),
+            "{what}: {stderr}"
+        );
+        let k_read = match stage {
+            "1" => "K staged through workgroup memory",
+            _ => "K read a row an invocation",
+        };
+        assert!(stderr.contains(k_read), "{what}: {stderr}");
+    }
+}
+
+/// On llvmpipe planned as the CPU adapter it is, decode's workgroup form with K staged
+/// (`WGPU_ATTENTION_DECODE_STAGE=1`, the GPUs' default, which CPU adapters do not take) at
+/// the most keys one split may take and one 64-key block past it, at D 64 with 16 rows a
+/// tile, where the staged loops leave the bound the least room
+/// (wgpu_attention::loops::decode_workgroup_block: 219 iterations a block against 222).
+/// As tests/suite/loops.rs does for the default form, with as many kv heads as give every
+/// thread two workgroups, so that one split is the whole key row.
+#[test]
+fn decode_workgroup_stages_k_up_to_the_loop_limit() {
+    use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
+    use wgpu_attention::loops::{self, decode_workgroup_block, LLVMPIPE_LOOP_LIMIT, SLACK};
+    let Some(ctx) = common::ctx() else { return };
+    let info = ctx.adapter_info();
+    if !loops::limited(info) || info.device_type != wgpu::DeviceType::Cpu {
+        eprintln!("not llvmpipe planned as a CPU adapter: no split at the loop limit");
+        return;
+    }
+    let heads = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD;
+    let per_block = decode_workgroup_block(64 / 4, 64 / 4, true);
+    let cap = ((LLVMPIPE_LOOP_LIMIT - SLACK) / per_block) as usize * 64;
+    let dir = tmpdir("decode-staged-limit");
+    let mut rng = Rng::new(43);
+    let q = save(&dir, "q.npy", &rng.array(&[1, heads, 16, 64], 1.0));
+    for (lk, splits) in [(cap, 1), (cap + 64, 2)] {
+        let k = save(&dir, "k.npy", &rng.array(&[1, heads, lk, 64], 1.0));
+        let v = save(&dir, "v.npy", &rng.array(&[1, heads, lk, 64], 1.0));
+        let o = tool()
+            .env("WGPU_ATTENTION_DECODE_STAGE", "1")
+            .args(["run", "--q", &q, "--k", &k, "--v", &v, "--path"])
+            .args(["decode-workgroup", "--check", "--causal", "bottom-right"])
+            .output()
+            .expect("run tool");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        let what = format!("Lk {lk}");
+        assert!(o.status.success(), "{what}: {stdout}{stderr}");
+        let text = format!("{splits} key splits of {cap} keys");
+        assert!(stderr.contains(&text), "{what}: {text}: {stderr}");
+        assert!(
+            stderr.contains("K staged through workgroup memory"),
             "{what}: {stderr}"
         );
     }

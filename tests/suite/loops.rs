@@ -341,7 +341,10 @@ fn wide_decode_splits_fill_a_binding() {
 /// over output columns (Dv above 256) from 3 columns on (crate::loops::
 /// decode_workgroup_block), so: D 64 with 1 row and with 16 (the loop rolled), D 256 with 3
 /// rows, D 16 with Dv 256 over 12 rows, D 64 with Dv 1024 (4 columns, rolled; the bound
-/// before columns failed here) and D 1024 with Dv 512.
+/// before columns failed here) and D 1024 with Dv 512. The bound depends on whether the
+/// form stages K through workgroup memory, which the plan's reason says (CPU adapters do not
+/// unless `WGPU_ATTENTION_DECODE_STAGE=1`; tests/suite/cli.rs runs the staged kernel at its
+/// limit too).
 #[test]
 fn decode_workgroup_runs_up_to_the_loop_limit() {
     use wgpu_attention::decode::CPU_WORKGROUPS_PER_THREAD;
@@ -350,13 +353,18 @@ fn decode_workgroup_runs_up_to_the_loop_limit() {
         return;
     }
     let heads = wgpu_attention::fused::cpu_adapter_threads() * CPU_WORKGROUPS_PER_THREAD;
+    let opts = AttentionOptions::default().path(PathChoice::DecodeWorkgroup);
+    let shape = [1, 1, 300, 8];
+    let plan = wgpu_attention::plan(&ctx, &[1, 1, 1, 8], &shape, &shape, &opts).unwrap();
+    let staged = plan.reason.contains("K staged through workgroup memory");
     let mut rng = Rng::new(75);
     let wide = [(64, 1024, 4), (1024, 512, 2)];
     for (d, dv, lq) in [(64, 64, 1), (64, 64, 16), (256, 256, 3), (16, 256, 12)]
         .into_iter()
         .chain(wide)
     {
-        let cap = max_keys(decode_workgroup_block(d as u64 / 4, dv as u64 / 4), 64);
+        let per_block = decode_workgroup_block(d as u64 / 4, dv as u64 / 4, staged);
+        let cap = max_keys(per_block, 64);
         let shape = [1, heads, heads, lq, d, dv];
         decode_at_the_limit(&ctx, &mut rng, PathChoice::DecodeWorkgroup, shape, cap, 64);
     }
