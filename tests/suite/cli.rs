@@ -33,6 +33,29 @@ fn tool() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
 }
 
+/// What one run of the tool returned: its exit code, and its two streams as text.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// Runs the tool as `cmd` sets it up (arguments, environment) and waits for it to end.
+fn ran(cmd: &mut Command) -> Ran {
+    let o = cmd.output().expect("run tool");
+    Ran {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
 /// The test's own folder, removed when it ends.
 fn tmpdir(name: &str) -> common::TempDir {
     common::TempDir::new(&format!("cli-{name}"))
@@ -70,7 +93,7 @@ fn run_matches_the_reference_and_writes_outputs() {
     );
     let mp = save_bool(&dir, "m.npy", &mask);
     let (op, lp, wp) = (dir.join("o.npy"), dir.join("l.npy"), dir.join("w.npy"));
-    let out = tool()
+    let out = ran(tool()
         .args([
             "run",
             "--q",
@@ -91,15 +114,9 @@ fn run_matches_the_reference_and_writes_outputs() {
             "--lse",
             &lp.display().to_string(),
         ])
-        .args(["--weights", &wp.display().to_string()])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(["--weights", &wp.display().to_string()]));
+    let stdout = &out.stdout;
+    assert!(out.success(), "stdout: {stdout}\nstderr: {}", out.stderr);
     assert!(
         stdout.contains("check out") && stdout.contains("ok"),
         "{stdout}"
@@ -273,15 +290,13 @@ fn bad_inputs_exit_2_and_write_nothing() {
         ),
     ];
     for (args, mention) in cases {
-        let o = tool()
+        let o = ran(tool()
             .arg("run")
             .args(&args)
-            .args(["--out", &out.display().to_string()])
-            .output()
-            .expect("run tool");
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: stderr {stderr}");
-        let lines = error_lines(&stderr);
+            .args(["--out", &out.display().to_string()]));
+        let stderr = &o.stderr;
+        assert_eq!(o.code, Some(2), "{args:?}: stderr {stderr}");
+        let lines = error_lines(stderr);
         assert_eq!(
             lines.len(),
             1,
@@ -350,10 +365,10 @@ fn output_paths_are_checked_before_any_work() {
         "does not exist",
     ));
     for (args, flag, why) in cases {
-        let o = tool().args(&args).output().expect("run tool");
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: stderr {stderr}");
-        let lines = error_lines(&stderr);
+        let o = ran(tool().args(&args));
+        let stderr = &o.stderr;
+        assert_eq!(o.code, Some(2), "{args:?}: stderr {stderr}");
+        let lines = error_lines(stderr);
         assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
         assert!(
             lines[0].contains(&format!("--{flag}")) && lines[0].contains(why),
@@ -366,9 +381,9 @@ fn output_paths_are_checked_before_any_work() {
 
 #[test]
 fn help_and_unknown_commands() {
-    let o = tool().arg("--help").output().expect("run tool");
-    assert!(o.status.success());
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let o = ran(tool().arg("--help"));
+    assert!(o.success());
+    let stdout = &o.stdout;
     for said in [
         "wgpu-attention run",
         "EXIT CODES",
@@ -385,13 +400,13 @@ fn help_and_unknown_commands() {
     }
     // The internal command stays out of the help.
     assert!(!stdout.contains("self-check-rows"), "{stdout}");
-    let o = tool().arg("--version").output().expect("run tool");
-    assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).starts_with("wgpu-attention "));
-    let o = tool().arg("frobnicate").output().expect("run tool");
-    assert_eq!(o.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let lines = error_lines(&stderr);
+    let o = ran(tool().arg("--version"));
+    assert!(o.success());
+    assert!(o.stdout.starts_with("wgpu-attention "));
+    let o = ran(tool().arg("frobnicate"));
+    assert_eq!(o.code, Some(2));
+    let stderr = &o.stderr;
+    let lines = error_lines(stderr);
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("'frobnicate'"), "{stderr}");
     assert!(o.stdout.is_empty());
@@ -402,17 +417,9 @@ fn help_and_unknown_commands() {
 #[test]
 fn completions_for_each_shell() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let o = tool()
-            .args(["completions", shell])
-            .output()
-            .expect("run tool");
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{shell}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = ran(tool().args(["completions", shell]));
+        let stdout = &o.stdout;
+        assert_eq!(o.code, Some(0), "{shell}: {}", o.stderr);
         // fish names options without their dashes (-l shape).
         for said in [
             "wgpu-attention",
@@ -426,20 +433,14 @@ fn completions_for_each_shell() {
         }
         assert!(!stdout.contains("self-check-rows"), "{shell}");
     }
-    let o = tool()
-        .args(["completions", "bash"])
-        .output()
-        .expect("run tool");
-    let script = String::from_utf8_lossy(&o.stdout);
+    let o = ran(tool().args(["completions", "bash"]));
+    let script = &o.stdout;
     assert!(script.contains("complete -F"), "{script}");
     assert!(script.contains("top-left bottom-right"), "{script}");
-    let o = tool()
-        .args(["completions", "tcsh"])
-        .output()
-        .expect("run tool");
-    assert_eq!(o.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let lines = error_lines(&stderr);
+    let o = ran(tool().args(["completions", "tcsh"]));
+    assert_eq!(o.code, Some(2));
+    let stderr = &o.stderr;
+    let lines = error_lines(stderr);
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(
         lines[0].contains("'tcsh'") && lines[0].contains("bash"),
@@ -467,27 +468,24 @@ fn run_accepts_every_path() {
         "fused-portable",
         "decode",
     ] {
-        let o = tool()
-            .args([
-                "run",
-                "--q",
-                &q,
-                "--k",
-                &k,
-                "--v",
-                &v,
-                "--causal",
-                "bottom-right",
-                "--check",
-                "--path",
-                path,
-            ])
-            .output()
-            .expect("run tool");
-        let stderr = String::from_utf8_lossy(&o.stderr);
+        let o = ran(tool().args([
+            "run",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--v",
+            &v,
+            "--causal",
+            "bottom-right",
+            "--check",
+            "--path",
+            path,
+        ]));
+        let stderr = &o.stderr;
         let unavailable = stderr.contains("cannot run this problem");
-        assert!(o.status.success() || unavailable, "--path {path}: {stderr}");
-        if o.status.success() {
+        assert!(o.success() || unavailable, "--path {path}: {stderr}");
+        if o.success() {
             assert!(
                 stderr.contains(&format!(
                     "path {}",
@@ -512,7 +510,7 @@ fn bench_json_and_plot() {
     }
     let dir = tmpdir("bench");
     let png = dir.join("plot.png");
-    let o = tool()
+    let o = ran(tool()
         .args([
             "bench",
             "--shape",
@@ -523,15 +521,9 @@ fn bench_json_and_plot() {
             "1",
             "--json",
         ])
-        .args(["--plot", &png.display().to_string()])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+        .args(["--plot", &png.display().to_string()]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}\n{}", o.stderr);
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
     assert_eq!(lines.len(), 1, "{stdout}");
     for key in [
@@ -568,15 +560,13 @@ fn bench_with_masks() {
         return;
     }
     for kind in ["padding", "finfo-padding", "bool", "bias", "window"] {
-        let o = tool()
+        let o = ran(tool()
             .args(["bench", "--shape", "2,4,40,70,16", "--kv-heads", "2"])
             .args(["--path", "auto,unfused,decode", "--reps", "1", "--json"])
-            .args(["--causal", "bottom-right", "--mask", kind])
-            .output()
-            .expect("run tool");
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{stdout}\n{stderr}");
+            .args(["--causal", "bottom-right", "--mask", kind]));
+        let stdout = &o.stdout;
+        let stderr = &o.stderr;
+        assert!(o.success(), "{stdout}\n{stderr}");
         // With decode, a copy kernel's row follows as the bandwidth baseline.
         let lines: Vec<&str> = stdout
             .lines()
@@ -594,13 +584,10 @@ fn bench_with_masks() {
             assert!(err < 1e-4, "{kind}: {line}");
         }
     }
-    let o = tool()
-        .args(["bench", "--shape", "1,1,8,8,4", "--mask", "sometimes"])
-        .output()
-        .expect("run tool");
-    assert_eq!(o.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let lines = error_lines(&stderr);
+    let o = ran(tool().args(["bench", "--shape", "1,1,8,8,4", "--mask", "sometimes"]));
+    assert_eq!(o.code, Some(2));
+    let stderr = &o.stderr;
+    let lines = error_lines(stderr);
     assert_eq!(lines.len(), 1, "{stderr}");
     for said in [
         "--mask",
@@ -671,10 +658,10 @@ fn bench_rejects_bad_options() {
         ),
     ];
     for (args, mentions) in cases {
-        let o = tool().arg("bench").args(args).output().expect("run tool");
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
-        let lines = error_lines(&stderr);
+        let o = ran(tool().arg("bench").args(args));
+        let stderr = &o.stderr;
+        assert_eq!(o.code, Some(2), "{args:?}: {stderr}");
+        let lines = error_lines(stderr);
         assert_eq!(
             lines.len(),
             1,
@@ -695,28 +682,21 @@ fn bench_in_16_bits() {
     let Some(ctx) = common::ctx() else { return };
     let decode = decode_path_name(&ctx);
     for dtype in ["f16", "bf16"] {
-        let o = tool()
-            .args([
-                "bench",
-                "--shape",
-                "1,4,1,300,16",
-                "--kv-heads",
-                "2",
-                "--path",
-                "decode,unfused",
-                "--reps",
-                "1",
-                "--dtype",
-                dtype,
-            ])
-            .output()
-            .expect("run tool");
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = ran(tool().args([
+            "bench",
+            "--shape",
+            "1,4,1,300,16",
+            "--kv-heads",
+            "2",
+            "--path",
+            "decode,unfused",
+            "--reps",
+            "1",
+            "--dtype",
+            dtype,
+        ]));
+        let stdout = &o.stdout;
+        assert!(o.success(), "{stdout}\n{}", o.stderr);
         let row = |name: &str| {
             stdout
                 .lines()
@@ -751,26 +731,19 @@ fn bench_in_16_bits() {
 fn bench_decode_against_the_copy_kernel() {
     let Some(ctx) = common::ctx() else { return };
     let decode = decode_path_name(&ctx);
-    let o = tool()
-        .args([
-            "bench",
-            "--shape",
-            "1,4,1,300,16",
-            "--kv-heads",
-            "2",
-            "--path",
-            "decode",
-            "--reps",
-            "1",
-        ])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = ran(tool().args([
+        "bench",
+        "--shape",
+        "1,4,1,300,16",
+        "--kv-heads",
+        "2",
+        "--path",
+        "decode",
+        "--reps",
+        "1",
+    ]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}\n{}", o.stderr);
     let row = |name: &str| {
         stdout
             .lines()
@@ -796,16 +769,9 @@ fn heatmap_demo_and_files() {
     }
     let dir = tmpdir("heatmap");
     let demo = dir.join("demo.png");
-    let o = tool()
-        .args(["heatmap", "--demo", "--out", &demo.display().to_string()])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = ran(tool().args(["heatmap", "--demo", "--out", &demo.display().to_string()]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
     assert!(stdout.contains("weight of \"I\" on \"not\""), "{stdout}");
     let bytes = std::fs::read(&demo).expect("demo png");
     assert!(bytes.starts_with(b"\x89PNG"));
@@ -819,7 +785,7 @@ fn heatmap_demo_and_files() {
     let labels = dir.join("tokens.txt");
     std::fs::write(&labels, "the cat sat on mats").expect("labels");
     let png = dir.join("heads.png");
-    let o = tool()
+    let o = ran(tool()
         .args([
             "heatmap",
             "--q",
@@ -831,16 +797,11 @@ fn heatmap_demo_and_files() {
             "--causal",
             "top-left",
         ])
-        .args(["--out", &png.display().to_string()])
-        .output()
-        .expect("run tool");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        .args(["--out", &png.display().to_string()]));
+    assert!(o.success(), "{}", o.stderr);
     assert!(std::fs::read(&png).expect("png").starts_with(b"\x89PNG"));
-    let o = tool()
-        .args(["heatmap", "--q", "missing.npy", "--k", &k])
-        .output()
-        .expect("run tool");
-    assert_eq!(o.status.code(), Some(2));
+    let o = ran(tool().args(["heatmap", "--q", "missing.npy", "--k", &k]));
+    assert_eq!(o.code, Some(2));
 }
 
 /// `heatmap` draws either the demo or the files: both, or neither, is exit 2 with one line
@@ -855,15 +816,10 @@ fn heatmap_takes_the_demo_or_files() {
         (&["--q", "q.npy"], &["--k"]),
     ];
     for (args, mentions) in cases {
-        let o = tool()
-            .arg("heatmap")
-            .args(args)
-            .args(["--out", &png])
-            .output()
-            .expect("run tool");
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
-        let lines = error_lines(&stderr);
+        let o = ran(tool().arg("heatmap").args(args).args(["--out", &png]));
+        let stderr = &o.stderr;
+        assert_eq!(o.code, Some(2), "{args:?}: {stderr}");
+        let lines = error_lines(stderr);
         assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
         for mention in mentions {
             assert!(lines[0].contains(mention), "{args:?}: {mention}: {stderr}");
@@ -882,13 +838,9 @@ fn self_check_passes_and_times_three_rows() {
     if common::ctx().is_none() {
         return;
     }
-    let o = tool().output().expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = ran(&mut tool());
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
     assert!(
         stdout.contains("All paths agree with the reference."),
         "{stdout}"
@@ -906,15 +858,15 @@ fn self_check_passes_and_times_three_rows() {
             })
             .collect()
     };
-    let rows = timed(&stdout);
+    let rows = timed(stdout);
     assert_eq!(rows.len(), 3, "{stdout}");
     for (path, ms, gflops) in &rows {
         assert!(!path.is_empty() && *ms > 0.0 && *gflops > 0.0, "{stdout}");
     }
-    let o = tool().arg("self-check-rows").output().expect("run tool");
-    let rows_out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{rows_out}");
-    assert_eq!(timed(&rows_out).len(), 2, "{rows_out}");
+    let o = ran(tool().arg("self-check-rows"));
+    let rows_out = &o.stdout;
+    assert!(o.success(), "{rows_out}");
+    assert_eq!(timed(rows_out).len(), 2, "{rows_out}");
 }
 
 #[test]
@@ -922,16 +874,9 @@ fn soak_runs_and_reports_memory() {
     if common::ctx().is_none() {
         return;
     }
-    let o = tool()
-        .args(["soak", "--calls", "200"])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = ran(tool().args(["soak", "--calls", "200"]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
     assert!(
         stdout.contains("soak: 200 calls") && stdout.contains("host RSS"),
         "{stdout}"
@@ -954,19 +899,13 @@ fn run_in_bf16() {
     // Values of order 1e5, beyond f16's 65504.
     let v = save(&dir, "v.npy", &rng.array(&[2, 11, 8], 1e5));
     let out = dir.join("ob16.npy");
-    let o = tool()
+    let o = ran(tool()
         .args([
             "run", "--q", &q, "--k", &k, "--v", &v, "--dtype", "bf16", "--check",
         ])
-        .args(["--out", &out.display().to_string()])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+        .args(["--out", &out.display().to_string()]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
     assert!(
         stdout.contains("check out") && stdout.contains(": ok"),
         "{stdout}"
@@ -992,29 +931,12 @@ fn run_in_f16() {
     let k = save(&dir, "k.npy", &rng.array(&[2, 11, 16], 1.0));
     let v = save(&dir, "v.npy", &rng.array(&[2, 11, 8], 1.0));
     let out = dir.join("o16.npy");
-    let o = tool()
+    let o = ran(tool()
         .args([
-            "run",
-            "--q",
-            &q,
-            "--k",
-            &k,
-            "--v",
-            &v,
-            "--dtype",
-            "f16",
-            "--check",
-            "--out",
-            &out.display().to_string(),
+            "run", "--q", &q, "--k", &k, "--v", &v, "--dtype", "f16", "--check",
         ])
-        .output()
-        .expect("run tool");
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+        .args(["--out", &out.display().to_string()]));
+    assert!(o.success(), "{}{}", o.stdout, o.stderr);
     let bytes = std::fs::read(&out).expect("output");
     assert!(String::from_utf8_lossy(&bytes[..80]).contains("'<f2'"));
     let NpyArray::F32(read) = npy::parse("o16.npy", &bytes).expect("parse f16") else {
@@ -1024,12 +946,9 @@ fn run_in_f16() {
     let mut big = rng.array(&[2, 9, 16], 1.0);
     big[[0, 0, 0]] = 1e6;
     let big = save(&dir, "big.npy", &big);
-    let o = tool()
-        .args(["run", "--q", &big, "--k", &k, "--v", &v, "--dtype", "f16"])
-        .output()
-        .expect("run tool");
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("big.npy"));
+    let o = ran(tool().args(["run", "--q", &big, "--k", &k, "--v", &v, "--dtype", "f16"]));
+    assert_eq!(o.code, Some(2));
+    assert!(o.stderr.contains("big.npy"), "{}", o.stderr);
 }
 
 /// The self-check with the cooperative-matrix tier emulated (`WGPU_ATTENTION_COOP=emulate`):
@@ -1040,16 +959,9 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
     if common::ctx().is_none() {
         return;
     }
-    let o = tool()
-        .env("WGPU_ATTENTION_COOP", "emulate")
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = ran(tool().env("WGPU_ATTENTION_COOP", "emulate"));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
     let coop_rows: Vec<&str> = stdout
         .lines()
         .filter(|l| l.contains("fused-coop"))
@@ -1129,21 +1041,16 @@ fn coop_runs_with_other_subgroup_sizes() {
             if let Some(m) = mask {
                 args.extend(["--mask", m.as_str()]);
             }
-            let o = tool()
+            let o = ran(tool()
                 .env("WGPU_ATTENTION_COOP", "emulate")
                 .env("WGPU_ATTENTION_COOP_LANES", lanes)
                 .env("WGPU_ATTENTION_COOP_VARIANT", variant)
                 .env("WGPU_ATTENTION_COOP_PREFETCH", prefetch)
                 .env("WGPU_ATTENTION_COOP_OUT_ROWS", out_rows)
-                .args(&args)
-                .output()
-                .expect("run tool");
-            let (stdout, stderr) = (
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr),
-            );
+                .args(&args));
+            let (stdout, stderr) = (&o.stdout, &o.stderr);
             let what = format!("{lanes} lanes, {variant} prefetch {prefetch} rows {out_rows}, {q}");
-            assert!(o.status.success(), "{what}: {stdout}{stderr}");
+            assert!(o.success(), "{what}: {stdout}{stderr}");
             assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
             assert!(
                 stderr.contains(&format!("{keys} keys a block")),
@@ -1178,9 +1085,9 @@ fn coop_runs_with_other_subgroup_sizes() {
 #[test]
 fn subcommands_have_help_and_take_name_equals_value() {
     for command in ["run", "bench", "heatmap", "devices", "soak", "completions"] {
-        let o = tool().args([command, "--help"]).output().expect("run tool");
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert_eq!(o.status.code(), Some(0), "{command}: {stdout}");
+        let o = ran(tool().args([command, "--help"]));
+        let stdout = &o.stdout;
+        assert_eq!(o.code, Some(0), "{command}: {stdout}");
         assert!(
             stdout.contains(&format!("wgpu-attention {command}")) && stdout.contains("EXIT CODES"),
             "{command}: {stdout}"
@@ -1189,30 +1096,20 @@ fn subcommands_have_help_and_take_name_equals_value() {
     if common::ctx().is_none() {
         return;
     }
-    let o = tool()
-        .args([
-            "bench",
-            "--shape=1,2,40,40,16",
-            "--path=fused-portable",
-            "--reps=1",
-            "--json",
-        ])
-        .output()
-        .expect("run tool");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = ran(tool().args([
+        "bench",
+        "--shape=1,2,40,40,16",
+        "--path=fused-portable",
+        "--reps=1",
+        "--json",
+    ]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
     assert!(stdout.contains("\"path\": \"fused-portable\""), "{stdout}");
-    let o = tool()
-        .args(["bench", "--shape=1,2,40,40,16", "--json=yes"])
-        .output()
-        .expect("run tool");
-    assert_eq!(o.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    let lines = error_lines(&stderr);
+    let o = ran(tool().args(["bench", "--shape=1,2,40,40,16", "--json=yes"]));
+    assert_eq!(o.code, Some(2));
+    let stderr = &o.stderr;
+    let lines = error_lines(stderr);
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(
         lines[0].contains("--json") && lines[0].contains("'yes'"),
@@ -1248,16 +1145,9 @@ fn run_check_holds_fused_coop_to_the_f16_rule() {
         "--causal",
         "bottom-right",
     ];
-    let o = tool()
-        .env("WGPU_ATTENTION_COOP", "emulate")
-        .args(args)
-        .output()
-        .expect("run tool");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    assert!(o.status.success(), "{stdout}{stderr}");
+    let o = ran(tool().env("WGPU_ATTENTION_COOP", "emulate").args(args));
+    let (stdout, stderr) = (&o.stdout, &o.stderr);
+    assert!(o.success(), "{stdout}{stderr}");
     assert!(stderr.contains("path fused-coop"), "{stderr}");
     assert!(stdout.contains("fused-coop computes in f16"), "{stdout}");
 }
@@ -1294,7 +1184,7 @@ fn decode_workgroup_loads_in_batches() {
         ("1", "f16", "1", &d36),
     ];
     for (batch, dtype, stage, (d, q, k)) in runs {
-        let o = tool()
+        let o = ran(tool()
             .env("WGPU_ATTENTION_DECODE_BATCH", batch)
             .env("WGPU_ATTENTION_DECODE_STAGE", stage)
             .args(["run", "--q", q, "--k", k, "--v", &v, "--dtype", dtype])
@@ -1304,15 +1194,10 @@ fn decode_workgroup_loads_in_batches() {
                 "--check",
                 "--causal",
                 "bottom-right",
-            ])
-            .output()
-            .expect("run tool");
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr),
-        );
+            ]));
+        let (stdout, stderr) = (&o.stdout, &o.stderr);
         let what = format!("batches of {batch}, {dtype}, staged {stage}, D {d}");
-        assert!(o.status.success(), "{what}: {stdout}{stderr}");
+        assert!(o.success(), "{what}: {stdout}{stderr}");
         assert!(stderr.contains("path decode-workgroup"), "{what}: {stderr}");
         assert!(
             stderr.contains(&format!("loads in batches of {batch}")),
@@ -1352,18 +1237,13 @@ fn decode_workgroup_stages_k_up_to_the_loop_limit() {
     for (lk, splits) in [(cap, 1), (cap + 64, 2)] {
         let k = save(&dir, "k.npy", &rng.array(&[1, heads, lk, 64], 1.0));
         let v = save(&dir, "v.npy", &rng.array(&[1, heads, lk, 64], 1.0));
-        let o = tool()
+        let o = ran(tool()
             .env("WGPU_ATTENTION_DECODE_STAGE", "1")
             .args(["run", "--q", &q, "--k", &k, "--v", &v, "--path"])
-            .args(["decode-workgroup", "--check", "--causal", "bottom-right"])
-            .output()
-            .expect("run tool");
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr),
-        );
+            .args(["decode-workgroup", "--check", "--causal", "bottom-right"]));
+        let (stdout, stderr) = (&o.stdout, &o.stderr);
         let what = format!("Lk {lk}");
-        assert!(o.status.success(), "{what}: {stdout}{stderr}");
+        assert!(o.success(), "{what}: {stdout}{stderr}");
         let text = format!("{splits} key splits of {cap} keys");
         assert!(stderr.contains(&text), "{what}: {text}: {stderr}");
         assert!(
