@@ -273,13 +273,6 @@ fn execute(
 ) -> Result<GpuAttentionOutput> {
     match &plan.segments {
         None => execute_one(ctx, q, k, v, plan, opts),
-        Some(seg) => run_segments::execute(
-            ctx,
-            ctx.checked_profile(),
-            q,
-            (k, v, plan.kv_storage),
-            (plan, seg),
-            opts,
-        ),
+        Some(seg) => run_segments::execute(ctx, q, (k, v, plan.kv_storage), (plan, seg), opts),
     }
 }

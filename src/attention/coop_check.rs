@@ -13,7 +13,8 @@
 //! the built pipeline.
 
 use super::execute::execute_one;
-use super::prepare::{estimate, plan_call, plan_one, Inputs, Prepared};
+use super::prepare::{estimate, plan_call, plan_one, plan_segment, Inputs, Prepared};
+use super::segments::Segments;
 use crate::check::{compare, Tolerance};
 use crate::context::Context;
 use crate::convert::upload_packed;
@@ -51,15 +52,36 @@ pub(super) fn prepare_checked(
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
+    let plan = plan_checking(ctx, dims, kv, opts, max_abs, device_check(ctx))?;
+    ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
+    Ok(plan)
+}
+
+/// Segment `s` of a call planned in key segments (run_segments.rs plans each after the
+/// first as it comes), with the first segment's check: where its plan takes the tier, the
+/// pipelines it runs that the context has not checked yet are checked first, and it is
+/// planned again without the tier if one fails. A later segment's shape (its keys, and so
+/// its chunks and their GQA units) can differ from the first's.
+pub(super) fn plan_segment_checked(
+    ctx: &Context,
+    seg: &Segments,
+    s: usize,
+    storage: KvStorage,
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+) -> Result<(Prepared, bool)> {
+    plan_segment_checking(ctx, (seg, s), storage, opts, max_abs, device_check(ctx))
+}
+
+/// The check the context's pipelines of the tier take: on matrix hardware always, emulated
+/// where [`CHECK_EMULATED_VAR`] asks for it, else none.
+fn device_check(ctx: &Context) -> Option<PipelineCheck<'static>> {
     let checked = match ctx.coop() {
         CoopSupport::Hardware { .. } => true,
         CoopSupport::Emulated => std::env::var(CHECK_EMULATED_VAR).is_ok_and(|v| v == "1"),
         CoopSupport::Unavailable(_) => false,
     };
-    let check: PipelineCheck<'_> = &check_guarded;
-    let plan = plan_checking(ctx, dims, kv, opts, max_abs, checked.then_some(check))?;
-    ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
-    Ok(plan)
+    checked.then_some(&check_guarded)
 }
 
 /// The call's plan on the context's checked profile; where it takes the tier and `check`
@@ -73,18 +95,51 @@ fn plan_checking(
     max_abs: Option<(f32, f32)>,
     check: Option<PipelineCheck<'_>>,
 ) -> Result<Prepared> {
+    checked_plan(
+        ctx,
+        check,
+        |dev| plan_call(dev, dims, kv, opts, max_abs),
+        |p| p,
+    )
+}
+
+/// [`plan_segment_checked`] with the check given.
+fn plan_segment_checking(
+    ctx: &Context,
+    (seg, s): (&Segments, usize),
+    storage: KvStorage,
+    opts: &AttentionOptions<'_>,
+    max_abs: Option<(f32, f32)>,
+    check: Option<PipelineCheck<'_>>,
+) -> Result<(Prepared, bool)> {
+    let plan_on = |dev: &DeviceProfile| plan_segment(seg, dev, s, storage, opts, max_abs);
+    checked_plan(ctx, check, plan_on, |(plan, _)| plan)
+}
+
+/// What `plan_on` plans on the context's checked profile, its pipelines of the tier
+/// (`prepared` finds the plan in it) checked first where `check` is given, and planned
+/// again on the profile without the tier if one fails.
+fn checked_plan<T>(
+    ctx: &Context,
+    check: Option<PipelineCheck<'_>>,
+    plan_on: impl Fn(&DeviceProfile) -> Result<T>,
+    prepared: impl Fn(&T) -> &Prepared,
+) -> Result<T> {
     let dev = ctx.checked_profile();
-    let plan = plan_call(dev, dims, kv, opts, max_abs)?;
-    let Some(check) = check else { return Ok(plan) };
+    let planned = plan_on(dev)?;
+    let Some(check) = check else {
+        return Ok(planned);
+    };
+    let plan = prepared(&planned);
     if plan.path != Path::Fused(fused::Tier::Coop) {
-        return Ok(plan);
+        return Ok(planned);
     }
-    let keys = pipeline_keys(dev, &plan);
+    let keys = pipeline_keys(dev, plan);
     let dev = ctx.check_coop_pipelines(&keys, |key| check(ctx, key));
     if matches!(dev.coop, CoopSupport::Unavailable(_)) {
-        return plan_call(dev, dims, kv, opts, max_abs);
+        return plan_on(dev);
     }
-    Ok(plan)
+    Ok(planned)
 }
 
 /// The tier's pipelines a plan that takes it runs (one per chunk, most often the same).
@@ -433,6 +488,74 @@ mod tests {
         let plan = plan_call_of(&ctx, SHAPES[0], (false, 0, true), None);
         assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
         assert!(std::ptr::eq(ctx.checked_profile(), ctx.profile()));
+    }
+
+    /// An emulated context whose storage bindings hold 64 rows of f32 at D 64, so that a
+    /// call over 300 keys runs in key segments.
+    fn emulated_small_bindings() -> Option<Context> {
+        let base = emulated()?;
+        let mut limits = base.limits();
+        limits.max_storage_buffer_binding_size = 1 << 14;
+        let options = ContextOptions {
+            cooperative_matrix: CoopMode::Emulated,
+            limits: Some(limits),
+            ..Default::default()
+        };
+        Some(Context::with_options(&options).expect("a context with small bindings"))
+    }
+
+    /// A call in key segments checks the pipelines of the tier each later segment runs
+    /// before it runs them (run_segments.rs plans later segments as they come; one can plan
+    /// to a pipeline the first did not), and a segment whose check fails is planned without
+    /// the tier and says why.
+    #[test]
+    fn later_key_segments_are_checked() {
+        let Some(ctx) = emulated_small_bindings() else {
+            return;
+        };
+        let dims = validate_dims(&[1, 4, 77, 64], &[1, 2, 300, 64], &[1, 2, 300, 64]);
+        let dims = dims.expect("dims");
+        let opts = AttentionOptions::default()
+            .precision(Precision::F16)
+            .causal(Causal::BottomRight);
+        let plan = plan_checking(&ctx, dims, (300, KvStorage::F32), &opts, None, None);
+        let plan = plan.expect("plan");
+        assert_eq!(plan.path, Path::Fused(fused::Tier::Coop), "{}", plan.reason);
+        let seg = plan.segments.expect("key segments");
+        assert!(seg.count() >= 3, "{} segments", seg.count());
+
+        let checked = std::cell::RefCell::new(Vec::new());
+        let record = |_: &Context, key: &PipelineKey| {
+            checked.borrow_mut().push(key.clone());
+            Ok(())
+        };
+        let later = |ctx: &Context, s: usize, check: PipelineCheck<'_>| {
+            plan_segment_checking(ctx, (&seg, s), KvStorage::F32, &opts, None, Some(check))
+                .expect("segment plan")
+                .0
+        };
+        // Nothing was checked for the first segment (no check given), so the second's
+        // pipelines are checked now, each once.
+        let second = later(&ctx, 1, &record);
+        assert_eq!(second.path, Path::Fused(fused::Tier::Coop));
+        assert_eq!(*checked.borrow(), pipeline_keys(&ctx, &second));
+        let third = later(&ctx, 2, &record);
+        assert_eq!(third.path, Path::Fused(fused::Tier::Coop));
+        assert_eq!(checked.borrow().len(), pipeline_keys(&ctx, &second).len());
+
+        let Some(ctx) = emulated_small_bindings() else {
+            return;
+        };
+        let fail = |_: &Context, _: &PipelineKey| Err("max error 1e0".to_string());
+        let second = later(&ctx, 1, &fail);
+        assert_ne!(second.path, Path::Fused(fused::Tier::Coop));
+        assert!(
+            second
+                .reason
+                .contains("failed its check on this device (max error 1e0)"),
+            "{}",
+            second.reason
+        );
     }
 
     /// Each pipeline is checked once per context, before the first call that runs it; where

@@ -3,8 +3,9 @@
 //! LSE into the running result.
 use std::ops::Range;
 
+use super::coop_check::plan_segment_checked;
 use super::execute::execute_one;
-use super::prepare::{estimate_one, plan_segment, Inputs, Prepared};
+use super::prepare::{estimate_one, Inputs, Prepared};
 use super::segments::Segments;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -15,15 +16,14 @@ use crate::options::{AttentionOptions, PlanInfo};
 use crate::params::SegmentMergeParams;
 use crate::plan::{whole, DeviceBudget, Window};
 use crate::problem::Dims;
-use crate::profile::DeviceProfile;
 use crate::tensor::{GpuAttentionOutput, GpuTensor};
 
 /// Runs a call planned in segments (`plan` is the first segment's, whose path and reason
-/// the call reports; later segments are planned as they come, on `dev`: the profile the
-/// call plans with).
+/// the call reports; later segments are planned as they come, on the context's checked
+/// profile, their pipelines of the tensor-core tier checked as the first's were:
+/// coop_check.rs).
 pub(super) fn execute(
     ctx: &Context,
-    dev: &DeviceProfile,
     q: &GpuTensor,
     (k, v, storage): (&GpuTensor, &GpuTensor, KvStorage),
     (plan, seg): (&Prepared, &Segments),
@@ -42,7 +42,7 @@ pub(super) fn execute(
             // has run it: wait, so that segments never hold two segments' worth at once
             // (and the memory check below sees it freed).
             ctx.wait()?;
-            later = plan_segment(seg, dev, s, storage, opts, max_abs)?;
+            later = plan_segment_checked(ctx, seg, s, storage, opts, max_abs)?;
             (&later.0, later.1)
         };
         // What is held already (the caller's inputs, the running result) is in use; the

@@ -255,6 +255,46 @@ fn coop_splits_to_device_limits() {
     }
 }
 
+/// Where one kv head's K and V rows exceed a binding, the tier runs the keys in segments
+/// (each planned, and on matrix hardware its pipelines checked, as it comes) whose outputs
+/// and LSEs merge on the device: both causal alignments (top-left leaves the later segments
+/// without a visible key for the first rows), a mask with a fully masked row and a row that
+/// sees only the last segment's keys, and GQA.
+#[test]
+fn coop_runs_key_segments() {
+    let Some(base) = common::ctx() else { return };
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 1 << 14;
+    let Some(ctx) = coop_ctx(Some(limits)) else {
+        return;
+    };
+    let mut rng = Rng::new(605);
+    // K and V per kv head: 700 x 16 floats, 44 800 bytes: three 16 KiB bindings.
+    let (q, k, v) = (
+        rng.array(&[2, 4, 33, 16], 1.0),
+        rng.array(&[2, 2, 700, 16], 1.0),
+        rng.array(&[2, 2, 700, 16], 1.0),
+    );
+    let mut mask = rng.bool_array(&[2, 1, 33, 700], 0.7);
+    mask.slice_mut(ndarray::s![1, 0, 3, ..]).fill(false);
+    mask.slice_mut(ndarray::s![0, 0, 5, ..600]).fill(false);
+    for causal in [Causal::TopLeft, Causal::BottomRight, Causal::None] {
+        for masked in [false, true] {
+            let mut opts = AttentionOptions::default().causal(causal);
+            if masked {
+                opts = opts.mask(Mask::Bool(mask.view()));
+            }
+            let what = format!("{causal:?}, mask {masked}");
+            let got = assert_coop_parity(&ctx, &what, (&q, &k, &v), &opts);
+            assert!(
+                got.plan.reason.starts_with("keys in 3 segments"),
+                "{what}: {}",
+                got.plan.reason
+            );
+        }
+    }
+}
+
 /// Where the tier cannot run, forcing it says why, and plan_paths reports it.
 #[test]
 fn coop_refusals_say_why() {
