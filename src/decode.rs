@@ -166,7 +166,7 @@ pub const LOAD_BATCH_VAR: &str = "WGPU_ATTENTION_DECODE_BATCH";
 /// columns from consecutive addresses. Not yet measured there. On lavapipe staging was
 /// slower: `WGPU_ATTENTION_DECODE_STAGE=1
 /// wgpu-attention bench --shape 2,8,1,1000,128 --kv-heads 8 --path decode-workgroup --reps
-/// 10` 12.7-13.3 ms against 9.5-11.0 with `=0` (AMD EPYC, 2 threads, 2026-12-06, three
+/// 10` 12.7-13.3 ms against 9.5-11.0 with `=0` (Intel Xeon, 2 threads, 2026-12-06, three
 /// rounds).
 pub(crate) fn stage_k(info: &wgpu::AdapterInfo) -> bool {
     match std::env::var(STAGE_K_VAR).as_deref() {
