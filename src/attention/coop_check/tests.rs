@@ -1,0 +1,246 @@
+//! Unit tests of the tensor-core tier's device check (coop_check.rs): a problem for every
+//! pipeline, the check on right pipelines, a failure taking the tier out of the plans, and
+//! later key segments checked as they come.
+
+use super::*;
+use crate::context::ContextOptions;
+use crate::options::Precision;
+use crate::profile::CoopMode;
+
+fn emulated() -> Option<Context> {
+    let options = ContextOptions {
+        cooperative_matrix: CoopMode::Emulated,
+        ..Default::default()
+    };
+    match Context::with_options(&options) {
+        Ok(ctx) => Some(ctx),
+        Err(e) if std::env::var_os("REQUIRE_GPU").is_none() => {
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+        Err(e) => panic!("REQUIRE_GPU is set but no context: {e}"),
+    }
+}
+
+/// The plan of a call on `ctx` with every option the key of a pipeline can vary:
+/// `mask` 0 none, 1 bool, 2 additive finite (a bias), 3 additive with `-inf` too
+/// (a bias and allow bits), broadcast over the rows; f16 products (autocast) for f32 K/V.
+fn plan_call_of(
+    ctx: &Context,
+    [hq, hkv, lq, lk, d, dv]: [usize; 6],
+    (causal, mask, f16_kv): (bool, u8, bool),
+    check: Option<PipelineCheck<'_>>,
+) -> Prepared {
+    let mut rng = crate::rng::Rng::new(5);
+    let allow = rng.bool_array(&[1, lk], 0.5);
+    let mut additive = rng.array(&[1, lk], 1.0);
+    if mask == 3 {
+        additive.zip_mut_with(&allow, |x, &a| {
+            if !a {
+                *x = f32::NEG_INFINITY;
+            }
+        });
+    }
+    // f32 K/V take the tier where the caller asks for f16 products.
+    let mut opts = AttentionOptions::default().precision(Precision::F16);
+    if causal {
+        opts = opts.causal(Causal::TopLeft);
+    }
+    opts = match mask {
+        1 => opts.mask(Mask::Bool(allow.view())),
+        2 | 3 => opts.mask(Mask::Additive(additive.view())),
+        _ => opts,
+    };
+    let dims = validate_dims(&[1, hq, lq, d], &[1, hkv, lk, d], &[1, hkv, lk, dv]).expect("dims");
+    let storage = if f16_kv {
+        KvStorage::Half(HalfFormat::F16)
+    } else {
+        KvStorage::F32
+    };
+    plan_checking(ctx, dims, (lk, storage), &opts, None, check).expect("plan")
+}
+
+const SHAPES: [[usize; 6]; 6] = [
+    [32, 32, 4096, 4096, 128, 128],
+    [32, 8, 4096, 4096, 128, 128],
+    [8, 8, 1024, 1024, 64, 64],
+    [4, 1, 5, 300, 80, 48],
+    [6, 2, 200, 33, 30, 100],
+    [2, 1, 2048, 64, 96, 96],
+];
+
+/// Every pipeline of the tier that calls of every kind plan on (at GPU sizes and small,
+/// widths padded, Dv != D, causal or not, each mask part, GQA with units and without,
+/// f16 and f32 K/V) has a small problem that runs exactly it, so that on hardware each
+/// is checked before a call runs it.
+#[test]
+fn every_pipeline_of_the_tier_has_a_check_problem() {
+    let Some(ctx) = emulated() else { return };
+    let mut keys: Vec<PipelineKey> = Vec::new();
+    for shape in SHAPES {
+        for causal in [false, true] {
+            for mask in 0..4 {
+                for f16_kv in [false, true] {
+                    let plan = plan_call_of(&ctx, shape, (causal, mask, f16_kv), None);
+                    if plan.path != Path::Fused(fused::Tier::Coop) {
+                        continue;
+                    }
+                    for key in pipeline_keys(&ctx, &plan) {
+                        let case = CheckCase::for_key(&ctx, &key);
+                        assert!(case.is_some(), "no check problem for {}", describe(&key));
+                        if !keys.contains(&key) {
+                            keys.push(key);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The keys span what they vary in (so that the loop above was not vacuous).
+    for (name, value) in [
+        ("CAUSAL", 0),
+        ("CAUSAL", 1),
+        ("HAS_BIAS", 1),
+        ("HAS_ALLOW", 1),
+        ("UNITS", 0),
+        ("UNITS", 1),
+    ] {
+        assert!(
+            keys.iter().any(|k| k.constants.contains(&(name, value))),
+            "no pipeline with {name}={value} among {}",
+            keys.len()
+        );
+    }
+    assert!(keys.len() >= 40, "{} pipelines", keys.len());
+}
+
+/// The check passes on the tier's pipelines where they are right: emulated here
+/// (lavapipe in CI), on the hardware where a GPU has it. Pipelines of each kind: the
+/// widths GPUs take and others, each mask part, causal or not, GQA units or not, f16 and
+/// f32 K/V.
+#[test]
+fn the_check_passes_on_right_pipelines() {
+    let Some(ctx) = emulated() else { return };
+    for (shape, options) in [
+        ([2, 1, 77, 100, 64, 64], (true, 0, true)),
+        ([32, 8, 4096, 4096, 128, 128], (false, 3, false)),
+        ([4, 1, 5, 300, 80, 48], (true, 1, true)),
+        ([8, 8, 1024, 1024, 128, 128], (false, 2, true)),
+    ] {
+        let plan = plan_call_of(&ctx, shape, options, None);
+        assert_eq!(plan.path, Path::Fused(fused::Tier::Coop), "{shape:?}");
+        for key in pipeline_keys(&ctx, &plan) {
+            assert_eq!(check_pipeline(&ctx, &key), Ok(()));
+        }
+    }
+    // Emulated contexts are never checked (nothing runs on matrix hardware).
+    let plan = plan_call_of(&ctx, SHAPES[0], (false, 0, true), None);
+    assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
+    assert!(std::ptr::eq(ctx.checked_profile(), ctx.profile()));
+}
+
+/// An emulated context whose storage bindings hold 64 rows of f32 at D 64, so that a
+/// call over 300 keys runs in key segments.
+fn emulated_small_bindings() -> Option<Context> {
+    let base = emulated()?;
+    let mut limits = base.limits();
+    limits.max_storage_buffer_binding_size = 1 << 14;
+    let options = ContextOptions {
+        cooperative_matrix: CoopMode::Emulated,
+        limits: Some(limits),
+        ..Default::default()
+    };
+    Some(Context::with_options(&options).expect("a context with small bindings"))
+}
+
+/// A call in key segments checks the pipelines of the tier each later segment runs
+/// before it runs them (run_segments.rs plans later segments as they come; one can plan
+/// to a pipeline the first did not), and a segment whose check fails is planned without
+/// the tier and says why.
+#[test]
+fn later_key_segments_are_checked() {
+    let Some(ctx) = emulated_small_bindings() else {
+        return;
+    };
+    let dims = validate_dims(&[1, 4, 77, 64], &[1, 2, 300, 64], &[1, 2, 300, 64]);
+    let dims = dims.expect("dims");
+    let opts = AttentionOptions::default()
+        .precision(Precision::F16)
+        .causal(Causal::BottomRight);
+    let plan = plan_checking(&ctx, dims, (300, KvStorage::F32), &opts, None, None);
+    let plan = plan.expect("plan");
+    assert_eq!(plan.path, Path::Fused(fused::Tier::Coop), "{}", plan.reason);
+    let seg = plan.segments.expect("key segments");
+    assert!(seg.count() >= 3, "{} segments", seg.count());
+
+    let checked = std::cell::RefCell::new(Vec::new());
+    let record = |_: &Context, key: &PipelineKey| {
+        checked.borrow_mut().push(key.clone());
+        Ok(())
+    };
+    let later = |ctx: &Context, s: usize, check: PipelineCheck<'_>| {
+        plan_segment_checking(ctx, (&seg, s), KvStorage::F32, &opts, None, Some(check))
+            .expect("segment plan")
+            .0
+    };
+    // Nothing was checked for the first segment (no check given), so the second's
+    // pipelines are checked now, each once.
+    let second = later(&ctx, 1, &record);
+    assert_eq!(second.path, Path::Fused(fused::Tier::Coop));
+    assert_eq!(*checked.borrow(), pipeline_keys(&ctx, &second));
+    let third = later(&ctx, 2, &record);
+    assert_eq!(third.path, Path::Fused(fused::Tier::Coop));
+    assert_eq!(checked.borrow().len(), pipeline_keys(&ctx, &second).len());
+
+    let Some(ctx) = emulated_small_bindings() else {
+        return;
+    };
+    let fail = |_: &Context, _: &PipelineKey| Err("max error 1e0".to_string());
+    let second = later(&ctx, 1, &fail);
+    assert_ne!(second.path, Path::Fused(fused::Tier::Coop));
+    assert!(
+        second
+            .reason
+            .contains("failed its check on this device (max error 1e0)"),
+        "{}",
+        second.reason
+    );
+}
+
+/// Each pipeline is checked once per context, before the first call that runs it; where
+/// one fails, that call and every later one plan without the tier and say why.
+#[test]
+fn a_failed_check_takes_the_tier_out_of_every_plan() {
+    let Some(ctx) = emulated() else { return };
+    let checked = std::cell::RefCell::new(Vec::new());
+    let record = |_: &Context, key: &PipelineKey| {
+        checked.borrow_mut().push(key.clone());
+        Ok(())
+    };
+    let llama = [32, 8, 4096, 4096, 128, 128];
+    let causal_f16 = (true, 0, true);
+    for _ in 0..2 {
+        let plan = plan_call_of(&ctx, llama, causal_f16, Some(&record));
+        assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
+    }
+    assert_eq!(checked.borrow().len(), 1, "one pipeline, checked once");
+    let plan = plan_call_of(&ctx, llama, (false, 0, true), Some(&record));
+    assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
+    assert_eq!(checked.borrow().len(), 2, "a pipeline of its own");
+    assert_ne!(checked.borrow()[0], checked.borrow()[1]);
+
+    let fail = |_: &Context, _: &PipelineKey| Err("max error 1e0".to_string());
+    let plan = plan_call_of(&ctx, llama, (true, 1, true), Some(&fail));
+    assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
+    assert!(
+        plan.reason
+            .contains("failed its check on this device (max error 1e0)"),
+        "{}",
+        plan.reason
+    );
+    // Later calls, on pipelines that passed too, plan without the tier.
+    let plan = plan_call_of(&ctx, llama, causal_f16, Some(&record));
+    assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
+    assert!(plan.reason.contains("failed its check"), "{}", plan.reason);
+    assert_eq!(checked.borrow().len(), 2);
+}
