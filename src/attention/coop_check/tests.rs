@@ -27,10 +27,22 @@ fn emulated() -> Option<Context> {
 /// (a bias and allow bits), broadcast over the rows; f16 products (autocast) for f32 K/V.
 fn plan_call_of(
     ctx: &Context,
-    [hq, hkv, lq, lk, d, dv]: [usize; 6],
-    (causal, mask, f16_kv): (bool, u8, bool),
+    shape: [usize; 6],
+    options: (bool, u8, bool),
     check: Option<PipelineCheck<'_>>,
 ) -> Prepared {
+    call_of(shape, options, |dims, kv, opts| {
+        plan_checking(ctx, dims, kv, opts, None, check).expect("plan")
+    })
+}
+
+/// What `plan` makes of the call [`plan_call_of`] describes: its dimensions, K/V rows and
+/// storage, and options.
+fn call_of<T>(
+    [hq, hkv, lq, lk, d, dv]: [usize; 6],
+    (causal, mask, f16_kv): (bool, u8, bool),
+    plan: impl FnOnce(Dims, (usize, KvStorage), &AttentionOptions<'_>) -> T,
+) -> T {
     let mut rng = crate::rng::Rng::new(5);
     let allow = rng.bool_array(&[1, lk], 0.5);
     let mut additive = rng.array(&[1, lk], 1.0);
@@ -57,7 +69,7 @@ fn plan_call_of(
     } else {
         KvStorage::F32
     };
-    plan_checking(ctx, dims, (lk, storage), &opts, None, check).expect("plan")
+    plan(dims, (lk, storage), &opts)
 }
 
 const SHAPES: [[usize; 6]; 6] = [
@@ -112,6 +124,50 @@ fn every_pipeline_of_the_tier_has_a_check_problem() {
         );
     }
     assert!(keys.len() >= 40, "{} pipelines", keys.len());
+}
+
+/// As [`every_pipeline_of_the_tier_has_a_check_problem`], planned without a device on
+/// the recorded profiles of adapters with matrix hardware (the H200 has 48 KiB of
+/// workgroup memory, where the planner takes variants that lavapipe's 32 KiB cannot hold,
+/// and subgroups of 32): there a pipeline without a check problem would fail its check and
+/// take the tier out of every plan.
+#[test]
+fn recorded_gpus_have_a_check_problem_for_every_pipeline() {
+    let mut profiles = 0;
+    for (name, dev) in DeviceProfile::recorded() {
+        if !matches!(dev.coop(), CoopSupport::Hardware { .. }) {
+            continue;
+        }
+        profiles += 1;
+        let mut keys: Vec<PipelineKey> = Vec::new();
+        for shape in SHAPES {
+            for options in (0..16).map(|i| (i & 1 == 1, (i >> 1 & 3) as u8, i >> 3 == 1)) {
+                let plan = call_of(shape, options, |dims, kv, opts| {
+                    plan_call(&dev, dims, kv, opts, None).expect("plan")
+                });
+                if plan.path != Path::Fused(fused::Tier::Coop) {
+                    continue;
+                }
+                for key in pipeline_keys(&dev, &plan) {
+                    let case = CheckCase::for_key(&dev, &key);
+                    assert!(
+                        case.is_some(),
+                        "{name}: no check problem for {}",
+                        describe(&key)
+                    );
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "{name}: {} pipelines, each with a check problem",
+            keys.len()
+        );
+        assert!(keys.len() >= 40, "{name}: {} pipelines", keys.len());
+    }
+    assert!(profiles > 0, "no recorded profile with matrix hardware");
 }
 
 /// The check passes on the tier's pipelines where they are right: emulated here
