@@ -44,6 +44,28 @@ impl Ran {
     fn success(&self) -> bool {
         self.code == Some(0)
     }
+
+    /// The one line of an error the tool reports as bad usage or input: exit 2, no panic,
+    /// one error line on stderr, which mentions each of `mentions`. `what` names the run.
+    fn usage_error(&self, what: &str, mentions: &[&str]) -> &str {
+        let stderr = &self.stderr;
+        assert_eq!(self.code, Some(2), "{what}: stderr {stderr}");
+        assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+        let lines = error_lines(stderr);
+        assert_eq!(
+            lines.len(),
+            1,
+            "{what}: one error line expected, got {stderr}"
+        );
+        for mention in mentions {
+            assert!(
+                lines[0].contains(mention),
+                "{what}: '{}' should mention {mention}",
+                lines[0]
+            );
+        }
+        lines[0]
+    }
 }
 
 /// Runs the tool as `cmd` sets it up (arguments, environment) and waits for it to end.
@@ -294,20 +316,7 @@ fn bad_inputs_exit_2_and_write_nothing() {
             .arg("run")
             .args(&args)
             .args(["--out", &out.display().to_string()]));
-        let stderr = &o.stderr;
-        assert_eq!(o.code, Some(2), "{args:?}: stderr {stderr}");
-        let lines = error_lines(stderr);
-        assert_eq!(
-            lines.len(),
-            1,
-            "{args:?}: one error line expected, got {stderr}"
-        );
-        assert!(
-            lines[0].contains(mention),
-            "{args:?}: '{}' should mention {mention}",
-            lines[0]
-        );
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        o.usage_error(&format!("{args:?}"), &[mention]);
         assert!(!out.exists(), "{args:?}: no output file may be written");
     }
 }
@@ -366,16 +375,7 @@ fn output_paths_are_checked_before_any_work() {
     ));
     for (args, flag, why) in cases {
         let o = ran(tool().args(&args));
-        let stderr = &o.stderr;
-        assert_eq!(o.code, Some(2), "{args:?}: stderr {stderr}");
-        let lines = error_lines(stderr);
-        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
-        assert!(
-            lines[0].contains(&format!("--{flag}")) && lines[0].contains(why),
-            "{args:?}: {}",
-            lines[0]
-        );
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        o.usage_error(&format!("{args:?}"), &[&format!("--{flag}"), why]);
     }
 }
 
@@ -404,11 +404,7 @@ fn help_and_unknown_commands() {
     assert!(o.success());
     assert!(o.stdout.starts_with("wgpu-attention "));
     let o = ran(tool().arg("frobnicate"));
-    assert_eq!(o.code, Some(2));
-    let stderr = &o.stderr;
-    let lines = error_lines(stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(lines[0].contains("'frobnicate'"), "{stderr}");
+    o.usage_error("frobnicate", &["'frobnicate'"]);
     assert!(o.stdout.is_empty());
 }
 
@@ -438,14 +434,7 @@ fn completions_for_each_shell() {
     assert!(script.contains("complete -F"), "{script}");
     assert!(script.contains("top-left bottom-right"), "{script}");
     let o = ran(tool().args(["completions", "tcsh"]));
-    assert_eq!(o.code, Some(2));
-    let stderr = &o.stderr;
-    let lines = error_lines(stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(
-        lines[0].contains("'tcsh'") && lines[0].contains("bash"),
-        "{stderr}"
-    );
+    o.usage_error("completions tcsh", &["'tcsh'", "bash"]);
     assert!(o.stdout.is_empty());
 }
 
@@ -585,19 +574,14 @@ fn bench_with_masks() {
         }
     }
     let o = ran(tool().args(["bench", "--shape", "1,1,8,8,4", "--mask", "sometimes"]));
-    assert_eq!(o.code, Some(2));
-    let stderr = &o.stderr;
-    let lines = error_lines(stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
-    for said in [
+    let said = [
         "--mask",
         "'sometimes'",
         "possible values",
         "finfo-padding",
         "window",
-    ] {
-        assert!(lines[0].contains(said), "{said}: {}", lines[0]);
-    }
+    ];
+    o.usage_error("--mask sometimes", &said);
     assert!(o.stdout.is_empty(), "nothing timed");
 }
 
@@ -659,17 +643,7 @@ fn bench_rejects_bad_options() {
     ];
     for (args, mentions) in cases {
         let o = ran(tool().arg("bench").args(args));
-        let stderr = &o.stderr;
-        assert_eq!(o.code, Some(2), "{args:?}: {stderr}");
-        let lines = error_lines(stderr);
-        assert_eq!(
-            lines.len(),
-            1,
-            "{args:?}: one error line expected, got {stderr}"
-        );
-        for mention in mentions {
-            assert!(lines[0].contains(mention), "{args:?}: {mention}: {stderr}");
-        }
+        o.usage_error(&format!("{args:?}"), mentions);
         assert!(o.stdout.is_empty(), "{args:?}: nothing timed");
     }
 }
@@ -801,7 +775,7 @@ fn heatmap_demo_and_files() {
     assert!(o.success(), "{}", o.stderr);
     assert!(std::fs::read(&png).expect("png").starts_with(b"\x89PNG"));
     let o = ran(tool().args(["heatmap", "--q", "missing.npy", "--k", &k]));
-    assert_eq!(o.code, Some(2));
+    o.usage_error("heatmap of a missing file", &["missing.npy"]);
 }
 
 /// `heatmap` draws either the demo or the files: both, or neither, is exit 2 with one line
@@ -817,13 +791,7 @@ fn heatmap_takes_the_demo_or_files() {
     ];
     for (args, mentions) in cases {
         let o = ran(tool().arg("heatmap").args(args).args(["--out", &png]));
-        let stderr = &o.stderr;
-        assert_eq!(o.code, Some(2), "{args:?}: {stderr}");
-        let lines = error_lines(stderr);
-        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
-        for mention in mentions {
-            assert!(lines[0].contains(mention), "{args:?}: {mention}: {stderr}");
-        }
+        o.usage_error(&format!("{args:?}"), mentions);
         assert!(!Path::new(&png).exists(), "{args:?}: no picture");
     }
 }
@@ -947,8 +915,7 @@ fn run_in_f16() {
     big[[0, 0, 0]] = 1e6;
     let big = save(&dir, "big.npy", &big);
     let o = ran(tool().args(["run", "--q", &big, "--k", &k, "--v", &v, "--dtype", "f16"]));
-    assert_eq!(o.code, Some(2));
-    assert!(o.stderr.contains("big.npy"), "{}", o.stderr);
+    o.usage_error("q beyond f16's range", &["big.npy"]);
 }
 
 /// The self-check with the cooperative-matrix tier emulated (`WGPU_ATTENTION_COOP=emulate`):
@@ -1107,14 +1074,7 @@ fn subcommands_have_help_and_take_name_equals_value() {
     assert!(o.success(), "{stdout}{}", o.stderr);
     assert!(stdout.contains("\"path\": \"fused-portable\""), "{stdout}");
     let o = ran(tool().args(["bench", "--shape=1,2,40,40,16", "--json=yes"]));
-    assert_eq!(o.code, Some(2));
-    let stderr = &o.stderr;
-    let lines = error_lines(stderr);
-    assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(
-        lines[0].contains("--json") && lines[0].contains("'yes'"),
-        "{stderr}"
-    );
+    o.usage_error("--json=yes", &["--json", "'yes'"]);
     assert!(o.stdout.is_empty());
 }
 
