@@ -81,25 +81,28 @@ const SHAPES: [[usize; 6]; 6] = [
     [2, 1, 2048, 64, 96, 96],
 ];
 
-/// Every pipeline of the tier that calls of every kind plan on (at GPU sizes and small,
-/// widths padded, Dv != D, causal or not, each mask part, GQA with units and without,
-/// f16 and f32 K/V) has a small problem that runs exactly it, so that on hardware each
-/// is checked before a call runs it.
-#[test]
-fn every_pipeline_of_the_tier_has_a_check_problem() {
-    let Some(ctx) = emulated() else { return };
+/// The tier's pipelines that calls of every kind (each of [`SHAPES`], causal or not, each
+/// mask kind, f16 and f32 K/V) plan on `dev` through `plan`, each asserted to have a small
+/// problem that runs exactly it there, so that on hardware each is checked before a call
+/// runs it. `name` names the profile in a failure.
+fn pipelines_with_check_problems(
+    dev: &DeviceProfile,
+    name: &str,
+    plan: impl Fn([usize; 6], (bool, u8, bool)) -> Prepared,
+) -> Vec<PipelineKey> {
     let mut keys: Vec<PipelineKey> = Vec::new();
     for shape in SHAPES {
         for causal in [false, true] {
             for mask in 0..4 {
                 for f16_kv in [false, true] {
-                    let plan = plan_call_of(&ctx, shape, (causal, mask, f16_kv), None);
+                    let plan = plan(shape, (causal, mask, f16_kv));
                     if plan.path != Path::Fused(fused::Tier::Coop) {
                         continue;
                     }
-                    for key in pipeline_keys(&ctx, &plan) {
-                        let case = CheckCase::for_key(&ctx, &key);
-                        assert!(case.is_some(), "no check problem for {}", describe(&key));
+                    for key in pipeline_keys(dev, &plan) {
+                        let case = CheckCase::for_key(dev, &key);
+                        let what = describe(&key);
+                        assert!(case.is_some(), "{name}: no check problem for {what}");
                         if !keys.contains(&key) {
                             keys.push(key);
                         }
@@ -108,7 +111,19 @@ fn every_pipeline_of_the_tier_has_a_check_problem() {
             }
         }
     }
-    // The keys span what they vary in (so that the loop above was not vacuous).
+    keys
+}
+
+/// Every pipeline of the tier that calls of every kind plan on (at GPU sizes and small,
+/// widths padded, Dv != D, causal or not, each mask part, GQA with units and without,
+/// f16 and f32 K/V) has a check problem, here (emulated).
+#[test]
+fn every_pipeline_of_the_tier_has_a_check_problem() {
+    let Some(ctx) = emulated() else { return };
+    let keys = pipelines_with_check_problems(&ctx, "emulated", |shape, options| {
+        plan_call_of(&ctx, shape, options, None)
+    });
+    // The keys span what they vary in (so that the search was not vacuous).
     for (name, value) in [
         ("CAUSAL", 0),
         ("CAUSAL", 1),
@@ -126,11 +141,10 @@ fn every_pipeline_of_the_tier_has_a_check_problem() {
     assert!(keys.len() >= 40, "{} pipelines", keys.len());
 }
 
-/// As [`every_pipeline_of_the_tier_has_a_check_problem`], planned without a device on
-/// the recorded profiles of adapters with matrix hardware (the H200 has 48 KiB of
-/// workgroup memory, where the planner takes variants that lavapipe's 32 KiB cannot hold,
-/// and subgroups of 32): there a pipeline without a check problem would fail its check and
-/// take the tier out of every plan.
+/// The same on the recorded profiles of adapters with matrix hardware, planned without a
+/// device (the H200 has 48 KiB of workgroup memory, where the planner takes variants that
+/// lavapipe's 32 KiB cannot hold, and subgroups of 32): there a pipeline without a check
+/// problem would fail its check and take the tier out of every plan.
 #[test]
 fn recorded_gpus_have_a_check_problem_for_every_pipeline() {
     let mut profiles = 0;
@@ -139,28 +153,11 @@ fn recorded_gpus_have_a_check_problem_for_every_pipeline() {
             continue;
         }
         profiles += 1;
-        let mut keys: Vec<PipelineKey> = Vec::new();
-        for shape in SHAPES {
-            for options in (0..16).map(|i| (i & 1 == 1, (i >> 1 & 3) as u8, i >> 3 == 1)) {
-                let plan = call_of(shape, options, |dims, kv, opts| {
-                    plan_call(&dev, dims, kv, opts, None).expect("plan")
-                });
-                if plan.path != Path::Fused(fused::Tier::Coop) {
-                    continue;
-                }
-                for key in pipeline_keys(&dev, &plan) {
-                    let case = CheckCase::for_key(&dev, &key);
-                    assert!(
-                        case.is_some(),
-                        "{name}: no check problem for {}",
-                        describe(&key)
-                    );
-                    if !keys.contains(&key) {
-                        keys.push(key);
-                    }
-                }
-            }
-        }
+        let keys = pipelines_with_check_problems(&dev, name, |shape, options| {
+            call_of(shape, options, |dims, kv, opts| {
+                plan_call(&dev, dims, kv, opts, None).expect("plan")
+            })
+        });
         eprintln!(
             "{name}: {} pipelines, each with a check problem",
             keys.len()
