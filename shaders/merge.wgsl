@@ -15,6 +15,13 @@
 // Row r of group g is query head (g % Hkv) * group + r / Lq of batch g / Hkv, position r % Lq.
 // Dispatch: one invocation per (output row, vec4 column), numbered linearly (column fastest),
 // 64 per workgroup, spread over x and y; surplus invocations return at once.
+//
+// One pass over the splits, BATCH at a time: a batch's loads are issued together, then
+// folded in online (the running maximum moves with them and what was summed before shrinks
+// by exp(m_old - m_new)), so that an invocation waits on splits / BATCH rounds of loads.
+// Before 2026-12-06 it took two passes (the maximum, then the sums) of one load at a time:
+// 2 x splits loads in turn, which decode's few merge invocations (1 024 at B1 Hq32 Hkv8 Dv
+// 128) waited on one after another, at 256 splits for 32 768 keys on a GPU.
 
 struct MergeParams {
     rows: u32, splits: u32, dv4: u32, total: u32,
@@ -24,6 +31,8 @@ struct MergeParams {
 
 const NEG_INF_BITS: u32 = 0xff800000u;
 const NO_MAX: f32 = -3.0e38;
+// Splits whose loads are issued together.
+const BATCH: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> p: MergeParams;
 @group(0) @binding(1) var<storage, read> part_o: array<vec4<f32>>;
@@ -48,22 +57,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     var m = NO_MAX;
     var any = false;
-    for (var s = 0u; s < p.splits; s = s + 1u) {
-        let bits = part_l[(gl * p.splits + s) * p.rows + r];
-        if (bits != NEG_INF_BITS) {
-            m = max(m, bitcast<f32>(bits));
-            any = true;
-        }
-    }
     var sum = 0.0;
     var acc = vec4<f32>(0.0);
-    for (var s = 0u; s < p.splits; s = s + 1u) {
-        let at = (gl * p.splits + s) * p.rows + r;
-        let bits = part_l[at];
-        if (bits != NEG_INF_BITS) {
-            let w = exp(bitcast<f32>(bits) - m);
-            sum = sum + w;
-            acc = acc + w * part_o[at * p.dv4 + c];
+    for (var s0 = 0u; s0 < p.splits; s0 = s0 + BATCH) {
+        // The batch's loads (past the last split, the last one again, not used).
+        var bits: array<u32, BATCH>;
+        var part: array<vec4<f32>, BATCH>;
+        for (var u = 0u; u < BATCH; u = u + 1u) {
+            let at = (gl * p.splits + min(s0 + u, p.splits - 1u)) * p.rows + r;
+            bits[u] = part_l[at];
+            part[u] = part_o[at * p.dv4 + c];
+        }
+        for (var u = 0u; u < BATCH; u = u + 1u) {
+            if (s0 + u < p.splits && bits[u] != NEG_INF_BITS) {
+                let l = bitcast<f32>(bits[u]);
+                let m_new = max(m, l);
+                // What was summed before shrinks: nothing before the first split with a key.
+                var shrink = 0.0;
+                if (any) {
+                    shrink = exp(m - m_new);
+                }
+                let w = exp(l - m_new);
+                sum = sum * shrink + w;
+                acc = acc * shrink + w * part[u];
+                m = m_new;
+                any = true;
+            }
         }
     }
     var result = vec4<f32>(0.0);
