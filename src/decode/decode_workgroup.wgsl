@@ -216,7 +216,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j0 = j_begin; j0 < j_end; j0 = j0 + KEYS) {
         // Scores: invocation t against key j0 + t, every row of the tile.
         let j = j0 + t;
-        let k_at = (k_row0 + min(j, p.lk - 1u)) * d4 - p.k_win;
         var s: array<f32, MAX_ROWS>;
         for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
             s[r] = 0.0;
@@ -250,6 +249,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         } else {
             // LOAD_BATCH vec4 columns of the key's row at a time: their loads first, then
             // their dot products (as the output loop below does with V).
+            let k_at = (k_row0 + min(j, p.lk - 1u)) * d4 - p.k_win;
             var c = 0u;
             for (; c + LOAD_BATCH <= d4; c = c + LOAD_BATCH) {
                 var batch: array<vec4<f32>, MAX_BATCH>;
