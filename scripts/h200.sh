@@ -111,8 +111,12 @@ PY
     }
     # Decode at the three shapes (H200_DECODE_SHAPES for others): f32 and f16 K
     # and V (an f16 KvCache on the device, read as f16 by both forms), and beside the
-    # workgroup form's default (K staged through workgroup memory, V loads in batches of 8:
-    # crate::decode::stage_k, load_batch) the form with each invocation reading its K row
+    # workgroup form's default (K staged through workgroup memory, V loads in batches of 8,
+    # the output loop's invocation sets sharing out V's keys: crate::decode::stage_k,
+    # load_batch, v_by_keys; and the merge with a lane for every 4 splits:
+    # crate::kernel::merge::lanes) the merge with one invocation an output
+    # (WGPU_ATTENTION_MERGE_LANES=1), the form with the sets sharing out the rows
+    # (WGPU_ATTENTION_DECODE_V_KEYS=0), then also with each invocation reading its K row
     # (WGPU_ATTENTION_DECODE_STAGE=0), batched and one load at a time
     # (WGPU_ATTENTION_DECODE_BATCH=1: the kernel before 2026-12-06).
     decode_rows() {
@@ -120,10 +124,16 @@ PY
             bench_row "$shape" 8 --path decode-workgroup
             bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
             for dtype in f32 f16; do
-                WGPU_ATTENTION_DECODE_STAGE=0 ROW_LABEL=" [K read a row an invocation]" \
+                WGPU_ATTENTION_MERGE_LANES=1 ROW_LABEL=" [merge one lane an output]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
-                WGPU_ATTENTION_DECODE_STAGE=0 WGPU_ATTENTION_DECODE_BATCH=1 \
-                    ROW_LABEL=" [K a row an invocation, loads one at a time]" \
+                WGPU_ATTENTION_DECODE_V_KEYS=0 ROW_LABEL=" [V's sets share out rows]" \
+                    bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
+                WGPU_ATTENTION_DECODE_V_KEYS=0 WGPU_ATTENTION_DECODE_STAGE=0 \
+                    ROW_LABEL=" [rows, K read a row an invocation]" \
+                    bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
+                WGPU_ATTENTION_DECODE_V_KEYS=0 WGPU_ATTENTION_DECODE_STAGE=0 \
+                    WGPU_ATTENTION_DECODE_BATCH=1 \
+                    ROW_LABEL=" [rows, K a row an invocation, loads one at a time]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
             done
         done

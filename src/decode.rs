@@ -179,6 +179,28 @@ pub(crate) fn stage_k(info: &wgpu::AdapterInfo) -> bool {
 /// The variable that sets [`stage_k`] for timing.
 pub const STAGE_K_VAR: &str = "WGPU_ATTENTION_DECODE_STAGE";
 
+/// Whether the workgroup form's output loop splits the block's keys between its sets of
+/// invocations (its `V_BY_KEYS`), or what [`V_BY_KEYS_VAR`] says (`0` or `1`; 0 is the kernel
+/// before 2026-12-06, which `scripts/h200.sh` times beside the default). Where Dv/4 fits
+/// the 64 invocations several times (Dv up to 128) they form that many sets, each holding
+/// the output's columns once. Split by rows (0), each set loads every key's V row, so the
+/// block's V is loaded once a set and each invocation waits on 64 keys' loads in turn (8
+/// batches of 8); split by keys, each set loads its share of the keys (at Dv 128, 32 keys
+/// in 4 batches), each V row once, and the split ends by adding the sets' sums for every
+/// row through workgroup memory. The multiply-adds are the same. Not yet measured on a GPU;
+/// on lavapipe it was faster, so every adapter takes it (Intel Xeon, 2 threads, 2026-12-06,
+/// `WGPU_ATTENTION_DECODE_V_KEYS=1` against `=0`, `wgpu-attention bench --shape S
+/// --kv-heads 8 --path decode-workgroup --reps 10`, ms, rounds in turn): at 2,8,1,1000,128
+/// (one row a tile, so that split by rows one set idled) 5.0, 7.2 and 5.4 against 11.0,
+/// 11.1 and 10.5; planned as a GPU (`WGPU_ATTENTION_PLAN_AS=gpu`: K staged, batches of 8)
+/// at 1,32,1,4096,128 (4 rows a tile) 55.0, 47.2 and 43.4 against 72.2, 59.9 and 68.8.
+pub(crate) fn v_by_keys() -> bool {
+    std::env::var(V_BY_KEYS_VAR).as_deref() != Ok("0")
+}
+
+/// The variable that sets [`v_by_keys`] for timing.
+pub const V_BY_KEYS_VAR: &str = "WGPU_ATTENTION_DECODE_V_KEYS";
+
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
 fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
@@ -199,9 +221,15 @@ fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
             } else {
                 "K read a row an invocation, K and V"
             };
+            let sets = (WG as usize / (p.dims.dv / 4).max(1)).max(1);
+            let v = match (sets, v_by_keys()) {
+                (1, _) => String::new(),
+                (_, true) => format!(", {sets} invocation sets sharing out V's keys"),
+                (_, false) => format!(", {sets} invocation sets sharing out the rows"),
+            };
             format!(
                 "one workgroup per split and tile of {} rows, 64 keys a block, {k} loads in \
-                 batches of {}",
+                 batches of {}{v}",
                 layout.tile_rows,
                 load_batch(info)
             )

@@ -12,6 +12,7 @@
 //! family's table. Specialisation is done with WGSL `override` constants, which are part of
 //! the cache key ([`PipelineKey`]).
 
+pub(crate) mod merge;
 mod pipeline;
 pub mod shared;
 

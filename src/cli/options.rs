@@ -49,8 +49,12 @@ ENVIRONMENT:
     WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise;
     WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two.
     WGPU_ATTENTION_DECODE_BATCH=1..8 sets the K/V loads decode-workgroup issues together
-    (GPUs 8, CPU adapters 1), and WGPU_ATTENTION_DECODE_STAGE=0 or 1 whether it stages K
-    through workgroup memory (GPUs 1, CPU adapters 0), to time them side by side.
+    (GPUs 8, CPU adapters 1), WGPU_ATTENTION_DECODE_STAGE=0 or 1 whether it stages K
+    through workgroup memory (GPUs 1, CPU adapters 0), and WGPU_ATTENTION_DECODE_V_KEYS=0
+    or 1 whether its output loop's invocation sets share out the keys (1) or the rows;
+    WGPU_ATTENTION_MERGE_LANES=1, 2, 4, 8 or 16 the invocations that share each output's
+    splits in the merge of decode's splits (GPUs a lane for every 4 splits, up to 16; CPU
+    adapters 1), to time them side by side.
     WGPU_ATTENTION_COOP_LANES
     (16, 32, 64, 128; default 32) sets the lanes of the emulated tier's subgroups, to test
     it as adapters with other subgroup sizes run it.

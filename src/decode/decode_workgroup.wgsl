@@ -39,9 +39,15 @@
 // ROWS (rows per tile, 1..16 / COLS), LOAD_BATCH (loads issued together) and STAGE_K (K
 // through workgroup memory), all chosen by the host (crate::decode).
 //
-// Output columns: with DV/4 <= 64 each invocation owns one vec4 column of one or more rows
-// (64 / (DV/4) row sets); above, COLS columns (t, t + 64, ..) of every row of the tile, so
-// the tile's rows are at most MAX_ROWS / COLS (the accumulator holds MAX_ROWS vec4s).
+// Output columns: with DV/4 <= 64 the workgroup holds 64 / (DV/4) sets of DV/4 invocations,
+// invocation t of a set owning vec4 column t of the output. With V_BY_KEYS (1) the sets
+// share out the block's keys (set s takes keys s, s + sets, ..) and each invocation sums
+// its column of every row of the tile over its keys; at the end of the split the sets'
+// sums are added through workgroup memory. With V_BY_KEYS 0 they share out the rows
+// instead (set s takes rows s, s + sets, ..) over all of the block's keys, so that every
+// set loads every key's V row. Above DV/4 = 64 there is one set and each invocation owns
+// COLS columns (t, t + 64, ..) of every row of the tile, so the tile's rows are at most
+// MAX_ROWS / COLS (the accumulator holds MAX_ROWS vec4s).
 //
 // Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats), two 16-float arrays
 // and 9 KiB of staged K (64 rows x 9 vec4), 13.2 KiB in all, within WebGPU's default limit
@@ -68,12 +74,22 @@ const MAX_BATCH: u32 = 8u;
 // lines, each of which is fetched again for the next columns unless it is still cached
 // (the kernel before 2026-12-06). The host's crate::decode::stage_k: 1 on GPUs.
 override STAGE_K: u32 = 1u;
+// 1: the invocation sets of the output loop split the block's keys between them, 0: its
+// rows (Output columns, above). Split by keys, a set's chain of V loads is 1 / sets as
+// long (at Dv 128, 32 keys in 4 batches of 8 rather than 64 in 8) and no V row is loaded
+// twice; each invocation then sums every row of the tile, and the split ends by adding the
+// sets' sums (in rounds of SUM_ROWS rows through kstage). The host's
+// crate::decode::v_by_keys: 1 by default; 0 is the kernel before 2026-12-06.
+override V_BY_KEYS: u32 = 1u;
 const CHUNK: u32 = 8u;
 // vec4s between staged key rows: one more than a chunk, so that the 8 invocations of a
 // quarter of a subgroup, reading rows t.. of one column, fall in different banks.
 const CHUNK_STRIDE: u32 = CHUNK + 1u;
 // Key rows one pass of the workgroup over a chunk stages (CHUNK invocations a row).
 const STAGE_ROWS: u32 = WG / CHUNK;
+// Rows of the sets' sums kstage holds at once at the end of a split (one vec4 an invocation
+// a row): 9.
+const SUM_ROWS: u32 = KEYS * CHUNK_STRIDE / WG;
 
 // Invocations per workgroup, and keys per block (one key each in the score phase).
 const WG: u32 = 64u;
@@ -126,11 +142,11 @@ fn add_dots(s: ptr<function, array<f32, MAX_ROWS>>, q_at: ptr<function, array<u3
 }
 
 // Adds the weight of key x of the block times its value vx (output column c of this
-// invocation) to the accumulators of the invocation's rows (row_set, row_set + row_sets, ..).
-fn add_value(acc: ptr<function, array<vec4<f32>, MAX_ROWS>>, c: u32, row_set: u32,
-             row_sets: u32, x: u32, vx: vec4<f32>) {
+// invocation) to the accumulators of the invocation's rows (r0, r0 + r_step, ..).
+fn add_value(acc: ptr<function, array<vec4<f32>, MAX_ROWS>>, c: u32, r0: u32,
+             r_step: u32, x: u32, vx: vec4<f32>) {
     for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
-        let r = row_set + n * row_sets;
+        let r = r0 + n * r_step;
         if (r < ROWS) {
             let a = min(c * ROWS + n, MAX_ROWS - 1u);
             (*acc)[a] = (*acc)[a] + block[r * STRIDE + x] * vx;
@@ -197,14 +213,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let k_row0 = (b * p.hkv + kvh) * p.kv_rows;
 
-    // Output columns: with COLS = 1, invocation t owns column t % dv4 of rows t / dv4,
-    // t / dv4 + row_sets, .. (row_sets = how many times dv4 fits in the workgroup;
-    // invocations from row_sets * dv4 on idle there). With COLS > 1 (dv4 > 64, so row_sets
-    // is 1 and row_set 0), columns t + c * 64 (c < COLS, those below dv4) of every row; the
-    // accumulator of column c of row slot n is acc[c * ROWS + n].
-    let row_sets = max(WG / max(dv4, 1u), 1u);
+    // Output columns: with COLS = 1, invocation t owns column t % dv4 in set t / dv4
+    // (set_index) of `sets` (how many times dv4 fits in the workgroup; invocations from
+    // sets * dv4 on idle there). Its rows are r0, r0 + r_step, .. and its keys of a block
+    // x0, x0 + x_step, ..: split by keys (V_BY_KEYS), every row and keys set_index,
+    // set_index + sets, ..; else rows set_index, set_index + sets, .. and every key. With
+    // COLS > 1 (dv4 > 64, so sets is 1 and set_index 0), columns t + c * 64 (c < COLS,
+    // those below dv4) of every row; the accumulator of column c of row slot n (row
+    // r0 + n * r_step) is acc[c * ROWS + n].
+    let sets = max(WG / max(dv4, 1u), 1u);
     let col = t % max(dv4, 1u);
-    let row_set = t / max(dv4, 1u);
+    let set_index = t / max(dv4, 1u);
+    let by_keys = V_BY_KEYS != 0u && sets > 1u && dv4 > 0u;
+    let r0 = select(set_index, 0u, by_keys);
+    let r_step = select(sets, 1u, by_keys);
+    let x0 = select(0u, set_index, by_keys);
+    let x_step = select(1u, sets, by_keys);
     var acc: array<vec4<f32>, MAX_ROWS>;
     for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
         acc[r] = vec4<f32>(0.0);
@@ -300,11 +324,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
 
-        // Output: each invocation's column, for its rows, over the block's keys.
-        if (row_set < row_sets && dv4 > 0u) {
+        // Output: each invocation's column, for its rows, over its keys of the block.
+        if (set_index < sets && dv4 > 0u) {
             for (var c = 0u; c < COLS; c = c + 1u) {
                 for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
-                    let r = row_set + n * row_sets;
+                    let r = r0 + n * r_step;
                     if (r < ROWS) {
                         let a = min(c * ROWS + n, MAX_ROWS - 1u);
                         acc[a] = acc[a] * row_alpha[r];
@@ -319,22 +343,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     // LOAD_BATCH keys at a time: their loads first, independent of each other,
                     // then their multiply-adds, so that a batch's loads are in flight
                     // together rather than each waiting for the last one's use.
-                    var x = 0u;
-                    for (; x + LOAD_BATCH <= keys; x = x + LOAD_BATCH) {
+                    var x = x0;
+                    for (; x + (LOAD_BATCH - 1u) * x_step < keys; x = x + LOAD_BATCH * x_step) {
                         var batch: array<vec4<f32>, MAX_BATCH>;
                         for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
                             if (u < LOAD_BATCH) {
-                                batch[u] = load_v(v_row0 + (x + u) * dv4 + column);
+                                batch[u] = load_v(v_row0 + (x + u * x_step) * dv4 + column);
                             }
                         }
                         for (var u = 0u; u < MAX_BATCH; u = u + 1u) {
                             if (u < LOAD_BATCH) {
-                                add_value(&acc, c, row_set, row_sets, x + u, batch[u]);
+                                add_value(&acc, c, r0, r_step, x + u * x_step, batch[u]);
                             }
                         }
                     }
-                    for (; x < keys; x = x + 1u) {
-                        add_value(&acc, c, row_set, row_sets, x, load_v(v_row0 + x * dv4 + column));
+                    for (; x < keys; x = x + x_step) {
+                        add_value(&acc, c, r0, r_step, x, load_v(v_row0 + x * dv4 + column));
                     }
                 }
             }
@@ -356,11 +380,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     workgroupBarrier();
-    if (row_set < row_sets && dv4 > 0u) {
+    if (by_keys) {
+        // The sets' sums of each row added through kstage (free since the last block's
+        // barriers), SUM_ROWS rows a round: every invocation stores its sums of the round's
+        // rows, then set r % sets adds the sets' sums of row r for its column and writes it.
+        // `by_keys` depends only on constants, so the barriers stay in uniform control flow.
+        for (var q0 = 0u; q0 < ROWS; q0 = q0 + SUM_ROWS) {
+            for (var i = 0u; i < SUM_ROWS; i = i + 1u) {
+                if (q0 + i < ROWS) {
+                    kstage[i * WG + t] = acc[q0 + i];
+                }
+            }
+            workgroupBarrier();
+            for (var i = 0u; i < SUM_ROWS; i = i + 1u) {
+                let r = q0 + i;
+                if (r < ROWS && set_index == r % sets && tile * ROWS + r < p.rows) {
+                    var sum = vec4<f32>(0.0);
+                    for (var s = 0u; s < sets; s = s + 1u) {
+                        sum = sum + kstage[i * WG + s * dv4 + col];
+                    }
+                    let l = row_sum[r];
+                    part_o[(slot + r) * dv4 + col] = select(vec4<f32>(0.0), sum / l, l > 0.0);
+                }
+            }
+            // The next round overwrites kstage.
+            workgroupBarrier();
+        }
+    } else if (set_index < sets && dv4 > 0u) {
         for (var c = 0u; c < COLS; c = c + 1u) {
             let column = col + c * WG;
             for (var n = 0u; n < MAX_ROWS; n = n + 1u) {
-                let r = row_set + n * row_sets;
+                let r = r0 + n * r_step;
                 if (r < ROWS && tile * ROWS + r < p.rows && column < dv4) {
                     let l = row_sum[r];
                     let a = min(c * ROWS + n, MAX_ROWS - 1u);

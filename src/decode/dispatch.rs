@@ -2,11 +2,11 @@
 //! merge of the splits into the output and LSE.
 
 use super::split::Layout;
-use super::{partial_bytes, partial_kernel, workgroup_cols, Form, WG};
+use super::{partial_bytes, partial_kernel, workgroup_cols, Form};
 use crate::context::Context;
 use crate::error::Result;
 use crate::family::{DeviceInputs, DeviceOutputs};
-use crate::kernel::{shared, PipelineKey};
+use crate::kernel::{merge, PipelineKey};
 use crate::params::{DecodeParams, MergeParams};
 use crate::plan::{mask_params, merge_bindings, partial_windows, Chunk, DeviceBudget};
 use crate::problem::Problem;
@@ -43,7 +43,8 @@ pub(super) fn run(
     let part_l = ctx.scratch_buffer("decode partial lse", partial_l)?;
     let mut partial_key = PipelineKey::for_problem(partial_kernel(ctx, p, form), p);
     // Rows per invocation (TILE) or per workgroup (ROWS, with its output columns COLS, the
-    // loads it issues together, LOAD_BATCH, and whether it stages K, STAGE_K).
+    // loads it issues together, LOAD_BATCH, whether it stages K, STAGE_K, and whether its
+    // output loop splits the keys or the rows between invocation sets, V_BY_KEYS).
     match form {
         Form::Invocation => {
             partial_key.constants.push(("TILE", tile_rows as u32));
@@ -56,10 +57,19 @@ pub(super) fn run(
             ("COLS", workgroup_cols(d.dv) as u32),
             ("LOAD_BATCH", super::load_batch(ctx.adapter_info())),
             ("STAGE_K", super::stage_k(ctx.adapter_info()) as u32),
+            ("V_BY_KEYS", super::v_by_keys() as u32),
         ]),
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
-    let merge_pipe = ctx.pipeline(&PipelineKey::plain(shared::MERGE))?;
+    // The merge's lanes an output (crate::kernel::merge::lanes), for the largest chunk.
+    let most_outputs = chunks.iter().map(|c| c.n_heads / group * rows * dv4).max();
+    let merge_lanes = merge::lanes(
+        ctx.adapter_info(),
+        split.splits,
+        most_outputs.unwrap_or(0) as u64,
+        budget.max_groups(),
+    );
+    let merge_pipe = ctx.pipeline(&merge::pipeline_key(merge_lanes))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -130,7 +140,8 @@ pub(super) fn run(
             });
             let partial_groups = layout.partial_workgroups(n_groups);
             budget.dispatch(&mut pass, &partial_pipe, &bg_partial, partial_groups);
-            budget.dispatch(&mut pass, &merge_pipe, &bg_merge, merge_total.div_ceil(WG));
+            let merge_groups = merge::workgroups(merge_total, merge_lanes);
+            budget.dispatch(&mut pass, &merge_pipe, &bg_merge, merge_groups);
         }
         encoder
     })?;

@@ -8,7 +8,7 @@ use super::{
 use crate::context::Context;
 use crate::error::Result;
 use crate::family::{DeviceInputs, DeviceOutputs};
-use crate::kernel::{shared, PipelineKey};
+use crate::kernel::{merge, PipelineKey};
 use crate::params::{FusedParams, MergeParams};
 use crate::plan::{mask_params, merge_bindings, partial_windows, Chunk, DeviceBudget};
 use crate::problem::Problem;
@@ -65,17 +65,25 @@ pub(super) fn run(
         .collect::<Result<Vec<_>>>()?;
     // Partial outputs and LSEs of the passes, reused by every chunk (merge.wgsl's layout:
     // head, pass, row).
+    // The merge's lanes an output (crate::kernel::merge::lanes), for the largest chunk.
+    let dv4 = d.dv / 4;
+    let most_outputs = chunks.iter().map(|c| c.n_heads * c.rows * dv4).max();
+    let merge_lanes = merge::lanes(
+        ctx.adapter_info(),
+        passes,
+        most_outputs.unwrap_or(0) as u64,
+        budget.max_groups(),
+    );
     let partial = if passes > 1 {
         let (output_bytes, lse_bytes) = partial_bytes(p, chunks);
         Some((
             ctx.scratch_buffer("fused partial outputs", output_bytes)?,
             ctx.scratch_buffer("fused partial lse", lse_bytes)?,
-            ctx.pipeline(&PipelineKey::plain(shared::MERGE))?,
+            ctx.pipeline(&merge::pipeline_key(merge_lanes))?,
         ))
     } else {
         None
     };
-    let dv4 = d.dv / 4;
     let device = ctx.device();
     let textures = reads_textures(ctx, p, tier);
     let encoder = ctx.scoped("encoding the fused path", || {
@@ -219,7 +227,8 @@ pub(super) fn run(
                 device,
                 &merge_bindings(&u_merge, (part_o, part_l), c, d.dv, (out, lse)),
             );
-            budget.dispatch(&mut pass, merge_pipe, &bg_merge, merge_total.div_ceil(64));
+            let merge_groups = merge::workgroups(merge_total, merge_lanes);
+            budget.dispatch(&mut pass, merge_pipe, &bg_merge, merge_groups);
         }
         drop(pass);
         encoder

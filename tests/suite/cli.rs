@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::Rng;
-use ndarray::ArrayD;
+use ndarray::{ArrayD, IxDyn};
 use wgpu_attention::npy::{self, NpyArray};
 use wgpu_attention::{reference, AttentionOptions, Causal, Mask, Tolerance};
 
@@ -1116,9 +1116,11 @@ fn run_check_holds_fused_coop_to_the_f16_rule() {
 /// 2026-12-06), 3 (so that a row of 16 vec4 of K and a full 64-key block of V end in a
 /// tail) and 8 (the GPUs' default), set by `WGPU_ATTENTION_DECODE_BATCH`, with K read a row
 /// an invocation and staged through workgroup memory (`WGPU_ATTENTION_DECODE_STAGE`; staged
-/// also at D 36, whose second chunk of 8 columns has one): checked against the reference by
-/// `run --check`, with blocks of 64 keys, a last block of 2 and GQA, f32 and f16 K/V; the
-/// plan's reason says the batch and how K is read.
+/// also at D 36, whose second chunk of 8 columns has one), and the output loop's 6
+/// invocation sets (Dv 40) sharing out V's keys or the rows (`WGPU_ATTENTION_DECODE_V_KEYS`;
+/// the 12 rows of a tile take two rounds of the sets' final sums): checked against the
+/// reference by `run --check`, with blocks of 64 keys, a last block of 2 and GQA, f32 and
+/// f16 K/V; the plan's reason says the batch, how K is read and how V's work is shared.
 #[test]
 fn decode_workgroup_loads_in_batches() {
     if common::ctx().is_none() {
@@ -1133,20 +1135,22 @@ fn decode_workgroup_loads_in_batches() {
         (d, q, k)
     };
     let (d64, d36) = (qk(64), qk(36));
+    // (batch, dtype, staged, V by keys, D)
     let runs = [
-        ("1", "f32", "0", &d64),
-        ("3", "f32", "0", &d64),
-        ("8", "f32", "0", &d64),
-        ("3", "f16", "0", &d64),
-        ("8", "f32", "1", &d64),
-        ("3", "f16", "1", &d64),
-        ("8", "f32", "1", &d36),
-        ("1", "f16", "1", &d36),
+        ("1", "f32", "0", "0", &d64),
+        ("3", "f32", "0", "1", &d64),
+        ("8", "f32", "0", "1", &d64),
+        ("3", "f16", "0", "0", &d64),
+        ("8", "f32", "1", "1", &d64),
+        ("3", "f16", "1", "1", &d64),
+        ("8", "f32", "1", "0", &d36),
+        ("1", "f16", "1", "1", &d36),
     ];
-    for (batch, dtype, stage, (d, q, k)) in runs {
+    for (batch, dtype, stage, v_keys, (d, q, k)) in runs {
         let o = ran(tool()
             .env("WGPU_ATTENTION_DECODE_BATCH", batch)
             .env("WGPU_ATTENTION_DECODE_STAGE", stage)
+            .env("WGPU_ATTENTION_DECODE_V_KEYS", v_keys)
             .args(["run", "--q", q, "--k", k, "--v", &v, "--dtype", dtype])
             .args([
                 "--path",
@@ -1156,7 +1160,8 @@ fn decode_workgroup_loads_in_batches() {
                 "bottom-right",
             ]));
         let (stdout, stderr) = (&o.stdout, &o.stderr);
-        let what = format!("batches of {batch}, {dtype}, staged {stage}, D {d}");
+        let what =
+            format!("batches of {batch}, {dtype}, staged {stage}, V by keys {v_keys}, D {d}");
         assert!(o.success(), "{what}: {stdout}{stderr}");
         assert!(stderr.contains("path decode-workgroup"), "{what}: {stderr}");
         assert!(
@@ -1168,6 +1173,50 @@ fn decode_workgroup_loads_in_batches() {
             _ => "K read a row an invocation",
         };
         assert!(stderr.contains(k_read), "{what}: {stderr}");
+        let v_shared = match v_keys {
+            "1" => "6 invocation sets sharing out V's keys",
+            _ => "6 invocation sets sharing out the rows",
+        };
+        assert!(stderr.contains(v_shared), "{what}: {stderr}");
+    }
+}
+
+/// The merge of decode's key splits with 1, 2 and 16 invocations sharing each output's
+/// splits (`WGPU_ATTENTION_MERGE_LANES`; GPUs take a lane for every 4 splits, CPU adapters
+/// one), on both forms: output and LSE against the reference by `run --check --lse`, with
+/// GQA, a row with no allowed key (zeros, LSE -inf: every split and lane empty) and a row
+/// that sees only the last 50 of 700 keys (most splits, and at 16 lanes most lanes, empty).
+#[test]
+fn merge_lanes_share_the_splits() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("merge-lanes");
+    let mut rng = Rng::new(47);
+    let q = save(&dir, "q.npy", &rng.array(&[1, 4, 2, 32], 2.0));
+    let k = save(&dir, "k.npy", &rng.array(&[1, 2, 700, 32], 1.0));
+    let v = save(&dir, "v.npy", &rng.array(&[1, 2, 700, 24], 1.0));
+    let allowed = ArrayD::from_shape_fn(IxDyn(&[2, 700]), |ix| ix[0] == 1 && ix[1] >= 650);
+    let mask = save_bool(&dir, "m.npy", &allowed);
+    let lse = dir.join("lse.npy").display().to_string();
+    for lanes in ["1", "2", "16"] {
+        for path in ["decode", "decode-workgroup"] {
+            let o = ran(tool()
+                .env("WGPU_ATTENTION_MERGE_LANES", lanes)
+                .args(["run", "--q", &q, "--k", &k, "--v", &v, "--mask", &mask])
+                .args(["--lse", &lse, "--path", path, "--check"]));
+            let (stdout, stderr) = (&o.stdout, &o.stderr);
+            let what = format!("{lanes} lanes, {path}");
+            assert!(o.success(), "{what}: {stdout}{stderr}");
+            assert!(stderr.contains("key splits of"), "{what}: {stderr}");
+            assert!(!stderr.contains(" 1 key splits"), "{what}: {stderr}");
+            for part in ["out", "lse"] {
+                assert!(
+                    stdout.contains(&format!("check {part}: ")),
+                    "{what}: {stdout}"
+                );
+            }
+        }
     }
 }
 
