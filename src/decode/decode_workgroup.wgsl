@@ -10,14 +10,16 @@
 // and on an H200 it read K and V at 14.6 GB/s where a copy kernel moved 969
 // (docs/h200.md). Here the 64 invocations of a workgroup share each block of 64 keys:
 // invocation t scores key j0 + t against every row of the tile (its own K row, staged
-// through workgroup memory a chunk of columns at a time: STAGE_K), the block's softmax
-// statistics are kept per row in workgroup memory, and then each invocation owns one vec4
-// column of the output (of one or more rows), reading V rows whole across the workgroup
-// (consecutive invocations, consecutive addresses). On an H200 (docs/h200.md, 2026-12-04),
-// with each invocation reading its K row from storage itself, it read f32 K and V at
-// 1.35 TB/s, f16 ones slower, and PyTorch f16 at 3.15; since 2026-12-06 K is staged
-// (STAGE_K) and the output loop issues its V loads in batches (LOAD_BATCH), neither yet
-// measured there. On lavapipe it is
+// through workgroup memory a chunk of columns at a time, the next chunk, or the next
+// block's first, loaded while one is used: STAGE_K), the block's softmax statistics are
+// kept per row in workgroup memory, and then each invocation owns one vec4 column of the
+// output (of one or more rows, or of every row over a share of the keys: V_BY_KEYS),
+// reading V rows whole across the workgroup (consecutive invocations, consecutive
+// addresses). On an H200 (docs/h200.md, 2026-12-04), with each invocation reading its K row
+// from storage itself, it read f32 K and V at 1.35 TB/s, f16 ones slower, and PyTorch f16
+// at 3.15; since 2026-12-06 K is staged (STAGE_K), the output loop issues its V loads in
+// batches (LOAD_BATCH) and its sets share out the keys (V_BY_KEYS), none yet measured
+// there. On lavapipe it is
 // about ten times slower than decode_partial.wgsl, which is why CPU adapters keep that form
 // (crate::decode::Form::for_adapter).
 //
@@ -236,6 +238,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Row t's running max and sum (kept by invocation t < ROWS).
     var m_run = NO_SCORE;
     var l_run = 0.0;
+    // With STAGE_K, this invocation's share of the next chunk of K on its way to kstage. The
+    // first block's first chunk is loaded here; each later block's during the block before
+    // (after that block's last chunk went to kstage), so that its latency passes under that
+    // block's dot products, softmax and V loads rather than at the start of its own.
+    let chunks = (d4 + CHUNK - 1u) / CHUNK;
+    var staged: array<vec4<f32>, CHUNK>;
+    if (STAGE_K != 0u && j_begin < j_end) {
+        load_k_chunk(&staged, k_row0, j_begin, 0u, t);
+    }
 
     for (var j0 = j_begin; j0 < j_end; j0 = j0 + KEYS) {
         // Scores: invocation t against key j0 + t, every row of the tile.
@@ -245,11 +256,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             s[r] = 0.0;
         }
         if (STAGE_K != 0u) {
-            // Chunk by chunk through kstage; the next chunk's loads are issued before this
-            // one's dot products, so they are in flight while those run.
-            let chunks = (d4 + CHUNK - 1u) / CHUNK;
-            var staged: array<vec4<f32>, CHUNK>;
-            load_k_chunk(&staged, k_row0, j0, 0u, t);
+            // Chunk by chunk through kstage; the next chunk's loads (after the last chunk,
+            // the next block's first) are issued before this one's dot products, so they are
+            // in flight while those run.
             for (var ch = 0u; ch < chunks; ch = ch + 1u) {
                 // Every invocation has read the last chunk out of kstage (before the first,
                 // the last block's barriers saw to it).
@@ -262,6 +271,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 workgroupBarrier();
                 if (ch + 1u < chunks) {
                     load_k_chunk(&staged, k_row0, j0, ch + 1u, t);
+                } else if (j0 + KEYS < j_end) {
+                    load_k_chunk(&staged, k_row0, j0 + KEYS, 0u, t);
                 }
                 let c0 = ch * CHUNK;
                 for (var u = 0u; u < CHUNK; u = u + 1u) {
