@@ -115,7 +115,8 @@ PY
     # the output loop's invocation sets sharing out V's keys: crate::decode::stage_k,
     # load_batch, v_by_keys; and the merge with a lane for every 4 splits:
     # crate::kernel::merge::lanes) the merge with one invocation an output
-    # (WGPU_ATTENTION_MERGE_LANES=1), the form with the sets sharing out the rows
+    # (WGPU_ATTENTION_MERGE_LANES=1), loads in batches of 16 (WGPU_ATTENTION_DECODE_BATCH=16:
+    # at Dv 128, 2 batches of a set's 32 keys of V a block, not 4), the form with the sets sharing out the rows
     # (WGPU_ATTENTION_DECODE_V_KEYS=0), then also with each invocation reading its K row
     # (WGPU_ATTENTION_DECODE_STAGE=0), batched and one load at a time
     # (WGPU_ATTENTION_DECODE_BATCH=1: the kernel before 2026-12-06).
@@ -125,6 +126,8 @@ PY
             bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
             for dtype in f32 f16; do
                 WGPU_ATTENTION_MERGE_LANES=1 ROW_LABEL=" [merge one lane an output]" \
+                    bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
+                WGPU_ATTENTION_DECODE_BATCH=16 ROW_LABEL=" [loads in batches of 16]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
                 WGPU_ATTENTION_DECODE_V_KEYS=0 ROW_LABEL=" [V's sets share out rows]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"

@@ -130,8 +130,9 @@ pub fn workgroup_cols(dv: usize) -> usize {
 
 /// Loads the workgroup form issues together (its `LOAD_BATCH`): in its score loop, vec4
 /// columns of a key's row of K; in its output loop, keys' V. On GPUs 8, on CPU adapters 1,
-/// or what [`LOAD_BATCH_VAR`] says (1 to 8; 1 is the kernel before 2026-12-06, one load at
-/// a time, which `scripts/h200.sh` times beside the default). On GPUs those loops wait on
+/// or what [`LOAD_BATCH_VAR`] says (1 to [`MAX_LOAD_BATCH`]; 1 is the kernel before
+/// 2026-12-06, one load at a time, which `scripts/h200.sh` times beside the default, as it
+/// does 16). On GPUs those loops wait on
 /// their loads' latency unless the driver unrolls them: on an H200 (docs/h200.md,
 /// 2026-12-04) decode read K and V at 1.35 TB/s in f32 and slower in f16, half the bytes,
 /// where PyTorch read f16 at 3.15. Batches are not yet measured there. On lavapipe (AMD
@@ -144,12 +145,22 @@ pub(crate) fn load_batch(info: &wgpu::AdapterInfo) -> u32 {
     std::env::var(LOAD_BATCH_VAR)
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
-        .filter(|n| (1..=8).contains(n))
+        .filter(|n| (1..=MAX_LOAD_BATCH).contains(n))
         .unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
             1
         } else {
             8
         })
+}
+
+/// The most loads the workgroup form issues together (its source's `MAX_BATCH`).
+pub const MAX_LOAD_BATCH: u32 = 16;
+
+/// The sizes written into the source of a workgroup-form pipeline that issues `batch` loads
+/// together (`PipelineKey::sizes`): its batch array's `MAX_BATCH`, so that a pipeline's
+/// array holds its own batch rather than the largest.
+pub fn workgroup_array_sizes(batch: u32) -> [(&'static str, u32); 1] {
+    [("MAX_BATCH", batch.clamp(1, MAX_LOAD_BATCH))]
 }
 
 /// The variable that sets [`load_batch`] for timing.

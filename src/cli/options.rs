@@ -48,7 +48,7 @@ ENVIRONMENT:
     variant where that fits, to time the variants side by side;
     WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise;
     WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two.
-    WGPU_ATTENTION_DECODE_BATCH=1..8 sets the K/V loads decode-workgroup issues together
+    WGPU_ATTENTION_DECODE_BATCH=1..16 sets the K/V loads decode-workgroup issues together
     (GPUs 8, CPU adapters 1), WGPU_ATTENTION_DECODE_STAGE=0 or 1 whether it stages K
     through workgroup memory (GPUs 1, CPU adapters 0), and WGPU_ATTENTION_DECODE_V_KEYS=0
     or 1 whether its output loop's invocation sets share out the keys (1) or the rows;

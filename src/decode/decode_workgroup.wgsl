@@ -66,8 +66,10 @@ override COLS: u32 = 1u;
 // Loads issued together (1 to MAX_BATCH; the host's crate::decode::load_batch, 8 on GPUs,
 // where one load at a time left the loops waiting on each): the output loop's keys' V,
 // and where K is not staged (STAGE_K 0) the score loop's vec4 columns of a key's row.
+// MAX_BATCH sizes the batch's array: the largest batch here, and in each pipeline's source
+// its LOAD_BATCH (crate::decode::workgroup_array_sizes).
 override LOAD_BATCH: u32 = 8u;
-const MAX_BATCH: u32 = 8u;
+const MAX_BATCH: u32 = 16u;
 // 1: the score phase reads K through workgroup memory (kstage), CHUNK vec4 columns of the
 // block's 64 key rows at a time, which CHUNK consecutive invocations load from consecutive
 // addresses (a subgroup of 32 reads four rows' whole 128-byte runs with one f32 load), and

@@ -52,13 +52,17 @@ pub(super) fn run(
                 d.d, d.dv, tile_rows,
             ));
         }
-        Form::Workgroup => partial_key.constants.extend([
-            ("ROWS", tile_rows as u32),
-            ("COLS", workgroup_cols(d.dv) as u32),
-            ("LOAD_BATCH", super::load_batch(ctx.adapter_info())),
-            ("STAGE_K", super::stage_k(ctx.adapter_info()) as u32),
-            ("V_BY_KEYS", super::v_by_keys() as u32),
-        ]),
+        Form::Workgroup => {
+            let batch = super::load_batch(ctx.adapter_info());
+            partial_key.constants.extend([
+                ("ROWS", tile_rows as u32),
+                ("COLS", workgroup_cols(d.dv) as u32),
+                ("LOAD_BATCH", batch),
+                ("STAGE_K", super::stage_k(ctx.adapter_info()) as u32),
+                ("V_BY_KEYS", super::v_by_keys() as u32),
+            ]);
+            partial_key = partial_key.with_array_sizes(&super::workgroup_array_sizes(batch));
+        }
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
     // The merge's lanes an output (crate::kernel::merge::lanes), for the largest chunk.

@@ -541,6 +541,52 @@ fn array_sizes_written_per_pipeline() {
     assert!(checked > 0);
 }
 
+/// Decode's workgroup form sizes its batch array per pipeline (`MAX_BATCH`, from
+/// `decode::workgroup_array_sizes`): every kernel of the form has the declaration written,
+/// and its sized source validates and translates to SPIR-V at batches of 1, 3, 8 and 16,
+/// staged or not.
+#[test]
+fn workgroup_batches_sized_per_pipeline() {
+    use wgpu_attention::decode::{workgroup_array_sizes, MAX_LOAD_BATCH};
+    use wgpu_attention::kernel::PipelineKey;
+    let mut checked = 0;
+    for kernel in wgpu_attention::every_kernel() {
+        if !kernel.label().starts_with("decode_workgroup") {
+            continue;
+        }
+        for batch in [1, 3, 8, MAX_LOAD_BATCH] {
+            for stage in [0, 1] {
+                let constants = vec![
+                    ("D", 128),
+                    ("DV", 64),
+                    ("CAUSAL", 1),
+                    ("HAS_BIAS", 0),
+                    ("HAS_ALLOW", 1),
+                    ("LOAD_BATCH", batch),
+                    ("STAGE_K", stage),
+                ];
+                let sizes = workgroup_array_sizes(batch);
+                let key = PipelineKey {
+                    kernel,
+                    constants: constants.clone(),
+                    sizes: sizes.to_vec(),
+                };
+                let what = format!("{} with {constants:?}", kernel.label());
+                let source = key.source();
+                let module = naga::front::wgsl::parse_str(&source)
+                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                assert_eq!(constant(&module, "MAX_BATCH"), Some(batch), "{what}");
+                spirv_with(&module, &info, &constants, &what);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 3 * 8, "{checked}");
+}
+
 /// The texture width the 16-key kernels index K and V with is the one the host lays the
 /// textures out in (fused::KV_TEXTURE_WIDTH), and both texture kernels read it.
 #[test]
