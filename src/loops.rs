@@ -102,10 +102,11 @@ pub fn coop_emulated_block(rows: u64, d16: u64, dv16: u64) -> u64 {
 }
 
 /// Iterations per 64-key block of decode_workgroup.wgsl (the workgroup form of decode).
-/// Its statistics and output loops run 64 keys each (about 196 iterations a block; since
-/// its output loop's invocation sets share out the keys, `V_BY_KEYS`, each runs 64 / sets
-/// of them where Dv is at most 128, so the bounds below, measured before, hold with room,
-/// and the sets' final sums add fewer iterations than [`SLACK`] once a split), and its
+/// Its statistics and output loops ran 64 keys each (about 196 iterations a block). Since
+/// 2026-12-06 its output loop's invocation sets share out the keys (`V_BY_KEYS`: each runs
+/// 64 / sets of them where Dv is at most 128) and 4 to 16 invocations share a row's keys
+/// in the statistics step, so the bounds below, measured before, hold with room; the final
+/// sums of the sets and of the rows add fewer iterations than [`SLACK`] once a split. Its
 /// score loop over D adds D/4 + 1 unless the driver unrolls it, which depends on D and the
 /// rows of a tile. Measured with D = Dv (rows in a tile): 196 at D 4 and D 64 (1, 2, 5
 /// rows), 213 at D 64 (12, 16 rows), 196 at D 128 (1 row) and 229 (16 rows), 230 at D 132

@@ -12,7 +12,7 @@
 // invocation t scores key j0 + t against every row of the tile (its own K row, staged
 // through workgroup memory a chunk of columns at a time, the next chunk, or the next
 // block's first, loaded while one is used: STAGE_K), the block's softmax statistics are
-// kept per row in workgroup memory, and then each invocation owns one vec4 column of the
+// computed by 4 to 16 invocations a row, and then each invocation owns one vec4 column of the
 // output (of one or more rows, or of every row over a share of the keys: V_BY_KEYS),
 // reading V rows whole across the workgroup (consecutive invocations, consecutive
 // addresses). On an H200 (docs/h200.md, 2026-12-04), with each invocation reading its K row
@@ -51,9 +51,9 @@
 // COLS columns (t, t + 64, ..) of every row of the tile, so the tile's rows are at most
 // MAX_ROWS / COLS (the accumulator holds MAX_ROWS vec4s).
 //
-// Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats), two 16-float arrays
-// and 9 KiB of staged K (64 rows x 9 vec4), 13.2 KiB in all, within WebGPU's default limit
-// of 16 KiB.
+// Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats), three 16-float
+// arrays, one of 64 floats and 9 KiB of staged K (64 rows x 9 vec4), 13.5 KiB in all,
+// within WebGPU's default limit of 16 KiB.
 //
 // Dispatch: one workgroup per (group, tile, split), numbered linearly (split fastest), spread
 // over x and y; surplus workgroups return at once (whole workgroups, so the barriers stay in
@@ -100,10 +100,12 @@ const WG: u32 = 64u;
 const KEYS: u32 = 64u;
 // Most rows in a tile (ROWS at most this): the size of the per-row arrays.
 const MAX_ROWS: u32 = 16u;
-// Floats between the rows of `block`: one more than a row, so that the statistics step,
-// where invocation r reads row r, finds its rows in different banks of workgroup memory
-// (with a stride of 64 all of them would fall in one bank on GPUs with 32 banks).
+// Floats between the rows of `block`: one more than a row, so that where invocations read
+// one key of several rows (the output loop), the rows fall in different banks of workgroup
+// memory (with a stride of 64 all of them would fall in one bank on GPUs with 32 banks).
 const STRIDE: u32 = KEYS + 1u;
+// Most invocations that share a row's keys in the statistics step (stat_lanes in main).
+const MAX_STAT_LANES: u32 = 16u;
 
 // The block's scores of row r against key j0 + t at r * STRIDE + t, turned into weights in
 // place by the statistics step.
@@ -112,6 +114,11 @@ var<workgroup> block: array<f32, MAX_ROWS * STRIDE>;
 // the end the row's sum of weights, for the invocations that write its columns.
 var<workgroup> row_alpha: array<f32, MAX_ROWS>;
 var<workgroup> row_sum: array<f32, MAX_ROWS>;
+// The statistics step's per-invocation maxima of their keys; at the end of the split their
+// shares of the rows' sums.
+var<workgroup> lane_part: array<f32, WG>;
+// At the end of the split, each row's running maximum.
+var<workgroup> row_max: array<f32, MAX_ROWS>;
 // With STAGE_K: columns c0 .. c0 + CHUNK of the block's key rows, row x at x * CHUNK_STRIDE,
 // as f32 whatever K's format (9 KiB).
 var<workgroup> kstage: array<vec4<f32>, KEYS * CHUNK_STRIDE>;
@@ -237,7 +244,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var r = 0u; r < MAX_ROWS; r = r + 1u) {
         acc[r] = vec4<f32>(0.0);
     }
-    // Row t's running max and sum (kept by invocation t < ROWS).
+    // The statistics step: stat_lanes invocations a row (16 for up to 4 rows, 8 for up to 8,
+    // else 4), invocation t taking row stat_row's keys stat_lane, stat_lane + stat_lanes, ..
+    // Each keeps its row's running max (the same in every lane of the row) and its own
+    // share of the row's running sum, added up at the end of the split.
+    let stat_lanes = select(select(MAX_STAT_LANES / 4u, MAX_STAT_LANES / 2u, ROWS <= 8u),
+                            MAX_STAT_LANES, ROWS <= 4u);
+    let stat_row = t / stat_lanes;
+    let stat_lane = t % stat_lanes;
+    let stat_keys = KEYS / stat_lanes;
     var m_run = NO_SCORE;
     var l_run = 0.0;
     // With STAGE_K, this invocation's share of the next chunk of K on its way to kstage. The
@@ -316,24 +331,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
 
-        // Statistics: invocation t < ROWS takes row t's 64 scores, updates its running max
-        // and sum, and turns the scores into weights exp(s - max) (0 where masked).
-        if (t < ROWS) {
+        // Statistics, stat_lanes invocations a row: the maximum of each one's keys, then
+        // the row's (through lane_part), which moves the running max; then each turns its
+        // keys' scores into weights exp(s - max) (0 where masked) and adds them to its
+        // share of the row's sum. Until 2026-12-06 one invocation a row did all 64 keys in
+        // turn (128 steps a block, the rest of the workgroup waiting at the barrier).
+        if (stat_row < ROWS) {
+            var top = NO_SCORE;
+            for (var i = 0u; i < stat_keys; i = i + 1u) {
+                top = max(top, block[stat_row * STRIDE + stat_lane + i * stat_lanes]);
+            }
+            lane_part[t] = top;
+        }
+        workgroupBarrier();
+        if (stat_row < ROWS) {
             var top = m_run;
-            for (var x = 0u; x < KEYS; x = x + 1u) {
-                top = max(top, block[t * STRIDE + x]);
+            for (var l = 0u; l < stat_lanes; l = l + 1u) {
+                top = max(top, lane_part[stat_row * stat_lanes + l]);
             }
             let alpha = exp(m_run - top);
             var total = 0.0;
-            for (var x = 0u; x < KEYS; x = x + 1u) {
-                let sc = block[t * STRIDE + x];
+            for (var i = 0u; i < stat_keys; i = i + 1u) {
+                let at = stat_row * STRIDE + stat_lane + i * stat_lanes;
+                let sc = block[at];
                 let w = select(0.0, exp(sc - top), sc > VALID);
-                block[t * STRIDE + x] = w;
+                block[at] = w;
                 total = total + w;
             }
             l_run = l_run * alpha + total;
             m_run = top;
-            row_alpha[t] = alpha;
+            if (stat_lane == 0u) {
+                row_alpha[stat_row] = alpha;
+            }
         }
         workgroupBarrier();
 
@@ -376,18 +405,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 }
             }
         }
-        // The next block overwrites `block` and `row_alpha`.
+        // The next block overwrites `block`, `row_alpha` and `lane_part`.
         workgroupBarrier();
     }
 
+    // Each row's sum (its lanes' shares) and maximum.
+    lane_part[t] = l_run;
+    if (stat_row < ROWS && stat_lane == 0u) {
+        row_max[stat_row] = m_run;
+    }
+    workgroupBarrier();
     // Partial output (normalised) and LSE of each real row of the tile.
     let slot = ((g - p.g0) * p.splits + split) * p.rows + tile * ROWS;
     if (t < ROWS) {
-        row_sum[t] = l_run;
+        var sum = 0.0;
+        for (var l = 0u; l < stat_lanes; l = l + 1u) {
+            sum = sum + lane_part[t * stat_lanes + l];
+        }
+        row_sum[t] = sum;
         if (tile * ROWS + t < p.rows) {
             var bits = NEG_INF_BITS;
-            if (l_run > 0.0) {
-                bits = bitcast<u32>(m_run + log(l_run));
+            if (sum > 0.0) {
+                bits = bitcast<u32>(row_max[t] + log(sum));
             }
             part_l[slot + t] = bits;
         }
