@@ -118,8 +118,9 @@ PY
     # (WGPU_ATTENTION_MERGE_LANES=1), loads in batches of 16 (WGPU_ATTENTION_DECODE_BATCH=16:
     # at Dv 128, 2 batches of a set's 32 keys of V a block, not 4), the form with the sets sharing out the rows
     # (WGPU_ATTENTION_DECODE_V_KEYS=0), then also with each invocation reading its K row
-    # (WGPU_ATTENTION_DECODE_STAGE=0), batched and one load at a time
-    # (WGPU_ATTENTION_DECODE_BATCH=1: the kernel before 2026-12-06).
+    # (WGPU_ATTENTION_DECODE_STAGE=0), batched and one load at a time with the merge's one
+    # lane an output (WGPU_ATTENTION_DECODE_BATCH=1: nearest the kernel the 2026-12-04 table
+    # measured, which differs from it by the statistics step and the merge's one pass).
     decode_rows() {
         for shape in ${H200_DECODE_SHAPES:-1,32,1,4096,128 8,32,1,8192,128 1,32,1,32768,128}; do
             bench_row "$shape" 8 --path decode-workgroup
@@ -135,8 +136,8 @@ PY
                     ROW_LABEL=" [rows, K read a row an invocation]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
                 WGPU_ATTENTION_DECODE_V_KEYS=0 WGPU_ATTENTION_DECODE_STAGE=0 \
-                    WGPU_ATTENTION_DECODE_BATCH=1 \
-                    ROW_LABEL=" [rows, K a row an invocation, loads one at a time]" \
+                    WGPU_ATTENTION_DECODE_BATCH=1 WGPU_ATTENTION_MERGE_LANES=1 \
+                    ROW_LABEL=" [rows, K a row an invocation, loads one at a time, merge one lane]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
             done
         done
