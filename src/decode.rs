@@ -217,6 +217,15 @@ pub const V_BY_KEYS_VAR: &str = "WGPU_ATTENTION_DECODE_V_KEYS";
 fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
     let layout = Layout::of(dev, p, form);
     let split = layout.split;
+    // The merge's lanes, where the plan's chunks are known (a plan that fails says why
+    // elsewhere).
+    let lanes = plan(dev, p, form).map_or(String::new(), |chunks| {
+        let max_groups = DeviceBudget::from_limits(&dev.limits()).max_groups();
+        match layout.merge_lanes(dev.adapter_info(), &chunks, max_groups) {
+            1 => String::new(),
+            n => format!(" ({n} lanes an output)"),
+        }
+    });
     let how = match form {
         // The partial kernel's loads (shaders/kv_loads_f16.wgsl for f16 K and V,
         // kv_loads_u64.wgsl where kv_words says so).
@@ -255,7 +264,7 @@ fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
         Form::Workgroup => how,
     };
     format!(
-        "{} key splits of {} keys, merged; {how}{half}",
+        "{} key splits of {} keys, merged{lanes}; {how}{half}",
         split.splits, split.keys_per_split
     )
 }

@@ -65,14 +65,7 @@ pub(super) fn run(
         }
     }
     let partial_pipe = ctx.pipeline(&partial_key)?;
-    // The merge's lanes an output (crate::kernel::merge::lanes), for the largest chunk.
-    let most_outputs = chunks.iter().map(|c| c.n_heads / group * rows * dv4).max();
-    let merge_lanes = merge::lanes(
-        ctx.adapter_info(),
-        split.splits,
-        most_outputs.unwrap_or(0) as u64,
-        budget.max_groups(),
-    );
+    let merge_lanes = layout.merge_lanes(ctx.adapter_info(), chunks, budget.max_groups());
     let merge_pipe = ctx.pipeline(&merge::pipeline_key(merge_lanes))?;
     let device = ctx.device();
     let encoder = ctx.scoped("encoding the decode path", || {

@@ -139,6 +139,23 @@ pub(super) struct Layout {
 }
 
 impl Layout {
+    /// Invocations that share each output's splits in the merge of `chunks`
+    /// (crate::kernel::merge::lanes, for the largest chunk), on a device whose grid holds
+    /// `max_groups` workgroups a dispatch: what the dispatch runs and the plan's reason says.
+    pub(super) fn merge_lanes(
+        &self,
+        info: &wgpu::AdapterInfo,
+        chunks: &[crate::plan::Chunk],
+        max_groups: u64,
+    ) -> u32 {
+        let most_outputs = chunks
+            .iter()
+            .map(|c| c.n_heads / self.group * self.rows * self.dv4)
+            .max()
+            .unwrap_or(0);
+        crate::kernel::merge::lanes(info, self.split.splits, most_outputs as u64, max_groups)
+    }
+
     pub(super) fn of(dev: &DeviceProfile, p: &Problem, form: Form) -> Self {
         Layout::for_device(dev.adapter_info(), &dev.limits(), p, form)
     }

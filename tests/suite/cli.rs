@@ -1186,7 +1186,8 @@ fn decode_workgroup_loads_in_batches() {
 /// splits (`WGPU_ATTENTION_MERGE_LANES`; GPUs take a lane for every 4 splits, CPU adapters
 /// one), on both forms: output and LSE against the reference by `run --check --lse`, with
 /// GQA, a row with no allowed key (zeros, LSE -inf: every split and lane empty) and a row
-/// that sees only the last 50 of 700 keys (most splits, and at 16 lanes most lanes, empty).
+/// that sees only the last 50 of 700 keys (most splits, and at 16 lanes most lanes, empty);
+/// the plan's reason says the lanes where there are several.
 #[test]
 fn merge_lanes_share_the_splits() {
     if common::ctx().is_none() {
@@ -1211,6 +1212,8 @@ fn merge_lanes_share_the_splits() {
             assert!(o.success(), "{what}: {stdout}{stderr}");
             assert!(stderr.contains("key splits of"), "{what}: {stderr}");
             assert!(!stderr.contains(" 1 key splits"), "{what}: {stderr}");
+            let said = format!("merged ({lanes} lanes an output)");
+            assert_eq!(stderr.contains(&said), lanes != "1", "{what}: {stderr}");
             for part in ["out", "lse"] {
                 assert!(
                     stdout.contains(&format!("check {part}: ")),
