@@ -128,7 +128,12 @@ pub fn coop_emulated_block(rows: u64, d16: u64, dv16: u64) -> u64 {
 /// and 279 (16), D 4 197, D 132 203, D 200 205, D 16 Dv 256 (12) 206, D 1024 Dv 128 (16)
 /// 520, D 2048 Dv 128 (16) 840; above Dv 256: D 512 Dv 512 (2) 285, D 1024 Dv 512 (2) 301,
 /// D 64 Dv 1024 (4) 405, D 1024 Dv 1024 (4) 434, D 64 Dv 2048 (2) 676, D 64 Dv 4096 (1)
-/// 607. Bounded by 11 a chunk in place of D/4.
+/// 607. Bounded by 11 a chunk in place of D/4. f16 and bf16 K are staged packed, 16 columns
+/// a chunk (src/decode/kstage_packed.wgsl), under the same bound of 11 for every 8 columns:
+/// at that bound's cap, in one split, `WGPU_ATTENTION_DECODE_STAGE=1 wgpu-attention bench
+/// --shape 1,4,16,L,D --kv-heads 4 --path decode-workgroup --dtype f16` matched the
+/// reference at D 256 (14 400 keys), 512 (7 168) and 1024 (4 608), as f32 did (2026-12-06),
+/// and `cli::decode_workgroup_stages_k_up_to_the_loop_limit` runs f16 at D 64.
 pub fn decode_workgroup_block(d4: u64, dv4: u64, staged: bool) -> u64 {
     let cols = dv4.div_ceil(64).max(1);
     let scores = if staged { 11 * d4.div_ceil(8) } else { d4 };

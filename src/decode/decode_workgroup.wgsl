@@ -27,7 +27,8 @@
 // HAS_ALLOW and masked(): in decode_common.wgsl, which the kernel table puts in front.
 //   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
 //   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), read through load_k()
-//              and load_v() (kv_loads_f32.wgsl, which the kernel table puts in front)
+//              and load_v() (kv_loads_f32/f16/bf16.wgsl, which the kernel table puts in
+//              front), staged K through k_word() (kstage_f32.wgsl or kstage_packed.wgsl)
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //
 // Rows of a group: the (Hq / Hkv) * Lq query rows whose heads read this kv head, row
@@ -52,8 +53,8 @@
 // MAX_ROWS / COLS (the accumulator holds MAX_ROWS vec4s).
 //
 // Workgroup memory: 4 KiB of scores and weights (16 rows x 65 floats), three 16-float
-// arrays, one of 64 floats and 9 KiB of staged K (64 rows x 9 vec4), 13.5 KiB in all,
-// within WebGPU's default limit of 16 KiB.
+// arrays, one of 64 floats and 9 KiB of staged K (64 rows x 9 vec4; f16 and bf16 K 8.5
+// KiB, 64 rows x 17 packed words), 13.5 KiB in all, within WebGPU's default limit of 16 KiB.
 //
 // Dispatch: one workgroup per (group, tile, split), numbered linearly (split fastest), spread
 // over x and y; surplus workgroups return at once (whole workgroups, so the barriers stay in
@@ -72,8 +73,10 @@ override LOAD_BATCH: u32 = 8u;
 const MAX_BATCH: u32 = 16u;
 // 1: the score phase reads K through workgroup memory (kstage), CHUNK vec4 columns of the
 // block's 64 key rows at a time, which CHUNK consecutive invocations load from consecutive
-// addresses (a subgroup of 32 reads four rows' whole 128-byte runs with one f32 load), and
-// then each invocation reads its own key's columns from there. 0: each invocation reads
+// addresses (a subgroup of 32 reads whole 128-byte runs of rows with one load: four rows
+// of 8 f32 words, or two of 16 packed f16/bf16 ones), and then each invocation reads its
+// own key's columns from there. The staged word, CHUNK and how a word widens come from
+// kstage_f32.wgsl or kstage_packed.wgsl, which the kernel table puts in front. 0: each invocation reads
 // its key's row from storage itself, so that one load of a subgroup touches 32 rows' cache
 // lines, each of which is fetched again for the next columns unless it is still cached
 // (the kernel before 2026-12-06). The host's crate::decode::stage_k: 1 on GPUs.
@@ -85,15 +88,14 @@ override STAGE_K: u32 = 1u;
 // sets' sums (in rounds of SUM_ROWS rows through kstage). The host's
 // crate::decode::v_by_keys: 1 by default; 0 is the kernel before 2026-12-06.
 override V_BY_KEYS: u32 = 1u;
-const CHUNK: u32 = 8u;
-// vec4s between staged key rows: one more than a chunk, so that the 8 invocations of a
-// quarter of a subgroup, reading rows t.. of one column, fall in different banks.
+// Words between staged key rows: one more than a chunk, so that invocations reading rows
+// t.. of one column fall in different banks.
 const CHUNK_STRIDE: u32 = CHUNK + 1u;
 // Key rows one pass of the workgroup over a chunk stages (CHUNK invocations a row).
 const STAGE_ROWS: u32 = WG / CHUNK;
 // Rows of the sets' sums kstage holds at once at the end of a split (one vec4 an invocation
-// a row): 9.
-const SUM_ROWS: u32 = KEYS * CHUNK_STRIDE / WG;
+// a row, in SUM_WORDS words): 9 with f32 K, 8 with packed.
+const SUM_ROWS: u32 = KEYS * CHUNK_STRIDE / (WG * SUM_WORDS);
 
 // Invocations per workgroup, and keys per block (one key each in the score phase).
 const WG: u32 = 64u;
@@ -120,22 +122,22 @@ var<workgroup> lane_part: array<f32, WG>;
 // At the end of the split, each row's running maximum.
 var<workgroup> row_max: array<f32, MAX_ROWS>;
 // With STAGE_K: columns c0 .. c0 + CHUNK of the block's key rows, row x at x * CHUNK_STRIDE,
-// as f32 whatever K's format (9 KiB).
-var<workgroup> kstage: array<vec4<f32>, KEYS * CHUNK_STRIDE>;
+// a word a column (9 KiB f32, 8.5 KiB packed).
+var<workgroup> kstage: array<KWord, KEYS * CHUNK_STRIDE>;
 
 // This invocation's share of chunk `ch` (vec4 columns ch * CHUNK ..) of the key rows of
 // the block from j0, into `staged`: column ch * CHUNK + t % CHUNK of key rows
 // j0 + t / CHUNK + i * STAGE_ROWS (rows past the last key repeat it, as in the unstaged
 // loop; columns past D/4 are 0).
-fn load_k_chunk(staged: ptr<function, array<vec4<f32>, CHUNK>>, k_row0: u32, j0: u32,
+fn load_k_chunk(staged: ptr<function, array<KWord, CHUNK>>, k_row0: u32, j0: u32,
                 ch: u32, t: u32) {
     let d4 = D / 4u;
     let c = ch * CHUNK + t % CHUNK;
     for (var i = 0u; i < CHUNK; i = i + 1u) {
         let j = min(j0 + t / CHUNK + i * STAGE_ROWS, p.lk - 1u);
-        var kc = vec4<f32>(0.0);
+        var kc = KWord();
         if (c < d4) {
-            kc = load_k((k_row0 + j) * d4 - p.k_win + c);
+            kc = k_word((k_row0 + j) * d4 - p.k_win + c);
         }
         (*staged)[i] = kc;
     }
@@ -260,7 +262,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // (after that block's last chunk went to kstage), so that its latency passes under that
     // block's dot products, softmax and V loads rather than at the start of its own.
     let chunks = (d4 + CHUNK - 1u) / CHUNK;
-    var staged: array<vec4<f32>, CHUNK>;
+    var staged: array<KWord, CHUNK>;
     if (STAGE_K != 0u && j_begin < j_end) {
         load_k_chunk(&staged, k_row0, j_begin, 0u, t);
     }
@@ -294,7 +296,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let c0 = ch * CHUNK;
                 for (var u = 0u; u < CHUNK; u = u + 1u) {
                     if (c0 + u < d4) {
-                        add_dots(&s, &q_at, c0 + u, kstage[t * CHUNK_STRIDE + u]);
+                        add_dots(&s, &q_at, c0 + u, k_values(kstage[t * CHUNK_STRIDE + u]));
                     }
                 }
             }
@@ -440,7 +442,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var q0 = 0u; q0 < ROWS; q0 = q0 + SUM_ROWS) {
             for (var i = 0u; i < SUM_ROWS; i = i + 1u) {
                 if (q0 + i < ROWS) {
-                    kstage[i * WG + t] = acc[q0 + i];
+                    put_sum(i * WG + t, acc[q0 + i]);
                 }
             }
             workgroupBarrier();
@@ -449,7 +451,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 if (r < ROWS && set_index == r % sets && tile * ROWS + r < p.rows) {
                     var sum = vec4<f32>(0.0);
                     for (var s = 0u; s < sets; s = s + 1u) {
-                        sum = sum + kstage[i * WG + s * dv4 + col];
+                        sum = sum + sum_at(i * WG + s * dv4 + col);
                     }
                     let l = row_sum[r];
                     part_o[(slot + r) * dv4 + col] = select(vec4<f32>(0.0), sum / l, l > 0.0);

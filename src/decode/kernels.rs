@@ -53,7 +53,7 @@ kernels! {
     /// invocation as the `ROWS` and `COLS` overrides).
     WORKGROUP {
         label: "decode_workgroup",
-        source: decode!("shaders/kv_loads_f32" => "src/decode/decode_workgroup"),
+        source: decode!("shaders/kv_loads_f32", "src/decode/kstage_f32" => "src/decode/decode_workgroup"),
         bindings: ONE_PASS,
         params: DecodeParams,
         features: NONE,
@@ -77,7 +77,7 @@ kernels! {
     /// [`WORKGROUP`] reading K and V stored as f16.
     WORKGROUP_F16 {
         label: "decode_workgroup_f16",
-        source: decode!("shaders/kv_loads_f16" => "src/decode/decode_workgroup"),
+        source: decode!("shaders/kv_loads_f16", "src/decode/kstage_packed" => "src/decode/decode_workgroup"),
         bindings: ONE_PASS,
         params: DecodeParams,
         features: NONE,
@@ -102,7 +102,7 @@ kernels! {
     /// [`WORKGROUP`] reading K and V stored as bfloat16.
     WORKGROUP_BF16 {
         label: "decode_workgroup_bf16",
-        source: decode!("shaders/kv_loads_bf16" => "src/decode/decode_workgroup"),
+        source: decode!("shaders/kv_loads_bf16", "src/decode/kstage_packed" => "src/decode/decode_workgroup"),
         bindings: ONE_PASS,
         params: DecodeParams,
         features: NONE,

@@ -1250,18 +1250,32 @@ fn decode_workgroup_stages_k_up_to_the_loop_limit() {
     for (lk, splits) in [(cap, 1), (cap + 64, 2)] {
         let k = save(&dir, "k.npy", &rng.array(&[1, heads, lk, 64], 1.0));
         let v = save(&dir, "v.npy", &rng.array(&[1, heads, lk, 64], 1.0));
-        let o = ran(tool()
-            .env("WGPU_ATTENTION_DECODE_STAGE", "1")
-            .args(["run", "--q", &q, "--k", &k, "--v", &v, "--path"])
-            .args(["decode-workgroup", "--check", "--causal", "bottom-right"]));
-        let (stdout, stderr) = (&o.stdout, &o.stderr);
-        let what = format!("Lk {lk}");
-        assert!(o.success(), "{what}: {stdout}{stderr}");
-        let text = format!("{splits} key splits of {cap} keys");
-        assert!(stderr.contains(&text), "{what}: {text}: {stderr}");
-        assert!(
-            stderr.contains("K staged through workgroup memory"),
-            "{what}: {stderr}"
-        );
+        // f16 K is staged packed, 16 columns a chunk (src/decode/kstage_packed.wgsl).
+        for dtype in ["f32", "f16"] {
+            let o = ran(tool()
+                .env("WGPU_ATTENTION_DECODE_STAGE", "1")
+                .args(["run", "--q", &q, "--k", &k, "--v", &v, "--dtype", dtype])
+                .args([
+                    "--path",
+                    "decode-workgroup",
+                    "--check",
+                    "--causal",
+                    "bottom-right",
+                ]));
+            check_staged_run(&o, &format!("Lk {lk}, {dtype}"), splits, cap);
+        }
     }
+}
+
+/// A staged run of `decode_workgroup_stages_k_up_to_the_loop_limit`: passed its check, in
+/// `splits` splits of `cap` keys, with K staged.
+fn check_staged_run(o: &Ran, what: &str, splits: usize, cap: usize) {
+    let (stdout, stderr) = (&o.stdout, &o.stderr);
+    assert!(o.success(), "{what}: {stdout}{stderr}");
+    let text = format!("{splits} key splits of {cap} keys");
+    assert!(stderr.contains(&text), "{what}: {text}: {stderr}");
+    assert!(
+        stderr.contains("K staged through workgroup memory"),
+        "{what}: {stderr}"
+    );
 }
