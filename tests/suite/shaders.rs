@@ -8,11 +8,16 @@ use wgpu_attention::fused::kernels as fused;
 use wgpu_attention::kernel::{BindingKind, Kernel};
 
 fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
-    let module = naga::front::wgsl::parse_str(kernel.source())
-        .unwrap_or_else(|e| panic!("{}: {}", kernel.label(), e.emit_to_string(kernel.source())));
+    validated(kernel.source(), kernel.label())
+}
+
+/// `source` parsed and validated with every capability, or a panic naming `what`.
+fn validated(source: &str, what: &str) -> (naga::Module, naga::valid::ModuleInfo) {
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(source)));
     let info = Validator::new(ValidationFlags::all(), Capabilities::all())
         .validate(&module)
-        .unwrap_or_else(|e| panic!("{}: {}", kernel.label(), e.emit_to_string(kernel.source())));
+        .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(source)));
     (module, info)
 }
 
@@ -518,12 +523,7 @@ fn array_sizes_written_per_pipeline() {
                 let what = format!("{label} with {constants:?} and {sizes:?}");
                 // A declaration not found would leave the source's largest case, which the
                 // sizes checked below then differ from.
-                let source = key.source();
-                let module = naga::front::wgsl::parse_str(&source)
-                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
-                let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-                    .validate(&module)
-                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                let (module, info) = validated(&key.source(), &what);
                 let size = |name| constant(&module, name).unwrap_or_else(|| panic!("{what}"));
                 let (hi, lo) = (size("D4_HI"), size("D4_LO"));
                 assert!(lo <= 32 && 4 * (hi * lo) as usize >= d.max(dv), "{what}");
@@ -572,12 +572,7 @@ fn workgroup_batches_sized_per_pipeline() {
                     sizes: sizes.to_vec(),
                 };
                 let what = format!("{} with {constants:?}", kernel.label());
-                let source = key.source();
-                let module = naga::front::wgsl::parse_str(&source)
-                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
-                let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-                    .validate(&module)
-                    .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
+                let (module, info) = validated(&key.source(), &what);
                 assert_eq!(constant(&module, "MAX_BATCH"), Some(batch), "{what}");
                 spirv_with(&module, &info, &constants, &what);
                 checked += 1;
