@@ -5,7 +5,8 @@
 
 use crate::kernel::{kernels, wgsl};
 
-/// Decode: its array sizes and K/V loads files, then shaders/mask.wgsl,
+/// Decode: its array sizes and K/V loads files (and the workgroup form's K staging,
+/// src/decode/kstage_f32.wgsl or kstage_packed.wgsl), then shaders/mask.wgsl,
 /// src/decode/decode_common.wgsl (parameters, bindings, masking rule) and the body.
 macro_rules! decode {
     ($($file:literal),+ => $body:literal) => {
@@ -74,7 +75,8 @@ kernels! {
         params: DecodeParams,
         features: NONE,
     }
-    /// [`WORKGROUP`] reading K and V stored as f16.
+    /// [`WORKGROUP`] reading K and V stored as f16 (K staged packed:
+    /// `src/decode/kstage_packed.wgsl`).
     WORKGROUP_F16 {
         label: "decode_workgroup_f16",
         source: decode!("shaders/kv_loads_f16", "src/decode/kstage_packed" => "src/decode/decode_workgroup"),
@@ -99,7 +101,8 @@ kernels! {
         params: DecodeParams,
         features: NONE,
     }
-    /// [`WORKGROUP`] reading K and V stored as bfloat16.
+    /// [`WORKGROUP`] reading K and V stored as bfloat16 (K staged packed:
+    /// `src/decode/kstage_packed.wgsl`).
     WORKGROUP_BF16 {
         label: "decode_workgroup_bf16",
         source: decode!("shaders/kv_loads_bf16", "src/decode/kstage_packed" => "src/decode/decode_workgroup"),
