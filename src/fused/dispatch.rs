@@ -64,22 +64,23 @@ pub(super) fn run(
         })
         .collect::<Result<Vec<_>>>()?;
     // Partial outputs and LSEs of the passes, reused by every chunk (merge.wgsl's layout:
-    // head, pass, row).
-    // The merge's lanes an output (crate::kernel::merge::lanes), for the largest chunk.
+    // head, pass, row), the merge's pipeline and its lanes an output
+    // (crate::kernel::merge::lanes, for the largest chunk).
     let dv4 = d.dv / 4;
-    let most_outputs = chunks.iter().map(|c| c.n_heads * c.rows * dv4).max();
-    let merge_lanes = merge::lanes(
-        ctx.adapter_info(),
-        passes,
-        most_outputs.unwrap_or(0) as u64,
-        budget.max_groups(),
-    );
     let partial = if passes > 1 {
         let (output_bytes, lse_bytes) = partial_bytes(p, chunks);
+        let most_outputs = chunks.iter().map(|c| c.n_heads * c.rows * dv4).max();
+        let lanes = merge::lanes(
+            ctx.adapter_info(),
+            passes,
+            most_outputs.unwrap_or(0) as u64,
+            budget.max_groups(),
+        );
         Some((
             ctx.scratch_buffer("fused partial outputs", output_bytes)?,
             ctx.scratch_buffer("fused partial lse", lse_bytes)?,
-            ctx.pipeline(&merge::pipeline_key(merge_lanes))?,
+            ctx.pipeline(&merge::pipeline_key(lanes))?,
+            lanes,
         ))
     } else {
         None
@@ -174,7 +175,7 @@ pub(super) fn run(
                     ];
                     pipe.bind_group_of(device, resources)
                 };
-            let Some((part_o, part_l, merge_pipe)) = &partial else {
+            let Some((part_o, part_l, merge_pipe, merge_lanes)) = &partial else {
                 let bg = bind(&params, c.out.bind(out), c.lse.bind(lse));
                 budget.dispatch(&mut pass, pipe, &bg, total);
                 continue;
@@ -227,7 +228,7 @@ pub(super) fn run(
                 device,
                 &merge_bindings(&u_merge, (part_o, part_l), c, d.dv, (out, lse)),
             );
-            let merge_groups = merge::workgroups(merge_total, merge_lanes);
+            let merge_groups = merge::workgroups(merge_total, *merge_lanes);
             budget.dispatch(&mut pass, merge_pipe, &bg_merge, merge_groups);
         }
         drop(pass);
