@@ -44,7 +44,6 @@ const NO_MAX: f32 = -3.0e38;
 const BATCH: u32 = 8u;
 const WG: u32 = 64u;
 override LANES: u32 = 1u;
-const_assert WG % 16u == 0u;
 
 @group(0) @binding(0) var<uniform> p: MergeParams;
 @group(0) @binding(1) var<storage, read> part_o: array<vec4<f32>>;
