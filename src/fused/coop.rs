@@ -46,10 +46,10 @@ impl Variant {
     /// Every variant, in the order the tier prefers them: blocks of 64 rows at widths 64 and
     /// 128 first, the variants GPUs take (with subgroups of 32, 64 x 128 takes 24.3 KiB of
     /// workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32); then for less workgroup
-    /// memory the most rows and the narrowest width, down to 16 x 128 (15.3 KiB) within
+    /// memory the most rows and the narrowest width, down to 16 x 128 (15.4 KiB) within
     /// WebGPU's default 16 KiB (tests/suite/coop.rs, coop_fits_less_workgroup_memory). Last,
     /// blocks of 64 keys, which halve the barriers and softmax rounds a key and need more
-    /// memory (64 x 128 x 64: 44.8 KiB): never the first that fits, so only timed
+    /// memory (64 x 128 x 64: 44.9 KiB): never the first that fits, so only timed
     /// (`WGPU_ATTENTION_COOP_VARIANT`) until a GPU run says whether they are faster.
     pub const ALL: [Variant; 10] = [
         Variant::new(64, 64, 32),
@@ -79,11 +79,13 @@ impl Variant {
 
     /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
     /// src/fused/fused_coop.wgsl (a block of K or V, and the weights, which also stage Q, in
-    /// f16; the scores, which are also the subgroups' scratch of 256 values each, in f32; a
-    /// factor a row, three partials an invocation and a flag).
-    pub fn workgroup_bytes(self, lanes: u32) -> u32 {
+    /// f16; with `split` ([`split_weights`]) the weights' low parts, else a row of them; the
+    /// scores, which are also the subgroups' scratch of 256 values each, in f32; a factor a
+    /// row, three partials an invocation and a flag).
+    pub fn workgroup_bytes(self, lanes: u32, split: bool) -> u32 {
         let (br, bc, w) = (self.rows as u32, self.keys as u32, self.width as u32);
-        let halves = bc * (w + 8) + br * (bc + 8);
+        let low_rows = if split { br } else { 1 };
+        let halves = bc * (w + 8) + (br + low_rows) * (bc + 8);
         let scores = (br * (bc + 4)).max(subgroups(lanes) * 256);
         let floats = scores + br + 3 * COOP_INVOCATIONS + 1;
         halves * 2 + floats * 4
@@ -107,15 +109,23 @@ impl Variant {
     /// (crate::kernel::PipelineKey::sizes): BC, the keys a block (the tile file says 32);
     /// SLOTS, the subgroups, whose scratch ss holds; NACC, the output blocks each holds in
     /// its accumulators; NQ, the 16x16 blocks of Q each holds; LANE_ELEMS, the elements of
-    /// a block each lane holds where the operations are emulated. All follow from the
-    /// variant and the pipeline's D, DV and SG.
-    pub fn array_sizes(self, d: usize, dv: usize, lanes: u32) -> [(&'static str, u32); 5] {
+    /// a block each lane holds where the operations are emulated; SPLIT_P, `split`
+    /// ([`split_weights`]). All follow from the variant, the pipeline's D, DV and SG, and
+    /// `split`.
+    pub fn array_sizes(
+        self,
+        d: usize,
+        dv: usize,
+        lanes: u32,
+        split: bool,
+    ) -> [(&'static str, u32); 6] {
         [
             ("BC", self.keys as u32),
             ("SLOTS", subgroups(lanes)),
             ("NACC", self.accumulators(dv, lanes).max(1) as u32),
             ("NQ", (self.score_rows(lanes) * d.div_ceil(16)).max(1) as u32),
             ("LANE_ELEMS", (256 / lanes.clamp(16, 256)).max(1)),
+            ("SPLIT_P", u32::from(split)),
         ]
     }
 
@@ -136,11 +146,12 @@ impl Variant {
 
     /// The variant for `p` on a device with `workgroup_bytes` of workgroup memory and
     /// subgroups of `lanes`: the first of [`Variant::ALL`] that takes it ([`Variant::takes`])
-    /// and whose arrays fit.
+    /// and whose arrays fit with the weights in one part ([`split_weights`] then adds their
+    /// low parts where those fit too).
     pub fn for_problem(p: &Problem, workgroup_bytes: u32, lanes: u32) -> Option<Variant> {
         Variant::ALL
             .into_iter()
-            .find(|v| v.takes(p, lanes) && v.workgroup_bytes(lanes) <= workgroup_bytes)
+            .find(|v| v.takes(p, lanes) && v.workgroup_bytes(lanes, false) <= workgroup_bytes)
     }
 
     /// The kernel of this variant: f16 K/V loads or f32, hardware or emulated operations.
@@ -210,7 +221,7 @@ pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
     let lanes = subgroup_lanes(dev);
     let forced = forced_name().and_then(|name| {
         Variant::ALL.into_iter().find(|v| {
-            name == v.name() && v.takes(p, lanes) && v.workgroup_bytes(lanes) <= bytes
+            name == v.name() && v.takes(p, lanes) && v.workgroup_bytes(lanes, false) <= bytes
         })
     });
     forced
@@ -263,6 +274,32 @@ pub(crate) fn output_rows() -> u32 {
     }
 }
 
+/// The variable that keeps the weights in one f16 part (`0`), as before 2026-12-06, so that
+/// a benchmark can time what the two parts cost (`scripts/h200.sh`, "+s1" rows).
+pub const SPLIT_VAR: &str = "WGPU_ATTENTION_COOP_SPLIT_P";
+
+/// Whether `p`'s pipeline here multiplies the weights into V as two f16 parts (SPLIT_P in
+/// src/fused/fused_coop.wgsl): where the variant's arrays fit the device's workgroup memory
+/// with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not the 16-row
+/// variants at 16 KiB, nor 64 x 128 with blocks of 64 keys at 48 KiB), unless
+/// [`SPLIT_VAR`]`=0`.
+///
+/// Why: the kernel holds each row's reference maximum back until a block's maximum passes
+/// it by 8 (REBASE), which spares it rescaling the accumulators, so a row's largest weights
+/// are up to e^8 rather than exactly 1, and are rounded to f16 like the rest. In an emulation
+/// of both on the CPU (random f16 inputs, D 32 to 128, 238 to 2 048 keys, 60 cases each,
+/// the output rounded to f16), the error against f64 was 1.05-1.08 times FlashAttention-2's
+/// on average and 2.6 times at worst; each weight's remainder multiplied in as a second f16
+/// part made it at most FlashAttention-2's in every case (docs/how-it-works.md). It costs a
+/// second multiply-add per block of P and V, and 2 bytes a weight. Not yet timed on a GPU.
+pub(crate) fn split_weights(dev: &DeviceProfile, p: &Problem) -> bool {
+    if std::env::var(SPLIT_VAR).is_ok_and(|v| v == "0") {
+        return false;
+    }
+    let bytes = dev.limits().max_compute_workgroup_storage_size;
+    variant(dev, p).workgroup_bytes(subgroup_lanes(dev), true) <= bytes
+}
+
 /// Largest D and Dv the tier takes.
 pub const COOP_MAX_WIDTH: usize = 128;
 
@@ -296,7 +333,7 @@ pub(crate) fn problem_obstacle(dev: &DeviceProfile, p: &Problem) -> Option<Strin
     let least = Variant::ALL
         .into_iter()
         .filter(|v| v.takes(p, lanes))
-        .map(|v| v.workgroup_bytes(lanes))
+        .map(|v| v.workgroup_bytes(lanes, false))
         .min()
         .unwrap_or(0);
     Some(format!(
@@ -322,8 +359,9 @@ pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
 }
 
 /// The sizes written into the source of `p`'s pipeline here ([`Variant::array_sizes`]).
-pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 5] {
-    variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev))
+pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 6] {
+    let split = split_weights(dev, p);
+    variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev), split)
 }
 
 /// The pipeline chunk `c` of `p` runs on here: the kernel ([`kernel`]) for the problem's

@@ -9,7 +9,7 @@
 // flow (naga checks it), and works on 16x16 blocks. The arrays are fused_coop.wgsl's
 // workgroup memory: kvs (K rows, or V rows, stride KS), ss (scores, f32, stride SS; an
 // output block's scratch, stride 16), ps (weights, or columns of Q before the key loop,
-// stride PS).
+// stride PS), prs (the weights' low parts, stride PS).
 //
 // naga 30 panics writing SPIR-V for coopStoreT with its pointer computed in the call: the
 // pointer and the value are bound to `let`s first (shared/probes/coop-probe).
@@ -54,6 +54,17 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * KS + c0], KS);
     return coopMultiplyAdd(pt, b, acc);
+}
+
+// The low parts of the weights at prs[r0.., c0..] (fused_coop.wgsl, SPLIT_P).
+fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
+    return coopLoadT<coop_mat16x16<f16, A>>(&prs[r0 * PS + c0], PS);
+}
+
+// acc + (pt + lt) · V[k0..k0+16, c0..c0+16]: the weights' two parts, V's block loaded once.
+fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
+    let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * KS + c0], KS);
+    return coopMultiplyAdd(lt, b, coopMultiplyAdd(pt, b, acc));
 }
 
 // ss[at .. at + 256] = acc, row-major.

@@ -87,6 +87,20 @@ fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
                         coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
 }
 
+// The low parts of the weights (fused_coop.wgsl, SPLIT_P; zeros here, where the inputs are
+// f32 and the host leaves SPLIT_P 0).
+fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
+    let at = r0 * PS + c0;
+    return ATile(coopLoadT<coop_mat8x8<f32, A>>(&prs[at], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&prs[at + 8u], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&prs[at + 8u * PS], PS),
+                 coopLoadT<coop_mat8x8<f32, A>>(&prs[at + 8u * PS + 8u], PS));
+}
+
+fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
+    return add_pv(add_pv(acc, pt, k0, c0, lane), lt, k0, c0, lane);
+}
+
 fn acc_store(acc: Acc, at: u32, lane: u32) {
     let p00 = &ss[at];
     let v00 = acc.c00;

@@ -75,6 +75,19 @@ fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     return mul_add_b(acc, pt, k0 * KS + c0 + lane_col(lane), 1u, KS);
 }
 
+fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
+    var a = ATile();
+    let at = (r0 + lane_row(lane)) * PS + c0;
+    for (var j = 0u; j < 16u; j = j + 1u) {
+        a[j] = prs[at + j];
+    }
+    return a;
+}
+
+fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
+    return add_pv(add_pv(acc, pt, k0, c0, lane), lt, k0, c0, lane);
+}
+
 fn acc_store(acc: Acc, at: u32, lane: u32) {
     let first = at + lane * LANE_ELEMS;
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {

@@ -118,6 +118,11 @@ impl Family for Tier {
                 if coop::output_rows() == 1 {
                     parts.push("output blocks in one row a subgroup".to_string());
                 }
+                parts.push(if coop::split_weights(dev, p) {
+                    "the weights P multiplied into V as two f16 parts".to_string()
+                } else {
+                    "the weights P rounded to one f16 part".to_string()
+                });
                 let heads = chunks.first().map_or(1, |c| coop::unit_heads(dev, p, c));
                 if heads > 1 {
                     parts.push(gqa(heads));

@@ -23,7 +23,8 @@
 // (2: each subgroup's output blocks in two rows of blocks where they fit so). Sizes
 // written per pipeline (crate::fused::coop::array_sizes; the values below are the largest
 // case): BC, the keys a block (the tile file's 32, or 64); SLOTS, the subgroups (WG / SG);
-// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS.
+// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS;
+// SPLIT_P, whether the weights go into P V as two f16 parts (below).
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
@@ -45,10 +46,11 @@ const_assert BR * SS >= WG;
 //   1. K block -> kvs (f16); S = Q Kᵀ -> ss (f32, unscaled), Q from registers.
 //   2. Softmax, ROW_THREADS invocations a row, ROW_KEYS keys each: scale, masks (tail,
 //      causal on blocks crossing the diagonal, bias, allow), the block's row maximum
-//      (through `part`), weights P = exp(s - m) -> ps (f16), row sums in f32 of the weights
-//      as rounded to f16 and as computed (`part_sum`).
-//   3. V block -> kvs; O += P V on the output blocks, which stay in the subgroups'
-//      accumulators (registers) for the whole key loop.
+//      (through `part`), weights P = exp(s - m) -> ps (f16), with SPLIT_P what rounding
+//      them to f16 left -> prs (f16), row sums in f32 of the weights as multiplied (`part_sum`:
+//      the f16 parts' sum) and as computed.
+//   3. V block -> kvs; O += P V on the output blocks (with SPLIT_P, O += P V + P_low V), which
+//      stay in the subgroups' accumulators (registers) for the whole key loop.
 // The reference maximum m of a row moves only when a block's maximum passes it by more than
 // REBASE: weights then stay below e^REBASE (within f16), and O needs rescaling (alpha =
 // exp(m_old - m)) only in those blocks; after a row's first block with a visible key that is
@@ -67,6 +69,18 @@ const_assert BR * SS >= WG;
 // being 2.0e-3: tests/suite/cli.rs, coop_runs_with_other_subgroup_sizes). With the
 // reference maximum held back by up to REBASE, a row's largest weight is rarely exactly 1,
 // so this matters more here than in FlashAttention. The LSE uses the unrounded sum l.
+//
+// SPLIT_P (1 where the device has the workgroup memory for prs, crate::fused::coop::
+// split_weights): each weight is multiplied into V as two f16 parts, its rounding to f16 and
+// the rounding of what that left, so that the weights P V sees are within about 2^-22 of
+// the f32 ones, for one more multiply-add per block of P and V. Why: with the reference
+// maximum held back (REBASE), the largest weights of a row are not 1 but up to e^REBASE, and
+// so are rounded, where FlashAttention's largest weight is exactly 1. On random inputs that
+// made the error against f64 of f16 inputs 1.05-1.08 times FlashAttention's on average and
+// in 1 case of 60 2.6 times (an emulation on the CPU, docs/how-it-works.md); with the two
+// parts it is at most FlashAttention's, output rounding included. A low part below f16's
+// normal range may be flushed to zero by the device; those are weights below 1/8 of the
+// reference, whose rounding then counts as in FlashAttention.
 
 override SG: u32 = 32u;
 override D16: u32 = (D + 15u) / 16u * 16u;
@@ -94,6 +108,7 @@ const NQ: u32 = 16u;
 // The elements of a 16x16 block each lane holds where the operations are emulated
 // (coop_ops_emulated.wgsl): 256 / SG.
 const LANE_ELEMS: u32 = 16u;
+const SPLIT_P: u32 = 1u;
 const REBASE: f32 = 8.0;
 // Row strides in elements (kvs, ss, ps): 16 bytes of padding a row. An output block going
 // through workgroup memory (rescaling, the final write) takes its subgroup's scratch, the
@@ -112,6 +127,10 @@ var<workgroup> kvs: array<In, BC * KS>;
 var<workgroup> ss: array<f32, SS_LEN>;
 // Weights P, BR x BC; before the key loop, BC columns of Q at a time.
 var<workgroup> ps: array<In, BR * PS>;
+// With SPLIT_P, what rounding each weight of ps to f16 left, rounded to f16 in turn (BR x BC);
+// a row's worth otherwise.
+const PR_ROWS: u32 = 1u + (BR - 1u) * SPLIT_P;
+var<workgroup> prs: array<In, PR_ROWS * PS>;
 // Per row: the factor its output blocks are multiplied by (alpha, then 1 / l at the end).
 var<workgroup> row_scale: array<f32, BR>;
 // Per-invocation partial row maxima; before the key loop, with the first WG slots of ss,
@@ -379,9 +398,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var c = 0u; c < ROW_KEYS; c = c + 4u) {
             let w = weights(row_scores[c / 4u], m_new);
             let h = to_in(w);
-            let hw = vec4<f32>(h);
-            sum = sum + vec2<f32>(hw.x + hw.y + hw.z + hw.w, w.x + w.y + w.z + w.w);
+            var hw = vec4<f32>(h);
             let pa = r * PS + k_first + c;
+            if (SPLIT_P != 0u) {
+                let low = to_in(w - hw);
+                hw = hw + vec4<f32>(low);
+                prs[pa] = low.x;
+                prs[pa + 1u] = low.y;
+                prs[pa + 2u] = low.z;
+                prs[pa + 3u] = low.w;
+            }
+            sum = sum + vec2<f32>(hw.x + hw.y + hw.z + hw.w, w.x + w.y + w.z + w.w);
             ps[pa] = h.x;
             ps[pa + 1u] = h.y;
             ps[pa + 2u] = h.z;
@@ -425,9 +452,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var i = 0u; i < acc_rows; i = i + 1u) {
                 let t0 = i * acc_cols;
                 let pt = load_a((block_row0 + i) * 16u, k0, lane);
-                for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
-                    let col0 = (block_col0 + t - t0) * 16u;
-                    accs[t] = add_pv(accs[t], pt, k0, col0, lane);
+                if (SPLIT_P != 0u) {
+                    let lt = load_low((block_row0 + i) * 16u, k0, lane);
+                    for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
+                        let col0 = (block_col0 + t - t0) * 16u;
+                        accs[t] = add_pv_split(accs[t], pt, lt, k0, col0, lane);
+                    }
+                } else {
+                    for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
+                        let col0 = (block_col0 + t - t0) * 16u;
+                        accs[t] = add_pv(accs[t], pt, k0, col0, lane);
+                    }
                 }
             }
         }

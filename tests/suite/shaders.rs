@@ -310,14 +310,18 @@ fn workgroup_memory_matches_the_planner() {
         assert_eq!(workgroup_bytes(kernel), declared, "{}", kernel.label());
     }
     // Each cooperative-matrix variant, which the planner picks by these bytes, with its key
-    // block (BC), scratch (SLOTS), accumulators (NACC), blocks of Q (NQ) and emulated lanes'
-    // elements (LANE_ELEMS) written in for subgroups of 16, 32, 64 and 128.
+    // block (BC), scratch (SLOTS), accumulators (NACC), blocks of Q (NQ), emulated lanes'
+    // elements (LANE_ELEMS) and the weights in one part or two (SPLIT_P) written in for
+    // subgroups of 16, 32, 64 and 128.
     use wgpu_attention::fused::coop::Variant;
     use wgpu_attention::kernel::PipelineKey;
     for v in Variant::ALL {
         for (f16, emulated) in [(false, false), (false, true), (true, false), (true, true)] {
             let kernel = v.kernel(f16, emulated);
-            for lanes in [16, 32, 64, 128] {
+            for (lanes, split) in [16, 32, 64, 128]
+                .into_iter()
+                .flat_map(|l| [(l, false), (l, true)])
+            {
                 // The widest Dv the variant takes with these lanes: the most accumulators.
                 let Some(dv) = [v.width, 4]
                     .into_iter()
@@ -325,7 +329,7 @@ fn workgroup_memory_matches_the_planner() {
                 else {
                     continue;
                 };
-                let sizes = v.array_sizes(v.width, dv, lanes);
+                let sizes = v.array_sizes(v.width, dv, lanes, split);
                 let key = PipelineKey {
                     kernel,
                     constants: vec![("D", v.width as u32), ("DV", dv as u32), ("SG", lanes)],
@@ -341,7 +345,7 @@ fn workgroup_memory_matches_the_planner() {
                     .filter(|(_, var)| var.space == naga::AddressSpace::WorkGroup)
                     .map(|(_, var)| module.types[var.ty].inner.size(module.to_ctx()))
                     .sum();
-                assert_eq!(declared, v.workgroup_bytes(lanes), "{what}");
+                assert_eq!(declared, v.workgroup_bytes(lanes, split), "{what}");
                 for (name, value) in sizes {
                     assert_eq!(constant(&module, name), Some(value), "{what}: {name}");
                 }
