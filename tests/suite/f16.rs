@@ -18,7 +18,7 @@ fn max_err(a: impl Iterator<Item = f32>, e: &ArrayD<f32>) -> f32 {
 
 /// The rule: the GPU's f16 output is within twice the error of rounding the exact
 /// result (the reference on the widened f16 inputs) to f16 on the CPU.
-fn assert_within_twice_cpu_f16(
+pub(crate) fn assert_within_twice_cpu_f16(
     what: &str,
     q: &ArrayD<f16>,
     k: &ArrayD<f16>,
@@ -42,7 +42,7 @@ fn assert_within_twice_cpu_f16(
 
 /// The same rule in bfloat16: the GPU's output within twice the error of rounding the exact
 /// result (the reference on the widened bf16 inputs) to bf16.
-fn assert_within_twice_cpu_bf16(
+pub(crate) fn assert_within_twice_cpu_bf16(
     what: &str,
     [q, k, v]: [&ArrayD<half::bf16>; 3],
     opts: &AttentionOptions<'_>,

@@ -17,6 +17,7 @@ mod cli;
 mod concurrency;
 mod coop;
 mod decode;
+mod decode_properties;
 mod errors;
 mod examples;
 mod f16;
