@@ -47,7 +47,8 @@ ENVIRONMENT:
     16x64, 16x128; with 64-key blocks 64x64k64, 64x128k64, 32x128k64) picks its tile
     variant where that fits, to time the variants side by side;
     WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise;
-    WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two.
+    WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two;
+    WGPU_ATTENTION_COOP_SPLIT_P=0 keeps its weights in one f16 part, not two.
     WGPU_ATTENTION_DECODE_BATCH=1..16 sets the K/V loads decode-workgroup issues together
     (GPUs 8, CPU adapters 1), WGPU_ATTENTION_DECODE_STAGE=0 or 1 whether it stages K
     through workgroup memory (GPUs 1, CPU adapters 0), and WGPU_ATTENTION_DECODE_V_KEYS=0

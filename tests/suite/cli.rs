@@ -945,7 +945,9 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// 32 KiB) with 32 and 128 lanes, a forced variant that cannot run the problems here, and
 /// the K/V prefetch (`WGPU_ATTENTION_COOP_PREFETCH=1`) on 32-key and 64-key blocks, and
 /// output tiles of one row of blocks (`WGPU_ATTENTION_COOP_OUT_ROWS=1`, the layout before
-/// 2026-12-06; the others run two rows where the blocks allow). Held to
+/// 2026-12-06; the others run two rows where the blocks allow), and the weights in one f16
+/// part (`WGPU_ATTENTION_COOP_SPLIT_P=0`; the others two, but 32x128k64, whose low parts
+/// would not fit 32 KiB). Held to
 /// the f16 rule by `run --check`, GQA, a bool mask, both causal alignments, Dv != D, large
 /// logits (the accumulators' rescaling).
 #[test]
@@ -974,19 +976,21 @@ fn coop_runs_with_other_subgroup_sizes() {
         ),
     ];
     // (lanes, the variant forced, the keys a block it runs, the K/V prefetch, the rows of
-    // output blocks a subgroup's tile spans at most): a variant that cannot run the problem
-    // here (64x64k64: D 128, and 37 636 bytes) is not taken, and the reason says so.
-    for (lanes, variant, keys, prefetch, out_rows) in [
-        ("16", "", 32, "0", "2"),
-        ("64", "", 32, "0", "2"),
-        ("128", "", 32, "0", "2"),
-        ("32", "32x128k64", 64, "0", "2"),
-        ("128", "32x128k64", 64, "0", "2"),
-        ("32", "64x64k64", 32, "0", "2"),
-        ("32", "", 32, "1", "2"),
-        ("16", "32x128k64", 64, "1", "2"),
-        ("32", "", 32, "0", "1"),
-        ("16", "", 32, "0", "1"),
+    // output blocks a subgroup's tile spans at most, the weights in two parts where they
+    // fit): a variant that cannot run the problem here (64x64k64: D 128, and 37 780 bytes)
+    // is not taken, and the reason says so.
+    for (lanes, variant, keys, prefetch, out_rows, split) in [
+        ("16", "", 32, "0", "2", "1"),
+        ("64", "", 32, "0", "2", "1"),
+        ("128", "", 32, "0", "2", "1"),
+        ("32", "32x128k64", 64, "0", "2", "1"),
+        ("128", "32x128k64", 64, "0", "2", "1"),
+        ("32", "64x64k64", 32, "0", "2", "1"),
+        ("32", "", 32, "1", "2", "1"),
+        ("16", "32x128k64", 64, "1", "2", "1"),
+        ("32", "", 32, "0", "1", "1"),
+        ("16", "", 32, "0", "1", "1"),
+        ("32", "", 32, "0", "2", "0"),
     ] {
         for (q, k, v, mask, causal) in &cases {
             let mut args = vec![
@@ -1014,9 +1018,12 @@ fn coop_runs_with_other_subgroup_sizes() {
                 .env("WGPU_ATTENTION_COOP_VARIANT", variant)
                 .env("WGPU_ATTENTION_COOP_PREFETCH", prefetch)
                 .env("WGPU_ATTENTION_COOP_OUT_ROWS", out_rows)
+                .env("WGPU_ATTENTION_COOP_SPLIT_P", split)
                 .args(&args));
             let (stdout, stderr) = (&o.stdout, &o.stderr);
-            let what = format!("{lanes} lanes, {variant} prefetch {prefetch} rows {out_rows}, {q}");
+            let what = format!(
+                "{lanes} lanes, {variant} prefetch {prefetch} rows {out_rows} split {split}, {q}"
+            );
             assert!(o.success(), "{what}: {stdout}{stderr}");
             assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
             assert!(
@@ -1032,6 +1039,11 @@ fn coop_runs_with_other_subgroup_sizes() {
             assert_eq!(
                 stderr.contains("K/V prefetched into registers"),
                 prefetch == "1",
+                "{what}: {stderr}"
+            );
+            assert_eq!(
+                stderr.contains("the weights P multiplied into V as two f16 parts"),
+                split == "1" && variant != "32x128k64",
                 "{what}: {stderr}"
             );
             assert_eq!(
