@@ -193,6 +193,9 @@ fn f16_inputs_with_the_weights_in_two_parts() {
     let Some(ctx) = coop_ctx(None) else { return };
     let emulated = *ctx.coop() == CoopSupport::Emulated;
     let mut rng = Rng::new(611);
+    // The f32 output's largest error, printed for a device run to say what its matrix units
+    // make of the low parts.
+    let mut worst_f32 = 0.0f32;
     let mut failed = Vec::new();
     for case in 0..60 {
         let (lq, lk) = (1 + rng.below(40), 200 + rng.below(900));
@@ -221,11 +224,16 @@ fn f16_inputs_with_the_weights_in_two_parts() {
             ));
         }
         let wide = wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect("f32 API");
+        worst_f32 = worst_f32.max(max_err(&wide.out, &exact));
         let c = wgpu_attention::compare(&wide.out.view(), &exact.view(), Tolerance::F32);
         if emulated && !c.passed() {
             failed.push(format!("{what}: f32 output {c} ({})", wide.plan.reason));
         }
     }
+    eprintln!(
+        "f32 output's error at most {worst_f32:e} ({:?})",
+        ctx.coop()
+    );
     assert!(failed.is_empty(), "{} failed: {failed:#?}", failed.len());
 }
 
@@ -502,12 +510,7 @@ fn bf16_inputs_take_the_tier_where_they_fit_f16() {
 #[test]
 fn coop_random_problems() {
     let Some(ctx) = coop_ctx(None) else { return };
-    let var = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(default)
-    };
+    let var = common::env_number::<u64>;
     let lengths = var("COOP_PROPERTY_LENGTHS", 1).max(1);
     let mut rng = Rng::new(var("COOP_PROPERTY_SEED", 607));
     for _ in 0..var("COOP_PROPERTY_CASES", 40) {

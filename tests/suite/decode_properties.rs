@@ -76,24 +76,13 @@ fn case(rng: &mut Rng) -> Case {
 }
 
 fn cases() -> std::ops::Range<usize> {
-    let n = std::env::var("DECODE_PROPERTY_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12);
-    0..n
-}
-
-fn seed() -> u64 {
-    std::env::var("DECODE_PROPERTY_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+    0..common::env_number("DECODE_PROPERTY_CASES", 12)
 }
 
 #[test]
 fn random_decode_problems_match_the_reference() {
     let Some(ctx) = common::ctx() else { return };
-    let seed = seed();
+    let seed = common::env_number("DECODE_PROPERTY_SEED", 1u64);
     let mut paths_seen = std::collections::BTreeMap::new();
     for i in cases() {
         let case_seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64);

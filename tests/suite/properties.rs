@@ -98,18 +98,12 @@ fn case(rng: &mut Rng) -> Case {
 /// two test threads share them (the cases are the same as in one loop: each case's seed is
 /// its index's).
 fn property_cases(part: usize) -> std::ops::Range<usize> {
-    let n: usize = std::env::var("PROPERTY_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let n: usize = common::env_number("PROPERTY_CASES", 300);
     n * part / 3..n * (part + 1) / 3
 }
 
 fn property_seed() -> u64 {
-    std::env::var("PROPERTY_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+    common::env_number("PROPERTY_SEED", 1)
 }
 
 #[test]

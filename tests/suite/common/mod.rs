@@ -111,6 +111,16 @@ fn lease(n: usize) -> usize {
     })
 }
 
+/// The number the environment variable `name` holds, or `default` where it is unset or not
+/// a number: how the random tests take their case counts and seeds (`PROPERTY_CASES`,
+/// `DECODE_PROPERTY_SEED`, ..).
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Runs `opts` on the GPU and on the reference and asserts every requested output agrees.
 /// `what` names the case in failure messages.
 pub fn assert_parity(
