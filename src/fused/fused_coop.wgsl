@@ -78,9 +78,10 @@ const_assert BR * SS >= WG;
 // so are rounded, where FlashAttention's largest weight is exactly 1. On random inputs that
 // made the error against f64 of f16 inputs 1.05-1.08 times FlashAttention's on average and
 // in 1 case of 60 2.6 times (an emulation on the CPU, docs/how-it-works.md); with the two
-// parts it is at most FlashAttention's, output rounding included. A low part below f16's
-// normal range may be flushed to zero by the device; those are weights below 1/8 of the
-// reference, whose rounding then counts as in FlashAttention.
+// parts it is at most FlashAttention's, output rounding included. A device may flush low
+// parts below f16's normal range (2^-14) to zero: those of weights below about 1/8 of the
+// reference maximum, whose rounding then counts as in FlashAttention, and the smallest
+// ones of larger weights, which then keep their value within 2^-14.
 
 override SG: u32 = 32u;
 override D16: u32 = (D + 15u) / 16u * 16u;
