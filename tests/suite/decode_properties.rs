@@ -57,12 +57,7 @@ fn case(rng: &mut Rng) -> Case {
     let (d, dv) = PAIRS[rng.below(PAIRS.len())];
     let causal = [Causal::None, Causal::TopLeft, Causal::BottomRight][rng.below(3)];
     let scale = (rng.below(4) == 0).then(|| 0.05 + rng.unit() as f32);
-    let target = [b, hq, lq, lk];
-    let rank = 1 + rng.below(4);
-    let mask_shape: Vec<usize> = target[4 - rank..]
-        .iter()
-        .map(|&n| if rng.below(3) == 0 { 1 } else { n })
-        .collect();
+    let mask_shape = common::broadcast_mask_shape(rng, [b, hq, lq, lk]);
     let mask = ["none", "none", "bool", "additive"][rng.below(4)];
     let dtype = ["f32", "f16", "bf16"][rng.below(3)];
     Case {

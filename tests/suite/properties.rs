@@ -75,13 +75,7 @@ fn case(rng: &mut Rng) -> Case {
     let (d, dv) = widths(rng);
     let causal = [Causal::None, Causal::TopLeft, Causal::BottomRight][rng.below(3)];
     let scale = (rng.below(4) == 0).then(|| 0.05 + rng.unit() as f32 * 2.0);
-    let target = [b, hq, lq, lk];
-    // A mask shape: a random suffix of the target with some dimensions broadcast to 1.
-    let rank = 1 + rng.below(4);
-    let mask_shape: Vec<usize> = target[4 - rank..]
-        .iter()
-        .map(|&n| if rng.below(3) == 0 { 1 } else { n })
-        .collect();
+    let mask_shape = common::broadcast_mask_shape(rng, [b, hq, lq, lk]);
     let mask = ["none", "none", "bool", "additive", "additive-inf"][rng.below(5)];
     let amplitude = if rng.below(10) == 0 { 20.0 } else { 1.0 };
     Case {

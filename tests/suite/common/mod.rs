@@ -111,6 +111,16 @@ fn lease(n: usize) -> usize {
     })
 }
 
+/// A random mask shape for `target` ([B, H, Lq, Lk]): a suffix of it of random rank, each
+/// dimension broadcast (1) one time in three, as the random tests draw their masks.
+pub fn broadcast_mask_shape(rng: &mut Rng, target: [usize; 4]) -> Vec<usize> {
+    let rank = 1 + rng.below(4);
+    target[4 - rank..]
+        .iter()
+        .map(|&n| if rng.below(3) == 0 { 1 } else { n })
+        .collect()
+}
+
 /// The number the environment variable `name` holds, or `default` where it is unset or not
 /// a number: how the random tests take their case counts and seeds (`PROPERTY_CASES`,
 /// `DECODE_PROPERTY_SEED`, ..).
