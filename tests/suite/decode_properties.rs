@@ -1,7 +1,7 @@
 //! Decode's property tests: seeded random decode problems (a few query rows over hundreds to
 //! thousands of keys, so that every split runs several blocks of keys and the splits are
-//! merged) in f32, f16 and bf16, through the planner's path and both decode forms, against
-//! the f64 reference. tests/suite/properties.rs draws at most 40 keys, within one block of
+//! merged) in f32, f16 and bf16, through the planner's path and both decode forms, and in a
+//! `KvCache` of the same format with room for more keys, against the f64 reference. tests/suite/properties.rs draws at most 40 keys, within one block of
 //! decode's workgroup form; here the blocks, the splits, the staging of K across blocks,
 //! the output sets' shares of V's keys and the merge's lanes run on random shapes, masks
 //! and causal rules. In `.ci/run`'s pass planned as on a GPU they run with a GPU's defaults.
@@ -13,9 +13,9 @@ use crate::f16::{assert_within_twice_cpu_bf16, assert_within_twice_cpu_f16};
 
 use common::Rng;
 use half::{bf16, f16};
-use ndarray::ArrayD;
+use ndarray::{s, ArrayD};
 use wgpu_attention::fp16::{attention_bf16, attention_f16};
-use wgpu_attention::{reference, AttentionOptions, Causal, Mask, PathChoice, Tolerance};
+use wgpu_attention::{reference, AttentionOptions, Causal, KvCache, Mask, PathChoice, Tolerance};
 
 /// (D, Dv): the widths of models (64, 128), unequal ones, widths decode's output sets share
 /// unevenly (40: 10 vec4 columns) and ones that need padding (30, 18). A fixed list bounds
@@ -152,6 +152,41 @@ fn random_decode_problems_match_the_reference() {
             };
             *paths_seen.entry(taken).or_insert(0usize) += 1;
         }
+        // The same keys in a KvCache of the case's format with room for more (the kernels
+        // then read K and V at its head stride), filled in two appends: auto's path on it,
+        // against the reference on the values it holds (rounded in 16-bit caches).
+        let capacity = lk + 1 + rng.below(300);
+        let shape = (b, hkv, capacity, d, dv);
+        let mut cache = match c.dtype {
+            "f16" => KvCache::new_f16(&ctx, shape.0, shape.1, shape.2, shape.3, shape.4),
+            "bf16" => KvCache::new_bf16(&ctx, shape.0, shape.1, shape.2, shape.3, shape.4),
+            _ => KvCache::new(&ctx, shape.0, shape.1, shape.2, shape.3, shape.4),
+        }
+        .expect("cache");
+        for keys in [0..lk / 2, lk / 2..lk] {
+            if !keys.is_empty() {
+                let (kp, vp) = (
+                    k.slice(s![.., .., keys.clone(), ..]),
+                    v.slice(s![.., .., keys, ..]),
+                );
+                cache.append(&ctx, &kp, &vp).expect("append");
+            }
+        }
+        let (k, v) = cache.to_arrays(&ctx).expect("read back");
+        let what = format!(
+            "case {i} (run seed {seed}, case seed {case_seed}) in a cache of {capacity}: {c:?}"
+        );
+        let got = cache
+            .attention(&ctx, &q, &opts)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        common::assert_matches_reference(
+            &what,
+            got.plan.path,
+            (&q, &k, &v),
+            &opts,
+            (&got.out, got.lse.as_ref()),
+        );
+        *paths_seen.entry(got.plan.path).or_insert(0usize) += 1;
     }
     eprintln!("{} cases; paths taken: {paths_seen:?}", cases().len());
 }
