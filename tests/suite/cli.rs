@@ -68,6 +68,21 @@ impl Ran {
     }
 }
 
+/// `run --path decode-workgroup --check --causal bottom-right` on the files `[q, k, v]` in
+/// `dtype`, with the environment variables `envs` (the decode layouts under test).
+fn checked_decode_workgroup(envs: &[(&str, &str)], [q, k, v]: [&str; 3], dtype: &str) -> Ran {
+    ran(tool()
+        .envs(envs.iter().copied())
+        .args(["run", "--q", q, "--k", k, "--v", v, "--dtype", dtype])
+        .args([
+            "--path",
+            "decode-workgroup",
+            "--check",
+            "--causal",
+            "bottom-right",
+        ]))
+}
+
 /// Runs the tool as `cmd` sets it up (arguments, environment) and waits for it to end.
 fn ran(cmd: &mut Command) -> Ran {
     let o = cmd.output().expect("run tool");
@@ -1160,18 +1175,15 @@ fn decode_workgroup_loads_in_batches() {
         ("1", "f16", "1", "1", &d36),
     ];
     for (batch, dtype, stage, v_keys, (d, q, k)) in runs {
-        let o = ran(tool()
-            .env("WGPU_ATTENTION_DECODE_BATCH", batch)
-            .env("WGPU_ATTENTION_DECODE_STAGE", stage)
-            .env("WGPU_ATTENTION_DECODE_V_KEYS", v_keys)
-            .args(["run", "--q", q, "--k", k, "--v", &v, "--dtype", dtype])
-            .args([
-                "--path",
-                "decode-workgroup",
-                "--check",
-                "--causal",
-                "bottom-right",
-            ]));
+        let o = checked_decode_workgroup(
+            &[
+                ("WGPU_ATTENTION_DECODE_BATCH", batch),
+                ("WGPU_ATTENTION_DECODE_STAGE", stage),
+                ("WGPU_ATTENTION_DECODE_V_KEYS", v_keys),
+            ],
+            [q, k, &v],
+            dtype,
+        );
         let (stdout, stderr) = (&o.stdout, &o.stderr);
         let what =
             format!("batches of {batch}, {dtype}, staged {stage}, V by keys {v_keys}, D {d}");
@@ -1264,16 +1276,11 @@ fn decode_workgroup_stages_k_up_to_the_loop_limit() {
         let v = save(&dir, "v.npy", &rng.array(&[1, heads, lk, 64], 1.0));
         // f16 K is staged packed, 16 columns a chunk (src/decode/kstage_packed.wgsl).
         for dtype in ["f32", "f16"] {
-            let o = ran(tool()
-                .env("WGPU_ATTENTION_DECODE_STAGE", "1")
-                .args(["run", "--q", &q, "--k", &k, "--v", &v, "--dtype", dtype])
-                .args([
-                    "--path",
-                    "decode-workgroup",
-                    "--check",
-                    "--causal",
-                    "bottom-right",
-                ]));
+            let o = checked_decode_workgroup(
+                &[("WGPU_ATTENTION_DECODE_STAGE", "1")],
+                [&q, &k, &v],
+                dtype,
+            );
             check_staged_run(&o, &format!("Lk {lk}, {dtype}"), splits, cap);
         }
     }
