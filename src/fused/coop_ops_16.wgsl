@@ -11,6 +11,10 @@
 // output block's scratch, stride 16), ps (weights, or columns of Q before the key loop,
 // stride PS), prs (the weights' low parts, stride PS).
 //
+// Each load's and store's pointer and stride are aligned to 16 bytes, as Vulkan asks of
+// cooperative matrices (the strides KS, PS and SS are multiples of 8 f16 or 4 f32, and every
+// block starts at a multiple of 16 columns); coop_ops_emulated.wgsl checks it in CI.
+//
 // naga 30 panics writing SPIR-V for coopStoreT with its pointer computed in the call: the
 // pointer and the value are bound to `let`s first (shared/probes/coop-probe).
 

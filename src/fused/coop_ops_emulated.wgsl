@@ -11,11 +11,41 @@
 // reading and writing only its own elements of ss and of the output, so no lane waits for
 // another. A left operand is held as each lane's row of it, in registers, as the hardware
 // holds it: the workgroup memory is the hardware's, byte for byte.
+//
+// Each operation also checks the rule the hardware's loads and stores set on their
+// addresses (`aligned`), where breaking it is undefined behaviour on the device rather than
+// an error: a call that breaks it yields NaN (`poison`), which no test's comparison matches.
 
 alias In = f16;
 alias Acc = array<f32, LANE_ELEMS>;
 // The row of a left operand's block that this lane's elements lie in.
 alias ATile = array<In, 16>;
+
+// Vulkan asks a cooperative load's or store's pointer and stride to be aligned to the lesser
+// of 16 bytes and a row's (VUID-RuntimeSpirv-OpCooperativeMatrixLoadKHR-08986): 16 bytes
+// for 16 f16 or f32. So `at` (the block's first element) and `stride`, in elements of
+// `bytes` bytes, are multiples of 16 / `bytes`; the arrays themselves the driver places, and
+// it is assumed to align them to 16 bytes.
+fn aligned(at: u32, stride: u32, bytes: u32) -> bool {
+    let n = 16u / bytes;
+    return at % n == 0u && stride % n == 0u;
+}
+
+// NaN, made at run time (a constant NaN is not valid WGSL).
+fn poison(lane: u32) -> f32 {
+    return bitcast<f32>(0x7fc00000u | (lane & 0u));
+}
+
+// `acc`, or NaN throughout where its operation broke the alignment rule.
+fn checked(acc: Acc, ok: bool, lane: u32) -> Acc {
+    var out = acc;
+    if (!ok) {
+        for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
+            out[i] = poison(lane);
+        }
+    }
+    return out;
+}
 
 fn to_in(x: vec4<f32>) -> vec4<In> {
     return vec4<In>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
@@ -37,8 +67,9 @@ fn acc_zero() -> Acc {
 fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
     var a = ATile();
     let at = (r0 + lane_row(lane)) * PS + c0;
+    let ok = aligned(r0 * PS + c0, PS, 2u);
     for (var j = 0u; j < 16u; j = j + 1u) {
-        a[j] = ps[at + j];
+        a[j] = select(In(poison(lane)), ps[at + j], ok);
     }
     return a;
 }
@@ -60,26 +91,30 @@ fn mul_add_b(acc: Acc, a_row: ATile, b0: u32, col_step: u32, k_step: u32) -> Acc
 
 // B = K[c0..c0+16, d0..d0+16]ᵀ: column i is key row c0 + i.
 fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
-    return mul_add_b(acc, qt, (c0 + lane_col(lane)) * KS + d0, KS, 1u);
+    let out = mul_add_b(acc, qt, (c0 + lane_col(lane)) * KS + d0, KS, 1u);
+    return checked(out, aligned(c0 * KS + d0, KS, 2u), lane);
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     let at = (r0 + lane_row(lane)) * SS + c0 + lane_col(lane);
+    let out = checked(acc, aligned(r0 * SS + c0, SS, 4u), lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        ss[at + i] = acc[i];
+        ss[at + i] = out[i];
     }
 }
 
 // B = V[k0..k0+16, c0..c0+16].
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    return mul_add_b(acc, pt, k0 * KS + c0 + lane_col(lane), 1u, KS);
+    let out = mul_add_b(acc, pt, k0 * KS + c0 + lane_col(lane), 1u, KS);
+    return checked(out, aligned(k0 * KS + c0, KS, 2u), lane);
 }
 
 fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
     var a = ATile();
     let at = (r0 + lane_row(lane)) * PS + c0;
+    let ok = aligned(r0 * PS + c0, PS, 2u);
     for (var j = 0u; j < 16u; j = j + 1u) {
-        a[j] = prs[at + j];
+        a[j] = select(In(poison(lane)), prs[at + j], ok);
     }
     return a;
 }
@@ -90,8 +125,9 @@ fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> 
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {
     let first = at + lane * LANE_ELEMS;
+    let out = checked(acc, aligned(at, 16u, 4u), lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
-        ss[first + i] = acc[i];
+        ss[first + i] = out[i];
     }
 }
 
@@ -101,5 +137,5 @@ fn acc_load(at: u32, lane: u32) -> Acc {
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
         out[i] = ss[first + i];
     }
-    return out;
+    return checked(out, aligned(at, 16u, 4u), lane);
 }

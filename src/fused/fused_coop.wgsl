@@ -111,7 +111,9 @@ const NQ: u32 = 16u;
 const LANE_ELEMS: u32 = 16u;
 const SPLIT_P: u32 = 1u;
 const REBASE: f32 = 8.0;
-// Row strides in elements (kvs, ss, ps): 16 bytes of padding a row. An output block going
+// Row strides in elements (kvs, ss, ps): 16 bytes of padding a row, which keeps each row
+// 16-byte aligned, as the cooperative loads and stores ask (coop_ops_16.wgsl; the emulation
+// checks it). An output block going
 // through workgroup memory (rescaling, the final write) takes its subgroup's scratch, the
 // 256 values of ss from sg * 256 (16 x 16, row stride 16).
 const KS: u32 = WIDTH + 8u;

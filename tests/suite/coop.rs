@@ -44,10 +44,7 @@ fn round16(a: &ArrayD<f32>) -> ArrayD<f32> {
 }
 
 fn max_err(a: &ArrayD<f32>, e: &ArrayD<f32>) -> f32 {
-    a.iter()
-        .zip(e.iter())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
+    common::max_abs_err(a.iter().copied(), e)
 }
 
 /// Runs `opts` on the tier (forced) and checks the output against f64 on the original

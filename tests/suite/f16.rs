@@ -10,12 +10,6 @@ use ndarray::ArrayD;
 use wgpu_attention::fp16::{attention_f16, to_f16_checked};
 use wgpu_attention::{reference, AttentionOptions, Causal, Error, Mask, PathChoice, PlanInfo};
 
-fn max_err(a: impl Iterator<Item = f32>, e: &ArrayD<f32>) -> f32 {
-    a.zip(e.iter())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
 /// The rule: the GPU's f16 output is within twice the error of rounding the exact
 /// result (the reference on the widened f16 inputs) to f16 on the CPU.
 pub(crate) fn assert_within_twice_cpu_f16(
@@ -31,8 +25,8 @@ pub(crate) fn assert_within_twice_cpu_f16(
         .expect("reference")
         .out;
     assert_eq!(got.shape(), exact.shape(), "{what}");
-    let cpu_f16 = max_err(exact.iter().map(|&x| f16::from_f32(x).to_f32()), &exact);
-    let gpu = max_err(got.iter().map(|x| x.to_f32()), &exact);
+    let cpu_f16 = common::max_abs_err(exact.iter().map(|&x| f16::from_f32(x).to_f32()), &exact);
+    let gpu = common::max_abs_err(got.iter().map(|x| x.to_f32()), &exact);
     assert!(
         gpu <= 2.0 * cpu_f16 + 1e-7,
         "{what} {:?}: GPU f16 error {gpu:e} > 2 x CPU f16 error {cpu_f16:e}",
@@ -53,8 +47,8 @@ pub(crate) fn assert_within_twice_cpu_bf16(
     let exact = reference::attention(&widen(q), &widen(k), &widen(v), opts)
         .expect("reference")
         .out;
-    let cpu_bf16 = max_err(exact.iter().map(|&x| bf16::from_f32(x).to_f32()), &exact);
-    let gpu = max_err(got.iter().map(|x| x.to_f32()), &exact);
+    let cpu_bf16 = common::max_abs_err(exact.iter().map(|&x| bf16::from_f32(x).to_f32()), &exact);
+    let gpu = common::max_abs_err(got.iter().map(|x| x.to_f32()), &exact);
     assert!(
         gpu <= 2.0 * cpu_bf16 + 1e-7,
         "{what}: GPU bf16 error {gpu:e} > 2 x CPU bf16 error {cpu_bf16:e}"

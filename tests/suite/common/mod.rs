@@ -121,6 +121,19 @@ pub fn broadcast_mask_shape(rng: &mut Rng, target: [usize; 4]) -> Vec<usize> {
         .collect()
 }
 
+/// The largest |got - expected| over the elements, a NaN counting as infinite (`f32::max`
+/// alone would drop it, and an output of NaN would pass as exact): the error the f16 and
+/// tensor-core tests hold to twice the CPU's.
+pub fn max_abs_err(got: impl IntoIterator<Item = f32>, expected: &ArrayD<f32>) -> f32 {
+    got.into_iter()
+        .zip(expected.iter())
+        .map(|(x, y)| (x - y).abs())
+        .fold(
+            0.0,
+            |m, e| if e.is_nan() { f32::INFINITY } else { m.max(e) },
+        )
+}
+
 /// The number the environment variable `name` holds, or `default` where it is unset or not
 /// a number: how the random tests take their case counts and seeds (`PROPERTY_CASES`,
 /// `DECODE_PROPERTY_SEED`, ..).
