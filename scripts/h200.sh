@@ -195,8 +195,8 @@ PY
             cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
 4,32,4096,4096,128 top-left 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128
 1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 32x128 16x128
-1,8,1024,1024,64 none 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 64x32
-1,8,1024,1024,64 top-left 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64}"
+1,8,1024,1024,64 none 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x32
+1,8,1024,1024,64 top-left 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64}"
             while read -r shape causal kvh variants; do
                 [ -z "$shape" ] && continue
                 for variant in $variants; do
