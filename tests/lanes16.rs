@@ -422,16 +422,8 @@ fn half_textures(ctx: &Context) {
     use ndarray::ArrayD;
     use wgpu_attention::fp16::{attention_bf16, attention_f16};
     let mut rng = Rng::new(168);
-    // A NaN counts as infinite (`f32::max` alone would drop it).
-    let max_err = |got: &ArrayD<f32>, exact: &ArrayD<f32>| {
-        got.iter()
-            .zip(exact.iter())
-            .map(|(x, y)| (x - y).abs())
-            .fold(
-                0.0f32,
-                |m, e| if e.is_nan() { f32::INFINITY } else { m.max(e) },
-            )
-    };
+    let max_err =
+        |got: &ArrayD<f32>, exact: &ArrayD<f32>| common::max_abs_err(got.iter().copied(), exact);
     // The shapes and options of texture_and_buffer_forms, so that f16 reuses its pipelines
     // (512-bit pipelines take long to compile): a bool mask with GQA, and the wide variant
     // (Dv 132, which the f32 case reaches by padding 129).
