@@ -1,6 +1,7 @@
 //! Every shader parsed, validated, and translated by naga to SPIR-V, MSL and HLSL, with no
-//! adapter: Metal and DX12 breakage shows up here too. Binding tables and uniform sizes are
-//! checked against the WGSL declarations.
+//! adapter: Metal and DX12 breakage shows up here too. SPIR-V is written with the options
+//! wgpu's Vulkan backend uses, with runtime checks off and on (`vulkan_writer_options`).
+//! Binding tables and uniform sizes are checked against the WGSL declarations.
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use wgpu_attention::decode::kernels as decode;
@@ -159,17 +160,12 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
             for (name, value) in &constants {
                 pc.insert((*name).to_string(), *value);
             }
+            let stage = Some((naga::ShaderStage::Compute, kernel.entry_point()));
             let (module, info) =
-                naga::back::pipeline_constants::process_overrides(&module, &info, None, &pc)
+                naga::back::pipeline_constants::process_overrides(&module, &info, stage, &pc)
                     .unwrap_or_else(|e| panic!("{} with {constants:?}: {e}", kernel.label()));
             let what = format!("{} with {constants:?}", kernel.label());
-            let spv = naga::back::spv::write_vec(
-                &module,
-                &info,
-                &naga::back::spv::Options::default(),
-                None,
-            )
-            .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"));
+            let spv = vulkan_spirv(&module, &info, kernel.entry_point(), &what);
             if kernel == fused::COOP_16X64_SIMD8 {
                 // Metal's simdgroup matrices: MSL 2.3 has them.
                 let options = naga::back::msl::Options {
@@ -360,7 +356,7 @@ fn workgroup_memory_matches_the_planner() {
                     for (prefetch, out_rows) in [(0, 2), (1, 2), (0, 1)] {
                         let mut constants = key.constants.clone();
                         constants.extend([("PREFETCH", prefetch), ("OUT_ROWS", out_rows)]);
-                        spirv_with(&module, &info, &constants, &what);
+                        spirv_with(&module, &info, (kernel.entry_point(), &constants), &what);
                     }
                 }
                 assert_eq!(
@@ -373,22 +369,24 @@ fn workgroup_memory_matches_the_planner() {
     }
 }
 
-/// `module` with `constants` for its overrides, written to SPIR-V: what a pipeline of it
-/// hands a Vulkan driver. Panics, naming `what`, where naga cannot.
+/// `module` (a kernel whose entry point is `entry_point`) with `constants` for its
+/// overrides, written to SPIR-V: what a pipeline of it hands a Vulkan driver
+/// ([`vulkan_spirv`]). Panics, naming `what`, where naga cannot.
 fn spirv_with(
     module: &naga::Module,
     info: &naga::valid::ModuleInfo,
-    constants: &[(&str, u32)],
+    (entry_point, constants): (&str, &[(&str, u32)]),
     what: &str,
 ) -> Vec<u32> {
     let mut pc = naga::back::PipelineConstants::default();
     for (name, value) in constants {
         pc.insert((*name).to_string(), f64::from(*value));
     }
-    let (module, info) = naga::back::pipeline_constants::process_overrides(module, info, None, &pc)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .unwrap_or_else(|e| panic!("{what} to SPIR-V: {e}"))
+    let stage = Some((naga::ShaderStage::Compute, entry_point));
+    let (module, info) =
+        naga::back::pipeline_constants::process_overrides(module, info, stage, &pc)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    vulkan_spirv(&module, &info, entry_point, what)
 }
 
 /// Bytes of workgroup memory a kernel declares.
@@ -537,7 +535,7 @@ fn array_sizes_written_per_pipeline() {
                     "MAX_TILE"
                 };
                 assert_eq!(size(max_rows) as usize, rows, "{what}");
-                spirv_with(&module, &info, &constants, &what);
+                spirv_with(&module, &info, (kernel.entry_point(), &constants), &what);
                 checked += 1;
             }
         }
@@ -578,7 +576,7 @@ fn workgroup_batches_sized_per_pipeline() {
                 let what = format!("{} with {constants:?}", kernel.label());
                 let (module, info) = validated(&key.source(), &what);
                 assert_eq!(constant(&module, "MAX_BATCH"), Some(batch), "{what}");
-                spirv_with(&module, &info, &constants, &what);
+                spirv_with(&module, &info, (kernel.entry_point(), &constants), &what);
                 checked += 1;
             }
         }
@@ -605,4 +603,90 @@ fn texture_width_matches_the_host() {
         assert_eq!(width, KV_TEXTURE_WIDTH, "{}", kernel.label());
         assert!(width.is_power_of_two());
     }
+}
+
+/// naga's SPIR-V writer options as wgpu-hal 30's Vulkan backend sets them
+/// (`Adapter::open`, `Device::compile_stage`) on a Vulkan 1.3 device with the features a
+/// context asks for (src/context.rs: subgroups, f16, int64, and cooperative matrices where
+/// the adapter has them), for a module created the crate's way
+/// (`create_shader_module_trusted`, zero-initialised workgroup memory off) with its runtime
+/// checks off (the default) or on (`ContextOptions::shader_runtime_checks`; buffers and
+/// images are then clamped too, as on a device without robust access: the stricter case).
+/// The capability list matters: naga refuses a module that needs one wgpu does not grant.
+/// Why not the writer's defaults: CI's adapter never builds the hardware kernels of the
+/// tensor-core tier (lavapipe has no cooperative matrices), so this is the only place the
+/// way a GPU's pipeline writes them is exercised before a device run.
+fn vulkan_writer_options(checked: bool) -> naga::back::spv::Options<'static> {
+    use naga::back::spv::{Capability, Options, WriterFlags, ZeroInitializeWorkgroupMemoryMode};
+    use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+    let capabilities = [
+        Capability::Shader,
+        Capability::Matrix,
+        Capability::Sampled1D,
+        Capability::Image1D,
+        Capability::ImageQuery,
+        Capability::DerivativeControl,
+        Capability::StorageImageExtendedFormats,
+        Capability::SampledCubeArray,
+        Capability::SampleRateShading,
+        Capability::GroupNonUniform,
+        Capability::GroupNonUniformVote,
+        Capability::GroupNonUniformArithmetic,
+        Capability::GroupNonUniformBallot,
+        Capability::GroupNonUniformShuffle,
+        Capability::GroupNonUniformShuffleRelative,
+        Capability::GroupNonUniformQuad,
+        Capability::Int64,
+        Capability::Float16,
+        Capability::CooperativeMatrixKHR,
+        Capability::VulkanMemoryModel,
+    ];
+    let policy = if checked {
+        BoundsCheckPolicy::Restrict
+    } else {
+        BoundsCheckPolicy::Unchecked
+    };
+    Options {
+        lang_version: (1, 6),
+        flags: WriterFlags::LABEL_VARYINGS | WriterFlags::FORCE_POINT_SIZE,
+        capabilities: Some(capabilities.into_iter().collect()),
+        bounds_check_policies: BoundsCheckPolicies {
+            index: policy,
+            buffer: policy,
+            image_load: policy,
+            binding_array: BoundsCheckPolicy::Unchecked,
+        },
+        zero_initialize_workgroup_memory: ZeroInitializeWorkgroupMemoryMode::None,
+        force_loop_bounding: checked,
+        ray_query_initialization_tracking: checked,
+        use_storage_input_output_16: true,
+        emit_int_div_checks: checked,
+        ..Options::default()
+    }
+}
+
+/// `module` (overrides processed) written to SPIR-V as wgpu's Vulkan backend writes it for a
+/// pipeline, with the crate's runtime checks off and on ([`vulkan_writer_options`]); the
+/// first. Panics, naming `what`, where naga cannot, or panics itself (naga 30's writer has
+/// panicked on a cooperative store's inline pointer: shared/probes/coop-probe), which on a
+/// device is a failed pipeline that no lavapipe run builds.
+fn vulkan_spirv(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry_point: &str,
+    what: &str,
+) -> Vec<u32> {
+    let pipeline = naga::back::spv::PipelineOptions {
+        entry_point: entry_point.to_string(),
+        shader_stage: naga::ShaderStage::Compute,
+    };
+    let mut written = [false, true].map(|checked| {
+        let options = vulkan_writer_options(checked);
+        std::panic::catch_unwind(|| {
+            naga::back::spv::write_vec(module, info, &options, Some(&pipeline))
+        })
+        .unwrap_or_else(|_| panic!("{what}, runtime checks {checked}: naga panicked"))
+        .unwrap_or_else(|e| panic!("{what}, runtime checks {checked}, to SPIR-V: {e}"))
+    });
+    std::mem::take(&mut written[0])
 }
