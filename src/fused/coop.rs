@@ -385,7 +385,7 @@ pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> Pipel
 /// 32 (what the kernel is built for first: NVIDIA's subgroups), or what
 /// [`EMULATED_LANES_VAR`] names, so that the tests run the tier as on adapters with
 /// subgroups of 16, 64 or 128 lanes, which the hardware path accepts.
-pub(crate) fn subgroup_lanes(dev: &DeviceProfile) -> u32 {
+pub fn subgroup_lanes(dev: &DeviceProfile) -> u32 {
     match dev.coop() {
         CoopSupport::Hardware { subgroup } => *subgroup,
         CoopSupport::Emulated => std::env::var(EMULATED_LANES_VAR)
