@@ -153,7 +153,8 @@ fn random_problems_on_small_limits() {
 /// a kv head whose K or V exceeds a binding runs its keys in segments (until 2026-12-02 such
 /// cases were `Error::TooLarge`), and the run must have had some: every eighth case has its
 /// keys stretched to exceed a binding where its widths allow ([`case`]), since the random
-/// draws alone reach one rarely (about one seed in four had none: seed 33, 2026-12-06).
+/// draws alone reach one rarely (seed 33 had none, 2026-12-06; by their odds about one seed
+/// in four).
 fn run_cases(
     ctx: &wgpu_attention::Context,
     cases: std::ops::Range<usize>,
