@@ -430,9 +430,9 @@ fn coop_refusals_say_why() {
 /// next: 16 rows at widths 64 and 128, 32 rows at 64 and 128, 64 rows at 32 (16 x 64 not
 /// with subgroups of 16, whose 8 subgroups outnumber its 4 output blocks); and a byte short
 /// of the least a variant of width 128 declares, a head of 128 is refused with the bytes it
-/// would need. With subgroups of
-/// 32 or more, D and Dv up to 128 run in WebGPU's default 16 KiB. Each against the
-/// reference, causal, and with large logits (the accumulators' rescaling). The limits
+/// would need. With subgroups of 32 or more, D and Dv up to 128 run in WebGPU's default
+/// 16 KiB. Each against the reference, causal, and with large logits (the accumulators'
+/// rescaling). The test's widths are multiples of 4, as `takes` assumes. The limits
 /// follow from the lanes since 2026-12-06 (the session after): at 16 lanes the scratch of
 /// 8 subgroups needs more than the fixed 12 to 19 KiB written for 32, and the test failed
 /// there (`WGPU_ATTENTION_COOP_LANES=16`), as it would on a GPU with subgroups of 16.
