@@ -35,8 +35,11 @@
 // agree). A power of two, so the division and remainder below are a shift and a mask.
 const TEXTURE_WIDTH: u32 = 4096u;
 
-fn texel(i: u32) -> vec2<u32> {
-    return vec2<u32>(i % TEXTURE_WIDTH, i / TEXTURE_WIDTH);
+// Signed coordinates, though they are never negative: with wgpu's runtime checks on, naga
+// 30 clamps unsigned ones against a vector of u32 it builds from i32 constants, which Vulkan
+// refuses (spirv-val; tests/suite/shaders/vulkan.rs) and lavapipe happens to run.
+fn texel(i: u32) -> vec2<i32> {
+    return vec2<i32>(i32(i % TEXTURE_WIDTH), i32(i / TEXTURE_WIDTH));
 }
 
 // Four consecutive floats of k (of v) from vec4 index i of the window.

@@ -24,8 +24,11 @@
 // agree).
 const TEXTURE_WIDTH: u32 = 4096u;
 
-fn texel(i: u32) -> vec2<u32> {
-    return vec2<u32>(i % TEXTURE_WIDTH, i / TEXTURE_WIDTH);
+// Signed coordinates, though they are never negative: with wgpu's runtime checks on, naga
+// 30 clamps unsigned ones against a vector of u32 it builds from i32 constants, which Vulkan
+// refuses (spirv-val; tests/suite/shaders/vulkan.rs) and lavapipe happens to run.
+fn texel(i: u32) -> vec2<i32> {
+    return vec2<i32>(i32(i % TEXTURE_WIDTH), i32(i / TEXTURE_WIDTH));
 }
 
 // The four values of two packed words, the low half of each word first: a bf16 value is

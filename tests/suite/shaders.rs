@@ -1,12 +1,16 @@
 //! Every shader parsed, validated, and translated by naga to SPIR-V, MSL and HLSL, with no
 //! adapter: Metal and DX12 breakage shows up here too. SPIR-V is written with the options
-//! wgpu's Vulkan backend uses, with runtime checks off and on (`vulkan_writer_options`).
-//! Binding tables and uniform sizes are checked against the WGSL declarations.
+//! wgpu's Vulkan backend uses, with runtime checks off and on, and checked by SPIRV-Tools'
+//! validator under Vulkan's rules (shaders/vulkan.rs). Binding tables and uniform sizes are
+//! checked against the WGSL declarations.
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use wgpu_attention::decode::kernels as decode;
 use wgpu_attention::fused::kernels as fused;
 use wgpu_attention::kernel::{BindingKind, Kernel};
+
+mod vulkan;
+use vulkan::VulkanModules;
 
 fn module(kernel: Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
     validated(kernel.source(), kernel.label())
@@ -153,6 +157,7 @@ fn on_cooperative_matrices(kernel: Kernel) -> bool {
 
 #[test]
 fn every_shader_translates_to_spirv_msl_hlsl() {
+    let mut vulkan = VulkanModules::new("every_shader");
     for kernel in wgpu_attention::every_kernel() {
         let (module, info) = module(kernel);
         for constants in specialisations(kernel) {
@@ -165,7 +170,7 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
                 naga::back::pipeline_constants::process_overrides(&module, &info, stage, &pc)
                     .unwrap_or_else(|e| panic!("{} with {constants:?}: {e}", kernel.label()));
             let what = format!("{} with {constants:?}", kernel.label());
-            let spv = vulkan_spirv(&module, &info, kernel.entry_point(), &what);
+            let spv = vulkan.write(&module, &info, kernel.entry_point(), &what);
             if kernel == fused::COOP_16X64_SIMD8 {
                 // Metal's simdgroup matrices: MSL 2.3 has them.
                 let options = naga::back::msl::Options {
@@ -202,6 +207,7 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
                 .unwrap_or_else(|e| panic!("{what} to HLSL: {e}"));
         }
     }
+    vulkan.validate();
 }
 
 #[test]
@@ -311,6 +317,7 @@ fn workgroup_memory_matches_the_planner() {
     // subgroups of 16, 32, 64 and 128.
     use wgpu_attention::fused::coop::Variant;
     use wgpu_attention::kernel::PipelineKey;
+    let mut vulkan = VulkanModules::new("coop_variants");
     for v in Variant::ALL {
         for (f16, emulated) in [(false, false), (false, true), (true, false), (true, true)] {
             let kernel = v.kernel(f16, emulated);
@@ -356,7 +363,12 @@ fn workgroup_memory_matches_the_planner() {
                     for (prefetch, out_rows) in [(0, 2), (1, 2), (0, 1)] {
                         let mut constants = key.constants.clone();
                         constants.extend([("PREFETCH", prefetch), ("OUT_ROWS", out_rows)]);
-                        spirv_with(&module, &info, (kernel.entry_point(), &constants), &what);
+                        vulkan.write_with(
+                            &module,
+                            &info,
+                            (kernel.entry_point(), &constants),
+                            &what,
+                        );
                     }
                 }
                 assert_eq!(
@@ -367,26 +379,7 @@ fn workgroup_memory_matches_the_planner() {
             }
         }
     }
-}
-
-/// `module` (a kernel whose entry point is `entry_point`) with `constants` for its
-/// overrides, written to SPIR-V: what a pipeline of it hands a Vulkan driver
-/// ([`vulkan_spirv`]). Panics, naming `what`, where naga cannot.
-fn spirv_with(
-    module: &naga::Module,
-    info: &naga::valid::ModuleInfo,
-    (entry_point, constants): (&str, &[(&str, u32)]),
-    what: &str,
-) -> Vec<u32> {
-    let mut pc = naga::back::PipelineConstants::default();
-    for (name, value) in constants {
-        pc.insert((*name).to_string(), f64::from(*value));
-    }
-    let stage = Some((naga::ShaderStage::Compute, entry_point));
-    let (module, info) =
-        naga::back::pipeline_constants::process_overrides(module, info, stage, &pc)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-    vulkan_spirv(&module, &info, entry_point, what)
+    vulkan.validate();
 }
 
 /// Bytes of workgroup memory a kernel declares.
@@ -481,6 +474,7 @@ fn array_sizes_written_per_pipeline() {
         subgroup_array_sizes, MAX_WIDTH, SUBGROUP_WIDE_MAX_WIDTH, WIDE_MAX_ROWS, WIDE_MAX_WIDTH,
     };
     use wgpu_attention::kernel::PipelineKey;
+    let mut vulkan = VulkanModules::new("sized_arrays");
     let mut checked = 0;
     for kernel in wgpu_attention::every_kernel() {
         let label = kernel.label();
@@ -535,12 +529,13 @@ fn array_sizes_written_per_pipeline() {
                     "MAX_TILE"
                 };
                 assert_eq!(size(max_rows) as usize, rows, "{what}");
-                spirv_with(&module, &info, (kernel.entry_point(), &constants), &what);
+                vulkan.write_with(&module, &info, (kernel.entry_point(), &constants), &what);
                 checked += 1;
             }
         }
     }
     assert!(checked > 0);
+    vulkan.validate();
 }
 
 /// Decode's workgroup form sizes its batch array per pipeline (`MAX_BATCH`, from
@@ -551,6 +546,7 @@ fn array_sizes_written_per_pipeline() {
 fn workgroup_batches_sized_per_pipeline() {
     use wgpu_attention::decode::{workgroup_array_sizes, MAX_LOAD_BATCH};
     use wgpu_attention::kernel::PipelineKey;
+    let mut vulkan = VulkanModules::new("decode_batches");
     let mut checked = 0;
     for kernel in wgpu_attention::every_kernel() {
         if !kernel.label().starts_with("decode_workgroup") {
@@ -576,12 +572,13 @@ fn workgroup_batches_sized_per_pipeline() {
                 let what = format!("{} with {constants:?}", kernel.label());
                 let (module, info) = validated(&key.source(), &what);
                 assert_eq!(constant(&module, "MAX_BATCH"), Some(batch), "{what}");
-                spirv_with(&module, &info, (kernel.entry_point(), &constants), &what);
+                vulkan.write_with(&module, &info, (kernel.entry_point(), &constants), &what);
                 checked += 1;
             }
         }
     }
     assert!(checked >= 3 * 8, "{checked}");
+    vulkan.validate();
 }
 
 /// The texture width the 16-key kernels index K and V with is the one the host lays the
@@ -603,90 +600,4 @@ fn texture_width_matches_the_host() {
         assert_eq!(width, KV_TEXTURE_WIDTH, "{}", kernel.label());
         assert!(width.is_power_of_two());
     }
-}
-
-/// naga's SPIR-V writer options as wgpu-hal 30's Vulkan backend sets them
-/// (`Adapter::open`, `Device::compile_stage`) on a Vulkan 1.3 device with the features a
-/// context asks for (src/context.rs: subgroups, f16, int64, and cooperative matrices where
-/// the adapter has them), for a module created the crate's way
-/// (`create_shader_module_trusted`, zero-initialised workgroup memory off) with its runtime
-/// checks off (the default) or on (`ContextOptions::shader_runtime_checks`; buffers and
-/// images are then clamped too, as on a device without robust access: the stricter case).
-/// The capability list matters: naga refuses a module that needs one wgpu does not grant.
-/// Why not the writer's defaults: CI's adapter never builds the hardware kernels of the
-/// tensor-core tier (lavapipe has no cooperative matrices), so this is the only place the
-/// way a GPU's pipeline writes them is exercised before a device run.
-fn vulkan_writer_options(checked: bool) -> naga::back::spv::Options<'static> {
-    use naga::back::spv::{Capability, Options, WriterFlags, ZeroInitializeWorkgroupMemoryMode};
-    use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
-    let capabilities = [
-        Capability::Shader,
-        Capability::Matrix,
-        Capability::Sampled1D,
-        Capability::Image1D,
-        Capability::ImageQuery,
-        Capability::DerivativeControl,
-        Capability::StorageImageExtendedFormats,
-        Capability::SampledCubeArray,
-        Capability::SampleRateShading,
-        Capability::GroupNonUniform,
-        Capability::GroupNonUniformVote,
-        Capability::GroupNonUniformArithmetic,
-        Capability::GroupNonUniformBallot,
-        Capability::GroupNonUniformShuffle,
-        Capability::GroupNonUniformShuffleRelative,
-        Capability::GroupNonUniformQuad,
-        Capability::Int64,
-        Capability::Float16,
-        Capability::CooperativeMatrixKHR,
-        Capability::VulkanMemoryModel,
-    ];
-    let policy = if checked {
-        BoundsCheckPolicy::Restrict
-    } else {
-        BoundsCheckPolicy::Unchecked
-    };
-    Options {
-        lang_version: (1, 6),
-        flags: WriterFlags::LABEL_VARYINGS | WriterFlags::FORCE_POINT_SIZE,
-        capabilities: Some(capabilities.into_iter().collect()),
-        bounds_check_policies: BoundsCheckPolicies {
-            index: policy,
-            buffer: policy,
-            image_load: policy,
-            binding_array: BoundsCheckPolicy::Unchecked,
-        },
-        zero_initialize_workgroup_memory: ZeroInitializeWorkgroupMemoryMode::None,
-        force_loop_bounding: checked,
-        ray_query_initialization_tracking: checked,
-        use_storage_input_output_16: true,
-        emit_int_div_checks: checked,
-        ..Options::default()
-    }
-}
-
-/// `module` (overrides processed) written to SPIR-V as wgpu's Vulkan backend writes it for a
-/// pipeline, with the crate's runtime checks off and on ([`vulkan_writer_options`]); the
-/// first. Panics, naming `what`, where naga cannot, or panics itself (naga 30's writer has
-/// panicked on a cooperative store's inline pointer: shared/probes/coop-probe), which on a
-/// device is a failed pipeline that no lavapipe run builds.
-fn vulkan_spirv(
-    module: &naga::Module,
-    info: &naga::valid::ModuleInfo,
-    entry_point: &str,
-    what: &str,
-) -> Vec<u32> {
-    let pipeline = naga::back::spv::PipelineOptions {
-        entry_point: entry_point.to_string(),
-        shader_stage: naga::ShaderStage::Compute,
-    };
-    let mut written = [false, true].map(|checked| {
-        let options = vulkan_writer_options(checked);
-        std::panic::catch_unwind(|| {
-            naga::back::spv::write_vec(module, info, &options, Some(&pipeline))
-        })
-        .unwrap_or_else(|_| panic!("{what}, runtime checks {checked}: naga panicked"))
-        .unwrap_or_else(|e| panic!("{what}, runtime checks {checked}, to SPIR-V: {e}"))
-    });
-    std::mem::take(&mut written[0])
 }
