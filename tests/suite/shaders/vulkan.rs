@@ -9,9 +9,10 @@
 //! such a module differently or not at all, and the tensor-core tier's hardware kernels,
 //! which no adapter here builds, have nothing else between them and a device run.
 //!
-//! `.ci/run` installs `spirv-val` and sets `REQUIRE_SPIRV_VAL=1`, so that CI never passes by
-//! skipping it; elsewhere the tests say that they skipped it. `SPIRV_VAL` names the binary
-//! where it is not `spirv-val` on the PATH.
+//! `.ci/run` installs `spirv-val` and sets `REQUIRE_SPIRV_VAL=1`, so that CI does not pass by
+//! skipping it (where PyPI cannot be reached it says so and goes on without); elsewhere the
+//! tests say that they skipped it. `SPIRV_VAL` names the binary where it is not `spirv-val`
+//! on the PATH.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
