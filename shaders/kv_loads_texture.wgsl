@@ -37,7 +37,9 @@ const TEXTURE_WIDTH: u32 = 4096u;
 
 // Signed coordinates, though they are never negative: with wgpu's runtime checks on, naga
 // 30 clamps unsigned ones against a vector of u32 it builds from i32 constants, which Vulkan
-// refuses (spirv-val; tests/suite/shaders/vulkan.rs) and lavapipe happens to run.
+// refuses (spirv-val; tests/suite/shaders/vulkan.rs) and lavapipe happens to run. naga's IR
+// means image coordinates to be signed, which its WGSL front end does not enforce
+// (gfx-rs/wgpu issues 4581 and 9978).
 fn texel(i: u32) -> vec2<i32> {
     return vec2<i32>(i32(i % TEXTURE_WIDTH), i32(i / TEXTURE_WIDTH));
 }
