@@ -19,6 +19,28 @@ const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
     .union(wgpu::Features::SHADER_F16)
     .union(wgpu::Features::SHADER_INT64);
 
+/// A device opened by `request` with `features`, and with the cooperative matrices too where
+/// `coop` runs the tier on them. Where that request fails, the device is opened without
+/// them and the tier is unavailable, saying why: an experimental feature a driver refuses
+/// must not cost the caller the GPU, whose other paths need nothing of it.
+fn open_with_fallback<T>(
+    features: wgpu::Features,
+    coop: CoopSupport,
+    request: impl Fn(wgpu::Features) -> std::result::Result<T, String>,
+) -> std::result::Result<(T, CoopSupport), String> {
+    if !matches!(coop, CoopSupport::Hardware { .. }) {
+        return Ok((request(features)?, coop));
+    }
+    match request(features | COOP_FEATURE) {
+        Ok(device) => Ok((device, coop)),
+        Err(e) => {
+            let device = request(features)?;
+            let why = format!("the device request with cooperative matrices failed ({e})");
+            Ok((device, CoopSupport::Unavailable(why)))
+        }
+    }
+}
+
 /// How to build a [`Context`]. The defaults pick the best adapter and request its own limits.
 #[derive(Clone, Debug, Default)]
 pub struct ContextOptions {
@@ -192,29 +214,27 @@ impl Context {
             &adapter.cooperative_matrix_properties(),
             options.cooperative_matrix,
         );
-        let mut required_features = adapter.features() & WANTED_FEATURES & wanted;
-        if matches!(coop, CoopSupport::Hardware { .. }) {
-            required_features |= COOP_FEATURE;
-        }
-        let desc = wgpu::DeviceDescriptor {
-            label: Some("wgpu-attention"),
-            required_features,
-            required_limits: limits,
-            // SAFETY: experimental features are enabled only to request
-            // EXPERIMENTAL_COOPERATIVE_MATRIX, which only the cooperative-matrix kernels use,
-            // and only on configurations the adapter lists (coop_support).
-            experimental_features: if required_features.contains(COOP_FEATURE) {
-                unsafe { wgpu::ExperimentalFeatures::enabled() }
-            } else {
-                wgpu::ExperimentalFeatures::disabled()
-            },
-            ..Default::default()
-        };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
-            Error::DeviceRequest {
-                adapter: info.name.clone(),
-                reason: e.to_string(),
-            }
+        let required_features = adapter.features() & WANTED_FEATURES & wanted;
+        let ((device, queue), coop) = open_with_fallback(required_features, coop, |features| {
+            let desc = wgpu::DeviceDescriptor {
+                label: Some("wgpu-attention"),
+                required_features: features,
+                required_limits: limits.clone(),
+                // SAFETY: experimental features are enabled only to request
+                // EXPERIMENTAL_COOPERATIVE_MATRIX, which only the cooperative-matrix kernels
+                // use, and only on configurations the adapter lists (coop_support).
+                experimental_features: if features.contains(COOP_FEATURE) {
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
+                ..Default::default()
+            };
+            pollster::block_on(adapter.request_device(&desc)).map_err(|e| e.to_string())
+        })
+        .map_err(|reason| Error::DeviceRequest {
+            adapter: info.name.clone(),
+            reason,
         })?;
         Ok(Self::build(device, queue, options, coop))
     }
@@ -447,5 +467,68 @@ impl Context {
     /// first call's own time holds it and this time is the driver's translation only.
     pub fn pipeline_builds(&self) -> (usize, std::time::Duration) {
         self.inner.registry.builds()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// The requests `open_with_fallback` makes when each with the cooperative matrices
+    /// fails (`coop_refused`), and what it returns.
+    fn requests(
+        coop: CoopSupport,
+        coop_refused: bool,
+    ) -> (
+        Vec<wgpu::Features>,
+        std::result::Result<CoopSupport, String>,
+    ) {
+        let asked = RefCell::new(Vec::new());
+        let got = open_with_fallback(wgpu::Features::SHADER_F16, coop, |features| {
+            asked.borrow_mut().push(features);
+            if coop_refused && features.contains(COOP_FEATURE) {
+                Err("feature refused".to_string())
+            } else {
+                Ok(())
+            }
+        });
+        (asked.into_inner(), got.map(|((), coop)| coop))
+    }
+
+    #[test]
+    fn a_refused_coop_request_opens_the_device_without_the_tier() {
+        let hardware = CoopSupport::Hardware { subgroup: 32 };
+        let f16 = wgpu::Features::SHADER_F16;
+        // Granted: one request, with the feature, and the tier kept.
+        let (asked, got) = requests(hardware.clone(), false);
+        assert_eq!(asked, [f16 | COOP_FEATURE]);
+        assert_eq!(got, Ok(hardware.clone()));
+        // Refused: a second request without it, and the tier unavailable with the reason.
+        let (asked, got) = requests(hardware, true);
+        assert_eq!(asked, [f16 | COOP_FEATURE, f16]);
+        match got {
+            Ok(CoopSupport::Unavailable(why)) => assert!(why.contains("feature refused"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Without the tier on the hardware, the feature is never asked for.
+        for coop in [
+            CoopSupport::Emulated,
+            CoopSupport::Unavailable("off".into()),
+        ] {
+            let (asked, got) = requests(coop.clone(), true);
+            assert_eq!(asked, [f16]);
+            assert_eq!(got, Ok(coop));
+        }
+    }
+
+    #[test]
+    fn a_refused_plain_request_is_the_error() {
+        let got = open_with_fallback(
+            wgpu::Features::empty(),
+            CoopSupport::Hardware { subgroup: 32 },
+            |_| -> std::result::Result<(), String> { Err("no device".into()) },
+        );
+        assert_eq!(got.map(|_| ()), Err("no device".to_string()));
     }
 }
