@@ -130,7 +130,10 @@ impl PipelineKey {
         });
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some(kernel.label()),
-            source: wgpu::ShaderSource::Wgsl(self.source()),
+            source: wgpu::ShaderSource::Wgsl(with_invocation_order(
+                self.source(),
+                reverse_invocations(),
+            )),
         };
         // Trusted modules skip wgpu's runtime checks (bounds checks and forced loop bounding).
         // Both hide trip counts and induction variables from the driver's compiler, so loops
@@ -169,6 +172,31 @@ impl PipelineKey {
             pipeline,
         }
     }
+}
+
+/// The variable (`1`) that has every kernel with workgroup barriers number its invocations
+/// backwards (its `const REVERSE_INVOCATIONS`), for testing: lavapipe runs a workgroup's
+/// invocations in their order between barriers, so a missing barrier shows there only if
+/// the invocation that must wait comes first, and a test run in each order puts every pair
+/// both ways round (`.ci/run`, docs/testing.md). The results are the same either way for a
+/// kernel without such a race; on a GPU the order costs nothing, but is not meant for use.
+pub(crate) const REVERSE_INVOCATIONS_VAR: &str = "WGPU_ATTENTION_REVERSE_INVOCATIONS";
+
+/// Whether [`REVERSE_INVOCATIONS_VAR`] asks for invocations numbered backwards.
+fn reverse_invocations() -> bool {
+    std::env::var(REVERSE_INVOCATIONS_VAR).is_ok_and(|v| v == "1")
+}
+
+/// `source` with its `const REVERSE_INVOCATIONS` set to 1 where `reverse` (and the kernel
+/// declares it: those without workgroup barriers do not), else as it is.
+pub(crate) fn with_invocation_order(
+    source: std::borrow::Cow<'static, str>,
+    reverse: bool,
+) -> std::borrow::Cow<'static, str> {
+    if !reverse {
+        return source;
+    }
+    sized_source(&source, &[("REVERSE_INVOCATIONS", 1)]).map_or(source, Into::into)
 }
 
 /// `source` with each module-scope declaration `const NAME: u32 = ...;` of `sizes` (one
@@ -339,6 +367,20 @@ mod tests {
             log_line(1234, "fused::tiers", &key, false),
             "1234\tfused::tiers\tmerge\t[(\"D\", 20), (\"CAUSAL\", 1)]\tfalse\n"
         );
+    }
+
+    /// The order is written into the kernels that declare it, only where asked for.
+    #[test]
+    fn invocations_reverse_where_asked_and_declared() {
+        let merge = crate::kernel::shared::MERGE.source();
+        assert!(merge.contains("const REVERSE_INVOCATIONS: u32 = 0u;"));
+        let reversed = with_invocation_order(merge.into(), true);
+        assert!(reversed.contains("const REVERSE_INVOCATIONS: u32 = 1u;"));
+        assert!(!reversed.contains("const REVERSE_INVOCATIONS: u32 = 0u;"));
+        assert_eq!(with_invocation_order(merge.into(), false), merge);
+        // A kernel without the declaration is built as it is.
+        let plain: std::borrow::Cow<'static, str> = "fn main() {}".into();
+        assert_eq!(with_invocation_order(plain.clone(), true), plain);
     }
 
     #[test]

@@ -601,3 +601,31 @@ fn texture_width_matches_the_host() {
         assert!(width.is_power_of_two());
     }
 }
+
+/// Every kernel with workgroup barriers can number its invocations backwards (its `const
+/// REVERSE_INVOCATIONS`, which the host writes in for `.ci/run`'s pass in that order, from
+/// `WGPU_ATTENTION_REVERSE_INVOCATIONS=1`), and so written it validates and translates.
+#[test]
+fn kernels_with_barriers_reverse_their_invocations() {
+    use wgpu_attention::kernel::PipelineKey;
+    let mut vulkan = VulkanModules::new("reversed");
+    let mut reversed = 0;
+    for kernel in wgpu_attention::every_kernel() {
+        let source = kernel.source();
+        if !source.contains("workgroupBarrier") && !source.contains("workgroupUniformLoad") {
+            continue;
+        }
+        let key = PipelineKey {
+            kernel,
+            constants: Vec::new(),
+            sizes: vec![("REVERSE_INVOCATIONS", 1)],
+        };
+        let what = format!("{} with its invocations reversed", kernel.label());
+        let (module, info) = validated(&key.source(), &what);
+        assert_eq!(constant(&module, "REVERSE_INVOCATIONS"), Some(1), "{what}");
+        vulkan.write_with(&module, &info, (kernel.entry_point(), &[]), &what);
+        reversed += 1;
+    }
+    assert!(reversed >= 6, "{reversed}");
+    vulkan.validate();
+}
