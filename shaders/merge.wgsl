@@ -73,14 +73,12 @@ fn fold(m: ptr<function, f32>, sum: ptr<function, f32>, acc: ptr<function, vec4<
     *m = m_new;
 }
 
-// Testing only: 1 numbers the invocations backwards, so that CI runs the barriers' races in
-// both orders (written in per pipeline: crate::kernel's REVERSE_INVOCATIONS_VAR says why).
-const REVERSE_INVOCATIONS: u32 = 0u;
-
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) local_index: u32) {
-    let lindex = select(local_index, 63u - local_index, REVERSE_INVOCATIONS != 0u);
+    // The role this invocation takes: its index, but in CI's runs in other orders
+    // (shaders/invocation_order.wgsl).
+    let lindex = invocation_role(local_index, 64u);
     let per_group = WG / LANES;
     let lane = lindex / per_group;
     let slot = lindex % per_group;

@@ -167,14 +167,12 @@ fn add_value(acc: ptr<function, array<vec4<f32>, MAX_ROWS>>, c: u32, r0: u32,
     }
 }
 
-// Testing only: 1 numbers the invocations backwards, so that CI runs the barriers' races in
-// both orders (written in per pipeline: crate::kernel's REVERSE_INVOCATIONS_VAR says why).
-const REVERSE_INVOCATIONS: u32 = 0u;
-
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) local_index: u32) {
-    let t = select(local_index, 63u - local_index, REVERSE_INVOCATIONS != 0u);
+    // The role this invocation takes: its index, but in CI's runs in other orders
+    // (shaders/invocation_order.wgsl).
+    let t = invocation_role(local_index, 64u);
     let wg = wid.x + wid.y * nwg.x;
     // Uniform across the workgroup: every barrier below stays in uniform control flow.
     if (wg >= p.total) {

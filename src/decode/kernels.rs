@@ -7,10 +7,11 @@ use crate::kernel::{kernels, wgsl};
 
 /// Decode: its array sizes and K/V loads files (and the workgroup form's K staging,
 /// src/decode/kstage_f32.wgsl or kstage_packed.wgsl), then shaders/mask.wgsl,
-/// src/decode/decode_common.wgsl (parameters, bindings, masking rule) and the body.
+/// shaders/invocation_order.wgsl, src/decode/decode_common.wgsl (parameters, bindings,
+/// masking rule) and the body.
 macro_rules! decode {
     ($($file:literal),+ => $body:literal) => {
-        wgsl!($($file),+, "shaders/mask", "src/decode/decode_common", $body)
+        wgsl!($($file),+, "shaders/mask", "shaders/invocation_order", "src/decode/decode_common", $body)
     };
 }
 

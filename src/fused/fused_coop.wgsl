@@ -189,14 +189,12 @@ fn store_keys(lindex: u32, n4: u32, share: Staged) {
     }
 }
 
-// Testing only: 1 numbers the invocations backwards, so that CI runs the barriers' races in
-// both orders (written in per pipeline: crate::kernel's REVERSE_INVOCATIONS_VAR says why).
-const REVERSE_INVOCATIONS: u32 = 0u;
-
 @compute @workgroup_size(128, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) local_index: u32) {
-    let lindex = select(local_index, 127u - local_index, REVERSE_INVOCATIONS != 0u);
+    // The role this invocation takes: its index, but in CI's runs in other orders
+    // (shaders/invocation_order.wgsl).
+    let lindex = invocation_role(local_index, 128u);
     let wg = wid.x + wid.y * nwg.x;
     // Workgroup-uniform, so every barrier and cooperative operation below runs in uniform
     // control flow.

@@ -5,11 +5,12 @@
 
 use crate::kernel::{kernels, wgsl};
 
-/// A fused tier: shaders/mask.wgsl and src/fused/fused_common.wgsl (the tiers' parameters,
-/// bindings and masking rule) in front of its K/V loads, its array sizes and its body.
+/// A fused tier: shaders/mask.wgsl, shaders/invocation_order.wgsl and
+/// src/fused/fused_common.wgsl (the tiers' parameters, bindings and masking rule) in front
+/// of its K/V loads, its array sizes and its body.
 macro_rules! fused {
     ($($file:literal),+) => {
-        wgsl!("shaders/mask", "src/fused/fused_common", $($file),+)
+        wgsl!("shaders/mask", "shaders/invocation_order", "src/fused/fused_common", $($file),+)
     };
 }
 /// The subgroup tier: [`fused!`] with its loads, array sizes and key block (lanes) files in
@@ -20,13 +21,14 @@ macro_rules! subgroup {
     };
 }
 /// The cooperative-matrix tier: its directives file first (WGSL wants `enable` before any
-/// declaration), then [`fused!`] with its K/V loads, its tile sizes and its operations
-/// (hardware or emulated) in front of src/fused/fused_coop.wgsl.
+/// declaration), then [`fused!`]'s files with its K/V loads, its tile sizes and its
+/// operations (hardware or emulated) in front of src/fused/fused_coop.wgsl.
 macro_rules! coop {
     ($enable:literal, $loads:literal, $tile:literal, $ops:literal) => {
         wgsl!(
             $enable,
             "shaders/mask",
+            "shaders/invocation_order",
             "src/fused/fused_common",
             $loads,
             $tile,

@@ -132,7 +132,7 @@ impl PipelineKey {
             label: Some(kernel.label()),
             source: wgpu::ShaderSource::Wgsl(with_invocation_order(
                 self.source(),
-                reverse_invocations(),
+                invocation_order(),
             )),
         };
         // Trusted modules skip wgpu's runtime checks (bounds checks and forced loop bounding).
@@ -174,29 +174,44 @@ impl PipelineKey {
     }
 }
 
-/// The variable (`1`) that has every kernel with workgroup barriers number its invocations
-/// backwards (its `const REVERSE_INVOCATIONS`), for testing: lavapipe runs a workgroup's
-/// invocations in their order between barriers, so a missing barrier shows there only if
-/// the invocation that must wait comes first, and a test run in each order puts every pair
-/// both ways round (`.ci/run`, docs/testing.md). The results are the same either way for a
-/// kernel without such a race; on a GPU the order costs nothing, but is not meant for use.
-pub(crate) const REVERSE_INVOCATIONS_VAR: &str = "WGPU_ATTENTION_REVERSE_INVOCATIONS";
+/// The variable that has every kernel with workgroup barriers give its invocations their
+/// roles in another order (its `const INVOCATION_ORDER`, shaders/invocation_order.wgsl), for
+/// testing: `reversed`, `interleaved` or `interleaved-reversed`. lavapipe runs a
+/// workgroup's invocations in their order between barriers, a SIMD batch at a time, so a
+/// missing barrier shows there only if the invocation that must wait comes first, and
+/// never between two of one batch; `.ci/run` runs the tests in each order, which between
+/// them put every pair of invocations both ways round in different batches
+/// (docs/testing.md). A kernel without such a race gives the same results in every order;
+/// on a GPU the order costs nothing, but is not meant for use.
+pub(crate) const INVOCATION_ORDER_VAR: &str = "WGPU_ATTENTION_INVOCATION_ORDER";
 
-/// Whether [`REVERSE_INVOCATIONS_VAR`] asks for invocations numbered backwards.
-fn reverse_invocations() -> bool {
-    std::env::var(REVERSE_INVOCATIONS_VAR).is_ok_and(|v| v == "1")
+/// The order [`INVOCATION_ORDER_VAR`] asks for, as the kernels number it (0 where it names
+/// none of the orders).
+fn invocation_order() -> u32 {
+    order_named(std::env::var(INVOCATION_ORDER_VAR).ok().as_deref())
 }
 
-/// `source` with its `const REVERSE_INVOCATIONS` set to 1 where `reverse` (and the kernel
-/// declares it: those without workgroup barriers do not), else as it is.
+/// The kernels' number of the order named `name`: 1 `reversed`, 2 `interleaved`, 3
+/// `interleaved-reversed`, else 0 (as numbered).
+fn order_named(name: Option<&str>) -> u32 {
+    match name {
+        Some("reversed") => 1,
+        Some("interleaved") => 2,
+        Some("interleaved-reversed") => 3,
+        _ => 0,
+    }
+}
+
+/// `source` with its `const INVOCATION_ORDER` set to `order` where that is not 0 (and the
+/// kernel declares it), else as it is.
 pub(crate) fn with_invocation_order(
     source: std::borrow::Cow<'static, str>,
-    reverse: bool,
+    order: u32,
 ) -> std::borrow::Cow<'static, str> {
-    if !reverse {
+    if order == 0 {
         return source;
     }
-    sized_source(&source, &[("REVERSE_INVOCATIONS", 1)]).map_or(source, Into::into)
+    sized_source(&source, &[("INVOCATION_ORDER", order)]).map_or(source, Into::into)
 }
 
 /// `source` with each module-scope declaration `const NAME: u32 = ...;` of `sizes` (one
@@ -371,16 +386,25 @@ mod tests {
 
     /// The order is written into the kernels that declare it, only where asked for.
     #[test]
-    fn invocations_reverse_where_asked_and_declared() {
+    fn invocation_orders_are_written_where_asked_and_declared() {
         let merge = crate::kernel::shared::MERGE.source();
-        assert!(merge.contains("const REVERSE_INVOCATIONS: u32 = 0u;"));
-        let reversed = with_invocation_order(merge.into(), true);
-        assert!(reversed.contains("const REVERSE_INVOCATIONS: u32 = 1u;"));
-        assert!(!reversed.contains("const REVERSE_INVOCATIONS: u32 = 0u;"));
-        assert_eq!(with_invocation_order(merge.into(), false), merge);
+        assert!(merge.contains("const INVOCATION_ORDER: u32 = 0u;"));
+        for (name, order) in [
+            ("reversed", 1),
+            ("interleaved", 2),
+            ("interleaved-reversed", 3),
+        ] {
+            assert_eq!(order_named(Some(name)), order);
+            let written = with_invocation_order(merge.into(), order);
+            assert!(written.contains(&format!("const INVOCATION_ORDER: u32 = {order}u;")));
+            assert!(!written.contains("const INVOCATION_ORDER: u32 = 0u;"));
+        }
+        assert_eq!(order_named(None), 0);
+        assert_eq!(order_named(Some("backwards")), 0);
+        assert_eq!(with_invocation_order(merge.into(), 0), merge);
         // A kernel without the declaration is built as it is.
         let plain: std::borrow::Cow<'static, str> = "fn main() {}".into();
-        assert_eq!(with_invocation_order(plain.clone(), true), plain);
+        assert_eq!(with_invocation_order(plain.clone(), 1), plain);
     }
 
     #[test]

@@ -9,7 +9,7 @@ kernels! {
     /// `shaders/merge.wgsl`: combines partial (O, LSE) results over key splits.
     MERGE {
         label: "merge",
-        source: wgsl!("shaders/merge"),
+        source: wgsl!("shaders/invocation_order", "shaders/merge"),
         bindings: MERGE,
         params: MergeParams,
         features: NONE,

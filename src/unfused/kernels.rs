@@ -3,10 +3,11 @@
 
 use crate::kernel::{kernels, wgsl};
 
-/// A kernel that reads mask parameters: shaders/mask.wgsl in front.
+/// A kernel that reads mask parameters: shaders/mask.wgsl in front, and
+/// shaders/invocation_order.wgsl (the softmax takes its invocations' roles from it).
 macro_rules! masked {
     ($($file:literal),+) => {
-        wgsl!("shaders/mask", $($file),+)
+        wgsl!("shaders/mask", "shaders/invocation_order", $($file),+)
     };
 }
 

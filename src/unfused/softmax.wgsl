@@ -62,14 +62,12 @@ fn key_end(i: u32) -> u32 {
     return u32(clamp(last, 0, i32(p.lk)));
 }
 
-// Testing only: 1 numbers the invocations backwards, so that CI runs the barriers' races in
-// both orders (written in per pipeline: crate::kernel's REVERSE_INVOCATIONS_VAR says why).
-const REVERSE_INVOCATIONS: u32 = 0u;
-
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) local_index: u32) {
-    let lane = select(local_index, 63u - local_index, REVERSE_INVOCATIONS != 0u);
+    // The role this invocation takes: its index, but in CI's runs in other orders
+    // (shaders/invocation_order.wgsl).
+    let lane = invocation_role(local_index, 64u);
     let row = wid.x + wid.y * nwg.x;
     // Uniform per workgroup, so the early return does not break the barriers below.
     if (row >= p.total_tiles) {

@@ -602,30 +602,38 @@ fn texture_width_matches_the_host() {
     }
 }
 
-/// Every kernel with workgroup barriers can number its invocations backwards (its `const
-/// REVERSE_INVOCATIONS`, which the host writes in for `.ci/run`'s pass in that order, from
-/// `WGPU_ATTENTION_REVERSE_INVOCATIONS=1`), and so written it validates and translates.
+/// Every kernel with workgroup barriers gives its invocations their roles through
+/// shaders/invocation_order.wgsl, whose `const INVOCATION_ORDER` the host writes in for
+/// `.ci/run`'s runs in other orders (`WGPU_ATTENTION_INVOCATION_ORDER`), and so written, in
+/// each of the three, it validates and translates.
 #[test]
-fn kernels_with_barriers_reverse_their_invocations() {
+fn kernels_with_barriers_take_each_invocation_order() {
     use wgpu_attention::kernel::PipelineKey;
-    let mut vulkan = VulkanModules::new("reversed");
-    let mut reversed = 0;
+    let mut vulkan = VulkanModules::new("invocation_orders");
+    let mut kernels = 0;
     for kernel in wgpu_attention::every_kernel() {
         let source = kernel.source();
         if !source.contains("workgroupBarrier") && !source.contains("workgroupUniformLoad") {
             continue;
         }
-        let key = PipelineKey {
-            kernel,
-            constants: Vec::new(),
-            sizes: vec![("REVERSE_INVOCATIONS", 1)],
-        };
-        let what = format!("{} with its invocations reversed", kernel.label());
-        let (module, info) = validated(&key.source(), &what);
-        assert_eq!(constant(&module, "REVERSE_INVOCATIONS"), Some(1), "{what}");
-        vulkan.write_with(&module, &info, (kernel.entry_point(), &[]), &what);
-        reversed += 1;
+        assert!(
+            source.contains("invocation_role(local_index"),
+            "{}: its roles do not come from invocation_role",
+            kernel.label()
+        );
+        for order in 1..=3 {
+            let key = PipelineKey {
+                kernel,
+                constants: Vec::new(),
+                sizes: vec![("INVOCATION_ORDER", order)],
+            };
+            let what = format!("{} in invocation order {order}", kernel.label());
+            let (module, info) = validated(&key.source(), &what);
+            assert_eq!(constant(&module, "INVOCATION_ORDER"), Some(order), "{what}");
+            vulkan.write_with(&module, &info, (kernel.entry_point(), &[]), &what);
+        }
+        kernels += 1;
     }
-    assert!(reversed >= 6, "{reversed}");
+    assert!(kernels >= 6, "{kernels}");
     vulkan.validate();
 }
