@@ -180,8 +180,8 @@ impl PipelineKey {
 /// workgroup's invocations in their order between barriers, a SIMD batch at a time, so a
 /// missing barrier shows there only if the invocation that must wait comes first, and
 /// never between two of one batch; `.ci/run` runs the tests in each order, which between
-/// them put every pair of invocations both ways round in different batches
-/// (docs/testing.md). A kernel without such a race gives the same results in every order;
+/// them put every pair of invocations both ways round in different batches of lavapipe's 8
+/// lanes (docs/testing.md). A kernel without such a race gives the same results in every order;
 /// on a GPU the order costs nothing, but is not meant for use.
 pub(crate) const INVOCATION_ORDER_VAR: &str = "WGPU_ATTENTION_INVOCATION_ORDER";
 
