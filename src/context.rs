@@ -203,8 +203,12 @@ impl Context {
         Self::from_adapter(&adapter, options)
     }
 
-    /// Opens a device on a given adapter.
+    /// Opens a device on a given adapter. Refused ([`Error::Environment`]) where a
+    /// `WGPU_ATTENTION_…` variable (switches for testing and timing) holds a value it does
+    /// not take or is no variable of the library's, so that a misspelt one cannot leave a
+    /// run on the default unnoticed.
     pub fn from_adapter(adapter: &wgpu::Adapter, options: &ContextOptions) -> Result<Self> {
+        crate::switches::check_environment()?;
         let info = adapter.get_info();
         let limits = options.limits.clone().unwrap_or_else(|| adapter.limits());
         let wanted = options.features.unwrap_or(WANTED_FEATURES | COOP_FEATURE);
@@ -241,11 +245,13 @@ impl Context {
 
     /// Wraps a device the caller already owns. Features and limits are the device's; the
     /// cooperative-matrix tier is not used (the device's configurations are unknown).
-    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+    /// Refused where the environment is, as in [`Context::from_adapter`].
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Result<Self> {
+        crate::switches::check_environment()?;
         let coop = CoopSupport::Unavailable(
             "a device made by the caller (Context::from_device) does not say which cooperative-matrix configurations it has".into(),
         );
-        Self::build(device, queue, &ContextOptions::default(), coop)
+        Ok(Self::build(device, queue, &ContextOptions::default(), coop))
     }
 
     fn build(

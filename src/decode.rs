@@ -130,7 +130,7 @@ pub fn workgroup_cols(dv: usize) -> usize {
 
 /// Loads the workgroup form issues together (its `LOAD_BATCH`): in its score loop, vec4
 /// columns of a key's row of K; in its output loop, keys' V. On GPUs 8, on CPU adapters 1,
-/// or what [`LOAD_BATCH_VAR`] says (1 to [`MAX_LOAD_BATCH`]; 1 is the kernel before
+/// or what `WGPU_ATTENTION_DECODE_BATCH` says (1 to [`MAX_LOAD_BATCH`]; 1 is the kernel before
 /// 2026-12-06, one load at a time, which `scripts/h200.sh` times beside the default, as it
 /// does 16). On GPUs those loops wait on
 /// their loads' latency unless the driver unrolls them: on an H200 (docs/h200.md,
@@ -142,9 +142,8 @@ pub fn workgroup_cols(dv: usize) -> usize {
 /// were batched too: 13.8 against 9.8), so CPU adapters (where auto takes this form above
 /// width 256) keep one at a time.
 pub(crate) fn load_batch(info: &wgpu::AdapterInfo) -> u32 {
-    std::env::var(LOAD_BATCH_VAR)
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
+    crate::switches::DECODE_BATCH
+        .number()
         .filter(|n| (1..=MAX_LOAD_BATCH).contains(n))
         .unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
             1
@@ -163,11 +162,9 @@ pub fn workgroup_array_sizes(batch: u32) -> [(&'static str, u32); 1] {
     [("MAX_BATCH", batch.clamp(1, MAX_LOAD_BATCH))]
 }
 
-/// The variable that sets [`load_batch`] for timing.
-pub const LOAD_BATCH_VAR: &str = "WGPU_ATTENTION_DECODE_BATCH";
 
 /// Whether the workgroup form stages K through workgroup memory (its `STAGE_K`): on GPUs
-/// yes, on CPU adapters no, or what [`STAGE_K_VAR`] says (`0` or `1`; 0 is the kernel
+/// yes, on CPU adapters no, or what `WGPU_ATTENTION_DECODE_STAGE` says (`0` or `1`; 0 is the kernel
 /// before 2026-12-06, which `scripts/h200.sh` times beside the default). Unstaged, each
 /// invocation reads its own key's row, so one load of a subgroup of 32 touches 32 rows'
 /// cache lines, using 16 bytes of each (8 in f16), and the next columns need those lines
@@ -180,18 +177,16 @@ pub const LOAD_BATCH_VAR: &str = "WGPU_ATTENTION_DECODE_BATCH";
 /// 10` 12.7-13.3 ms against 9.5-11.0 with `=0` (Intel Xeon, 2 threads, 2026-12-06, three
 /// rounds).
 pub(crate) fn stage_k(info: &wgpu::AdapterInfo) -> bool {
-    match std::env::var(STAGE_K_VAR).as_deref() {
-        Ok("0") => false,
-        Ok("1") => true,
+    match crate::switches::DECODE_STAGE.value().as_deref() {
+        Some("0") => false,
+        Some("1") => true,
         _ => info.device_type != wgpu::DeviceType::Cpu,
     }
 }
 
-/// The variable that sets [`stage_k`] for timing.
-pub const STAGE_K_VAR: &str = "WGPU_ATTENTION_DECODE_STAGE";
 
 /// Whether the workgroup form's output loop splits the block's keys between its sets of
-/// invocations (its `V_BY_KEYS`), or what [`V_BY_KEYS_VAR`] says (`0` or `1`; 0 is the kernel
+/// invocations (its `V_BY_KEYS`), or what `WGPU_ATTENTION_DECODE_V_KEYS` says (`0` or `1`; 0 is the kernel
 /// before 2026-12-06, which `scripts/h200.sh` times beside the default). Where Dv/4 fits
 /// the 64 invocations several times (Dv up to 128) they form that many sets, each holding
 /// the output's columns once. Split by rows (0), each set loads every key's V row, so the
@@ -206,11 +201,9 @@ pub const STAGE_K_VAR: &str = "WGPU_ATTENTION_DECODE_STAGE";
 /// 11.1 and 10.5; planned as a GPU (`WGPU_ATTENTION_PLAN_AS=gpu`: K staged, batches of 8)
 /// at 1,32,1,4096,128 (4 rows a tile) 55.0, 47.2 and 43.4 against 72.2, 59.9 and 68.8.
 pub(crate) fn v_by_keys() -> bool {
-    std::env::var(V_BY_KEYS_VAR).as_deref() != Ok("0")
+    !crate::switches::DECODE_V_KEYS.is("0")
 }
 
-/// The variable that sets [`v_by_keys`] for timing.
-pub const V_BY_KEYS_VAR: &str = "WGPU_ATTENTION_DECODE_V_KEYS";
 
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.
@@ -442,7 +435,7 @@ mod tests {
     /// otherwise).
     #[test]
     fn load_batches_follow_the_adapter() {
-        if std::env::var_os(LOAD_BATCH_VAR).is_some() {
+        if std::env::var_os(crate::switches::DECODE_BATCH.name).is_some() {
             return;
         }
         assert_eq!(load_batch(&gpu(32)), 8);
@@ -454,7 +447,7 @@ mod tests {
     /// (unless the variable says otherwise).
     #[test]
     fn k_staging_follows_the_adapter() {
-        if std::env::var_os(STAGE_K_VAR).is_some() {
+        if std::env::var_os(crate::switches::DECODE_STAGE.name).is_some() {
             return;
         }
         assert!(stage_k(&gpu(32)));

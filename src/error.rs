@@ -124,6 +124,18 @@ pub enum Error {
         /// What was wrong and what was expected.
         reason: String,
     },
+    /// A variable of the library's (`WGPU_ATTENTION_…`, switches for testing and timing)
+    /// holds a value it does not take, or no variable of the library has its name. Raised
+    /// when a context opens, so that a misspelt switch cannot run the default unnoticed.
+    #[error("environment variable {variable}='{value}': {expected}")]
+    Environment {
+        /// The variable.
+        variable: String,
+        /// Its value (lossily, where not UTF-8).
+        value: String,
+        /// What it takes, or why the name is refused.
+        expected: String,
+    },
 }
 
 fn filter_note(filter: &Option<String>) -> String {

@@ -105,6 +105,7 @@ mod raster;
 pub mod reference;
 pub mod rng;
 pub mod seeds;
+mod switches;
 mod tensor;
 mod unfused;
 mod widths;

@@ -24,7 +24,7 @@ pub const SLACK: u64 = 512;
 
 /// Whether the adapter runs shaders through llvmpipe (lavapipe reports "llvmpipe (LLVM
 /// ...)"), by its name alone: a lavapipe context planned as a GPU
-/// (`crate::profile::PLAN_AS_VAR`) still runs on llvmpipe.
+/// (`WGPU_ATTENTION_PLAN_AS`) still runs on llvmpipe.
 pub fn limited(info: &wgpu::AdapterInfo) -> bool {
     info.name.contains("llvmpipe")
 }

@@ -36,9 +36,9 @@ impl CoopMode {
     /// The mode `WGPU_ATTENTION_COOP` names (`emulate`, `off`, `hardware`), else
     /// [`CoopMode::Hardware`].
     pub fn from_env() -> CoopMode {
-        match std::env::var("WGPU_ATTENTION_COOP").as_deref() {
-            Ok("emulate") | Ok("emulated") => CoopMode::Emulated,
-            Ok("off") => CoopMode::Off,
+        match crate::switches::COOP.value().as_deref() {
+            Some("emulate") | Some("emulated") => CoopMode::Emulated,
+            Some("off") => CoopMode::Off,
             _ => CoopMode::Hardware,
         }
     }
@@ -119,13 +119,9 @@ pub struct DeviceProfile {
     pub coop: CoopSupport,
 }
 
-/// The variable that makes every context on a CPU adapter plan as on a discrete GPU
-/// (`WGPU_ATTENTION_PLAN_AS=gpu`; [`DeviceProfile::planning_info`]).
-pub const PLAN_AS_VAR: &str = "WGPU_ATTENTION_PLAN_AS";
-
 impl DeviceProfile {
     /// The adapter's description as planning reads it: `info`, except that where
-    /// [`PLAN_AS_VAR`] is `gpu` a CPU adapter is described as a discrete GPU (its name
+    /// `WGPU_ATTENTION_PLAN_AS` is `gpu` a CPU adapter is described as a discrete GPU (its name
     /// saying so), so that the planner ranks paths, picks tiers and forms, and splits work
     /// as on a GPU, while the kernels still run on the CPU adapter with its real limits,
     /// features and subgroup sizes. For testing: the suite run so on lavapipe takes the
@@ -133,7 +129,7 @@ impl DeviceProfile {
     /// (docs/testing.md). llvmpipe's loop limit still applies, as `crate::loops` knows
     /// llvmpipe by its name.
     pub(crate) fn planning_info(info: wgpu::AdapterInfo) -> wgpu::AdapterInfo {
-        let as_gpu = std::env::var(PLAN_AS_VAR).is_ok_and(|v| v == "gpu");
+        let as_gpu = crate::switches::PLAN_AS.is("gpu");
         Self::planned_as(info, as_gpu)
     }
 
@@ -141,7 +137,11 @@ impl DeviceProfile {
     fn planned_as(mut info: wgpu::AdapterInfo, as_gpu: bool) -> wgpu::AdapterInfo {
         if as_gpu && info.device_type == wgpu::DeviceType::Cpu {
             info.device_type = wgpu::DeviceType::DiscreteGpu;
-            info.name = format!("{} (planned as a discrete GPU: {PLAN_AS_VAR})", info.name);
+            info.name = format!(
+                "{} (planned as a discrete GPU: {})",
+                info.name,
+                crate::switches::PLAN_AS.name
+            );
         }
         info
     }
@@ -317,7 +317,11 @@ mod tests {
         let lavapipe = info("lavapipe-256");
         let planned = DeviceProfile::planned_as(lavapipe.clone(), true);
         assert_eq!(planned.device_type, wgpu::DeviceType::DiscreteGpu);
-        assert!(planned.name.contains(PLAN_AS_VAR), "{}", planned.name);
+        assert!(
+            planned.name.contains(crate::switches::PLAN_AS.name),
+            "{}",
+            planned.name
+        );
         assert!(crate::loops::limited(&planned));
         assert_eq!(planned.subgroup_max_size, lavapipe.subgroup_max_size);
         let unasked = DeviceProfile::planned_as(lavapipe.clone(), false);

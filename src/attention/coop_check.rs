@@ -30,12 +30,6 @@ use crate::profile::{CoopSupport, DeviceProfile};
 use crate::tensor::GpuTensor;
 use ndarray::ArrayD;
 
-/// The variable (`1`) that has emulated pipelines of the tier checked too, as hardware ones
-/// always are, so that a test run (`.ci/run`'s pass planned as on a GPU) takes the check
-/// through every call the suite makes: a pipeline without a check problem, or one the
-/// check fails, plans without the tier, which the suite's tests of the tier then see.
-const CHECK_EMULATED_VAR: &str = "WGPU_ATTENTION_COOP_CHECK";
-
 /// Checks one pipeline of the tier on the device: `Err` says what went wrong.
 type PipelineCheck<'a> = &'a dyn Fn(&Context, &PipelineKey) -> Result<(), String>;
 
@@ -74,11 +68,14 @@ pub(super) fn plan_segment_checked(
 }
 
 /// The check the context's pipelines of the tier take: on matrix hardware always, emulated
-/// where [`CHECK_EMULATED_VAR`] asks for it, else none.
+/// where [`COOP_CHECK`](crate::switches::COOP_CHECK) is `1`, else none. The emulated
+/// check is for test runs (`.ci/run`'s pass planned as on a GPU), so that the check goes
+/// through every call the suite makes: a pipeline without a check problem, or one the
+/// check fails, plans without the tier, which the suite's tests of the tier then see.
 fn device_check(ctx: &Context) -> Option<PipelineCheck<'static>> {
     let checked = match ctx.coop() {
         CoopSupport::Hardware { .. } => true,
-        CoopSupport::Emulated => std::env::var(CHECK_EMULATED_VAR).is_ok_and(|v| v == "1"),
+        CoopSupport::Emulated => crate::switches::COOP_CHECK.is("1"),
         CoopSupport::Unavailable(_) => false,
     };
     checked.then_some(&check_guarded)

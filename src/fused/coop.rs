@@ -17,6 +17,7 @@ use crate::kernel::{Kernel, PipelineKey};
 use crate::plan::Chunk;
 use crate::problem::Problem;
 use crate::profile::{CoopSupport, DeviceProfile};
+use crate::switches;
 
 /// Invocations per workgroup of the tier (WG in src/fused/fused_coop.wgsl).
 pub const COOP_INVOCATIONS: u32 = 128;
@@ -213,7 +214,7 @@ impl Variant {
 /// The variant `p` runs on here (the caller has checked [`problem_obstacle`]; the widest
 /// otherwise).
 ///
-/// [`VARIANT_VAR`]`=<name>` (say `32x128`, `64x128k64`: [`Variant::name`]) picks that
+/// `WGPU_ATTENTION_COOP_VARIANT=<name>` (say `32x128`, `64x128k64`: [`Variant::name`]) picks that
 /// variant wherever it takes the problem and fits, so that a benchmark can time the variants
 /// side by side; elsewhere the plan's reason says it was not taken ([`forced_not_taken`]).
 pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
@@ -229,60 +230,51 @@ pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
         .unwrap_or(Variant::new(16, 128, 32))
 }
 
-/// The variable that forces a variant for timing ([`variant`]).
-pub const VARIANT_VAR: &str = "WGPU_ATTENTION_COOP_VARIANT";
-
 fn forced_name() -> Option<String> {
-    std::env::var(VARIANT_VAR).ok().filter(|name| !name.is_empty())
+    switches::COOP_VARIANT.value()
 }
 
-/// Where [`VARIANT_VAR`] names a variant that `p` does not run on here (no such variant,
-/// or it does not hold the widths or fit the device's workgroup memory), so that a timing
-/// of it is not mistaken for one: what the plan's reason says.
+/// Where `WGPU_ATTENTION_COOP_VARIANT` names a variant that `p` does not run on here (it does not hold the
+/// widths or fit the device's workgroup memory; a name that is no variant's stops the
+/// context from opening: crate::switches), so that a timing of it is not mistaken for one:
+/// what the plan's reason says.
 pub(crate) fn forced_not_taken(dev: &DeviceProfile, p: &Problem) -> Option<String> {
     let name = forced_name()?;
     (variant(dev, p).name() != name).then(|| {
-        format!("{VARIANT_VAR}={name} not taken (no such variant, or it does not hold these widths or fit the device)")
+        let var = switches::COOP_VARIANT.name;
+        format!("{var}={name} not taken (it does not hold these widths or fit the device)")
     })
 }
 
-/// The variable that turns on the kernel's K/V prefetch (`1`): K and V loaded into
-/// registers a phase ahead of their staging, so that the loads' latency overlaps matrix
-/// work, for about 16 registers more an invocation (src/fused/fused_coop.wgsl, PREFETCH).
-/// Off by default until a GPU run says whether it is faster (`scripts/h200.sh` times both).
-pub const PREFETCH_VAR: &str = "WGPU_ATTENTION_COOP_PREFETCH";
-
-/// Whether the tier's pipelines prefetch K and V ([`PREFETCH_VAR`]).
+/// Whether the tier's pipelines prefetch K and V (src/fused/fused_coop.wgsl, PREFETCH): K
+/// and V loaded into registers a phase ahead of their staging, so that the loads' latency
+/// overlaps matrix work, for about 16 registers more an invocation. Only where
+/// `WGPU_ATTENTION_COOP_PREFETCH=1` until a GPU run says whether it is faster
+/// (`scripts/h200.sh` times both).
 pub(crate) fn prefetch() -> bool {
-    std::env::var(PREFETCH_VAR).is_ok_and(|v| v == "1")
+    switches::COOP_PREFETCH.is("1")
 }
 
-/// The variable that sets the rows of output blocks each subgroup's tile spans where its
-/// blocks allow two (src/fused/fused_coop.wgsl, OUT_ROWS): `1` for the row-major runs of
-/// before 2026-12-06, to time them beside the default 2 (`scripts/h200.sh`, "+r1" rows).
-pub const OUT_ROWS_VAR: &str = "WGPU_ATTENTION_COOP_OUT_ROWS";
-
-/// The kernel's `OUT_ROWS` ([`OUT_ROWS_VAR`]): 2 unless the variable says 1. Two rows of
+/// The kernel's `OUT_ROWS`, the rows of output blocks each subgroup's tile spans where its
+/// blocks allow two: 2 unless `WGPU_ATTENTION_COOP_OUT_ROWS=1` asks for the row-major runs
+/// of before 2026-12-06, to time them beside the default (`scripts/h200.sh`, "+r1" rows). Two rows of
 /// output blocks a subgroup load a third fewer 16x16 blocks of P and V from workgroup memory
 /// per key (64 x 128: 6 for 8 multiply-adds, not 9) with the same accumulators; not yet
 /// timed on a GPU.
 pub(crate) fn output_rows() -> u32 {
-    if std::env::var(OUT_ROWS_VAR).is_ok_and(|v| v == "1") {
+    if switches::COOP_OUT_ROWS.is("1") {
         1
     } else {
         2
     }
 }
 
-/// The variable that keeps the weights in one f16 part (`0`), as before 2026-12-06, so that
-/// a benchmark can time what the two parts cost (`scripts/h200.sh`, "+s1" rows).
-pub const SPLIT_VAR: &str = "WGPU_ATTENTION_COOP_SPLIT_P";
-
 /// Whether `p`'s pipeline here multiplies the weights into V as two f16 parts (SPLIT_P in
 /// src/fused/fused_coop.wgsl): where the variant's arrays fit the device's workgroup memory
 /// with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not the 16-row
 /// variants at 16 KiB, nor 64 x 128 with blocks of 64 keys at 48 KiB), unless
-/// [`SPLIT_VAR`]`=0`.
+/// `WGPU_ATTENTION_COOP_SPLIT_P=0` keeps them in one part, as before 2026-12-06, so that a
+/// benchmark can time what the two parts cost (`scripts/h200.sh`, "+s1" rows).
 ///
 /// Why: the kernel holds each row's reference maximum back until a block's maximum passes
 /// it by 8 (REBASE), which spares it rescaling the accumulators, so a row's largest weights
@@ -293,7 +285,7 @@ pub const SPLIT_VAR: &str = "WGPU_ATTENTION_COOP_SPLIT_P";
 /// part made it at most FlashAttention-2's in every case (docs/how-it-works.md). It costs a
 /// second multiply-add per block of P and V, and 2 bytes a weight. Not yet timed on a GPU.
 pub(crate) fn split_weights(dev: &DeviceProfile, p: &Problem) -> bool {
-    if std::env::var(SPLIT_VAR).is_ok_and(|v| v == "0") {
+    if switches::COOP_SPLIT_P.is("0") {
         return false;
     }
     let bytes = dev.limits().max_compute_workgroup_storage_size;
@@ -383,26 +375,30 @@ pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> Pipel
 
 /// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size; emulated,
 /// 32 (what the kernel is built for first: NVIDIA's subgroups), or what
-/// [`EMULATED_LANES_VAR`] names, so that the tests run the tier as on adapters with
-/// subgroups of 16, 64 or 128 lanes, which the hardware path accepts.
+/// `WGPU_ATTENTION_COOP_LANES` names (16, 32, 64 or 128), so that the tests run the tier
+/// as on adapters with subgroups of 16, 64 or 128 lanes, which the hardware path accepts.
 pub fn subgroup_lanes(dev: &DeviceProfile) -> u32 {
     match dev.coop() {
         CoopSupport::Hardware { subgroup } => *subgroup,
-        CoopSupport::Emulated => std::env::var(EMULATED_LANES_VAR)
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|n| [16, 32, 64, 128].contains(n))
-            .unwrap_or(32),
+        CoopSupport::Emulated => switches::COOP_LANES.number().unwrap_or(32),
         CoopSupport::Unavailable(_) => 32,
     }
 }
-
-/// The variable that sets the lanes of the emulated tier's virtual subgroups: 16, 32 (the
-/// default), 64 or 128.
-pub const EMULATED_LANES_VAR: &str = "WGPU_ATTENTION_COOP_LANES";
 
 /// Query heads per unit of chunk `c` (the kernel's UNITS and p.unit_heads), as on the tiled
 /// tier with this variant's rows a block.
 pub(crate) fn unit_heads(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> usize {
     tiled_unit_heads_in(p, c, variant(dev, p).rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names `WGPU_ATTENTION_COOP_VARIANT` takes (crate::switches) are the variants'.
+    #[test]
+    fn the_variant_switch_takes_every_variant_by_name() {
+        let names: Vec<String> = Variant::ALL.iter().map(|v| v.name()).collect();
+        assert_eq!(names, switches::COOP_VARIANT.takes);
+    }
 }

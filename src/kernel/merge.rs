@@ -10,9 +10,6 @@ const WG: u64 = 64;
 /// Most lanes an output may take (merge.wgsl's LANES divides its 64 invocations).
 const MAX_LANES: u32 = 16;
 
-/// The variable that sets [`lanes`] for timing: 1, 2, 4, 8 or 16.
-pub const LANES_VAR: &str = "WGPU_ATTENTION_MERGE_LANES";
-
 /// Invocations that share each output's `splits` splits in merge.wgsl (its `LANES`), for a
 /// merge of up to `outputs` vec4 outputs a dispatch.
 ///
@@ -20,13 +17,12 @@ pub const LANES_VAR: &str = "WGPU_ATTENTION_MERGE_LANES";
 /// B1 Hq32 Hkv8 Lk32768 D128) each invocation then waits on 2 rounds of 8 loads rather than
 /// 32, on 256 workgroups rather than 16 (one output a lane left all but 16 of an H200's 132
 /// compute units idle). Not yet measured on a GPU. On CPU adapters 1, where a workgroup runs
-/// on one thread: more lanes would only add their final fold. [`LANES_VAR`] overrides
-/// both. Fewer where the dispatch would take more than `max_groups` workgroups (the grid's:
+/// on one thread: more lanes would only add their final fold. `WGPU_ATTENTION_MERGE_LANES` (1, 2, 4,
+/// 8 or 16) overrides both, for timing. Fewer where the dispatch would take more than `max_groups` workgroups (the grid's:
 /// crate::plan::DeviceBudget::max_groups).
 pub(crate) fn lanes(info: &wgpu::AdapterInfo, splits: usize, outputs: u64, max_groups: u64) -> u32 {
-    let chosen = std::env::var(LANES_VAR)
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
+    let chosen = crate::switches::MERGE_LANES
+        .number()
         .filter(|n| n.is_power_of_two() && *n <= MAX_LANES);
     let mut lanes = chosen.unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
         1
@@ -64,7 +60,7 @@ mod tests {
     /// grid is small.
     #[test]
     fn lanes_follow_the_splits_and_the_adapter() {
-        if std::env::var_os(LANES_VAR).is_some() {
+        if std::env::var_os(crate::switches::MERGE_LANES.name).is_some() {
             return;
         }
         let gpu = adapter(wgpu::DeviceType::DiscreteGpu);

@@ -174,8 +174,9 @@ impl PipelineKey {
     }
 }
 
-/// The variable that has every kernel with workgroup barriers give its invocations their
-/// roles in another order (its `const INVOCATION_ORDER`, shaders/invocation_order.wgsl), for
+/// The order, as the kernels number it (0 where none is asked for), in which every kernel
+/// with workgroup barriers gives its invocations their roles where
+/// [`INVOCATION_ORDER`](crate::switches::INVOCATION_ORDER) asks for another (its `const INVOCATION_ORDER`, shaders/invocation_order.wgsl), for
 /// testing: `reversed`, `interleaved` or `interleaved-reversed`. lavapipe runs a
 /// workgroup's invocations in their order between barriers, a SIMD batch at a time, so a
 /// missing barrier shows there only if the invocation that must wait comes first, and
@@ -183,12 +184,8 @@ impl PipelineKey {
 /// them put every pair of invocations both ways round in different batches of lavapipe's 8
 /// lanes (docs/testing.md). A kernel without such a race gives the same results in every order;
 /// on a GPU the order costs nothing, but is not meant for use.
-pub(crate) const INVOCATION_ORDER_VAR: &str = "WGPU_ATTENTION_INVOCATION_ORDER";
-
-/// The order [`INVOCATION_ORDER_VAR`] asks for, as the kernels number it (0 where it names
-/// none of the orders).
 fn invocation_order() -> u32 {
-    order_named(std::env::var(INVOCATION_ORDER_VAR).ok().as_deref())
+    order_named(crate::switches::INVOCATION_ORDER.value().as_deref())
 }
 
 /// The kernels' number of the order named `name`: 1 `reversed`, 2 `interleaved`, 3
@@ -331,10 +328,7 @@ impl KernelRegistry {
     }
 }
 
-/// The environment variable that turns on the log of pipelines built ([`log_build`]).
-pub(crate) const PIPELINE_LOG_VAR: &str = "WGPU_ATTENTION_PIPELINE_LOG";
-
-/// Where [`PIPELINE_LOG_VAR`] names a file, appends one tab-separated line to it for a
+/// Where [`PIPELINE_LOG`](crate::switches::PIPELINE_LOG) names a file, appends one tab-separated line to it for a
 /// pipeline just built: milliseconds since the first line this process logged, the thread's
 /// name (the test's name under `cargo test`), the kernel's label, its `override` constants,
 /// and whether runtime checks are on. A diagnostic of where the tests' compile time goes
@@ -343,7 +337,7 @@ pub(crate) const PIPELINE_LOG_VAR: &str = "WGPU_ATTENTION_PIPELINE_LOG";
 pub(crate) fn log_build(key: &PipelineKey, checked: bool) {
     use std::io::Write;
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    let Some(path) = std::env::var_os(PIPELINE_LOG_VAR) else {
+    let Some(path) = std::env::var_os(crate::switches::PIPELINE_LOG.name) else {
         return;
     };
     let since = START.get_or_init(std::time::Instant::now).elapsed();
@@ -384,16 +378,16 @@ mod tests {
         );
     }
 
-    /// The order is written into the kernels that declare it, only where asked for.
+    /// The order is written into the kernels that declare it, only where asked for; each
+    /// name the variable takes (crate::switches) is an order of its own, numbered as
+    /// shaders/invocation_order.wgsl numbers them.
     #[test]
     fn invocation_orders_are_written_where_asked_and_declared() {
         let merge = crate::kernel::shared::MERGE.source();
         assert!(merge.contains("const INVOCATION_ORDER: u32 = 0u;"));
-        for (name, order) in [
-            ("reversed", 1),
-            ("interleaved", 2),
-            ("interleaved-reversed", 3),
-        ] {
+        let names = crate::switches::INVOCATION_ORDER.takes;
+        assert_eq!(names, ["reversed", "interleaved", "interleaved-reversed"]);
+        for (&name, order) in names.iter().zip(1..) {
             assert_eq!(order_named(Some(name)), order);
             let written = with_invocation_order(merge.into(), order);
             assert!(written.contains(&format!("const INVOCATION_ORDER: u32 = {order}u;")));

@@ -336,6 +336,41 @@ fn bad_inputs_exit_2_and_write_nothing() {
     }
 }
 
+/// A misspelt switch of the library's (`WGPU_ATTENTION_…`, for testing and timing), in its
+/// name or its value, is refused before any work (exit 2, one line naming the variable and
+/// what it takes, no output file) rather than leaving the run on the default unnoticed.
+#[test]
+fn a_misspelt_switch_is_refused_before_any_work() {
+    let dir = tmpdir("switches");
+    let mut rng = Rng::new(53);
+    let good = save(&dir, "good.npy", &rng.array(&[5, 4], 1.0));
+    let out = dir.join("o.npy");
+    for (name, value, mentions) in [
+        (
+            "WGPU_ATTENTION_COOP_VARIENT",
+            "64x128",
+            &["WGPU_ATTENTION_COOP_VARIENT", "WGPU_ATTENTION_COOP_VARIANT"][..],
+        ),
+        (
+            "WGPU_ATTENTION_INVOCATION_ORDER",
+            "reverse",
+            &["'reverse'", "interleaved-reversed"][..],
+        ),
+        (
+            "WGPU_ATTENTION_COOP_VARIANT",
+            "64x96",
+            &["'64x96'", "32x128k64"][..],
+        ),
+    ] {
+        let o = ran(tool()
+            .env(name, value)
+            .args(["run", "--q", &good, "--k", &good, "--v", &good])
+            .args(["--out", &out.display().to_string()]));
+        o.usage_error(&format!("{name}={value}"), mentions);
+        assert!(!out.exists(), "{name}: no output file may be written");
+    }
+}
+
 /// An output file that could never be written (its directory is missing, or it names a
 /// directory) is refused before any work: exit 2, one line naming the flag, no panic.
 #[test]
