@@ -201,6 +201,50 @@ fn lost_device_is_reported_and_stays_reported() {
     }
 }
 
+/// A device the caller opened themselves serves as a context (`Context::from_device`): its
+/// own features and limits, no tensor-core tier (it cannot know the configurations), and
+/// every call checked as on any other context.
+#[test]
+fn a_device_the_caller_opened_runs_attention() {
+    let Some(shared) = common::ctx() else {
+        return;
+    };
+    // The device's own name (the context's may say it is planned as a GPU).
+    let name = shared.device().adapter_info().name;
+    let adapter = wgpu_attention::enumerate_adapters()
+        .into_iter()
+        .find(|a| a.get_info().name == name)
+        .expect("the shared context's adapter");
+    let desc = wgpu::DeviceDescriptor {
+        label: Some("the caller's"),
+        required_features: adapter.features() & wgpu::Features::SUBGROUP,
+        required_limits: adapter.limits(),
+        ..Default::default()
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
+    let ctx = wgpu_attention::Context::from_device(device, queue).expect("context");
+    assert!(
+        matches!(ctx.coop(), wgpu_attention::CoopSupport::Unavailable(why) if why.contains("from_device")),
+        "{:?}",
+        ctx.coop()
+    );
+    let mut rng = common::Rng::new(61);
+    let q = rng.array(&[1, 4, 37, 24], 1.0);
+    let k = rng.array(&[1, 2, 53, 24], 1.0);
+    let v = rng.array(&[1, 2, 53, 20], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(wgpu_attention::Causal::BottomRight)
+        .with_lse();
+    let got = wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect("runs");
+    let want = reference::attention(&q, &k, &v, &opts).expect("reference");
+    let c = wgpu_attention::compare(
+        &got.out.view(),
+        &want.out.view(),
+        wgpu_attention::Tolerance::F32,
+    );
+    assert!(c.passed(), "{} path: {c}", got.plan.path);
+}
+
 #[test]
 fn non_finite_values_are_found_in_any_layout() {
     // A transposed view (contiguous in memory order, not in logical order) and a strided
