@@ -112,11 +112,12 @@ PY
     # Decode at the three shapes (H200_DECODE_SHAPES for others): f32 and f16 K
     # and V (an f16 KvCache on the device, read as f16 by both forms), and beside the
     # workgroup form's default (K staged through workgroup memory, V loads in batches of 8,
+    # 16 for f16 K/V,
     # the output loop's invocation sets sharing out V's keys: crate::decode::stage_k,
     # load_batch, v_by_keys; and the merge with a lane for every 4 splits:
     # crate::kernel::merge::lanes) the merge with one invocation an output
-    # (WGPU_ATTENTION_MERGE_LANES=1), loads in batches of 16 (WGPU_ATTENTION_DECODE_BATCH=16:
-    # at Dv 128, 2 batches of a set's 32 keys of V a block, not 4), the form with the sets sharing out the rows
+    # (WGPU_ATTENTION_MERGE_LANES=1), f32 loads in batches of 16 and f16 ones in batches of 8
+    # (WGPU_ATTENTION_DECODE_BATCH: the other of the two), the form with the sets sharing out the rows
     # (WGPU_ATTENTION_DECODE_V_KEYS=0), then also with each invocation reading its K row
     # (WGPU_ATTENTION_DECODE_STAGE=0), batched and one load at a time with the merge's one
     # lane an output (WGPU_ATTENTION_DECODE_BATCH=1: nearest the kernel the 2026-12-04 table
@@ -126,9 +127,11 @@ PY
             bench_row "$shape" 8 --path decode-workgroup
             bench_row "$shape" 8 --path decode,decode-workgroup --dtype f16
             for dtype in f32 f16; do
+                other_batch=16
+                [ "$dtype" = f16 ] && other_batch=8
                 WGPU_ATTENTION_MERGE_LANES=1 ROW_LABEL=" [merge one lane an output]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
-                WGPU_ATTENTION_DECODE_BATCH=16 ROW_LABEL=" [loads in batches of 16]" \
+                WGPU_ATTENTION_DECODE_BATCH=$other_batch ROW_LABEL=" [loads in batches of $other_batch]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"
                 WGPU_ATTENTION_DECODE_V_KEYS=0 ROW_LABEL=" [V's sets share out rows]" \
                     bench_row "$shape" 8 --path decode-workgroup --dtype "$dtype"

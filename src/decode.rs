@@ -129,7 +129,8 @@ pub fn workgroup_cols(dv: usize) -> usize {
 }
 
 /// Loads the workgroup form issues together (its `LOAD_BATCH`): in its score loop, vec4
-/// columns of a key's row of K; in its output loop, keys' V. On GPUs 8, on CPU adapters 1,
+/// columns of a key's row of K; in its output loop, keys' V. On GPUs 8 where K and V are
+/// f32 and 16 where they are 16-bit (`half`), on CPU adapters 1,
 /// or what `WGPU_ATTENTION_DECODE_BATCH` says (1 to [`MAX_LOAD_BATCH`]; 1 is the kernel before
 /// 2026-12-06, one load at a time, which `scripts/h200.sh` times beside the default, as it
 /// does 16). On GPUs those loops wait on
@@ -141,12 +142,22 @@ pub fn workgroup_cols(dv: usize) -> usize {
 /// 10` 16.5 ms against 11.1 with `=1` (in the output loop alone, before the score loop's
 /// were batched too: 13.8 against 9.8), so CPU adapters (where auto takes this form above
 /// width 256) keep one at a time.
-pub(crate) fn load_batch(info: &wgpu::AdapterInfo) -> u32 {
+///
+/// Why 16 for 16-bit K and V: a load of four f16 or bf16 values is 8 bytes, half of an f32
+/// one, so batches of 8 would keep half the bytes in flight that f32's do, and a loop bound
+/// by its loads' latency reads bytes in flight over latency (docs/h200.md, the model after
+/// the decode table). On the H200, f16 decode (batches of one) took 1.5-1.7 times as long
+/// as f32 at the larger shapes, reading half the bytes. At Dv 128 a set's 16 keys of V a
+/// block are then one batch. Not yet measured on a GPU (`scripts/h200.sh` times f16 with
+/// batches of 8 beside it, "[loads in batches of 8]").
+pub(crate) fn load_batch(info: &wgpu::AdapterInfo, half: bool) -> u32 {
     crate::switches::DECODE_BATCH
         .number()
         .filter(|n| (1..=MAX_LOAD_BATCH).contains(n))
         .unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
             1
+        } else if half {
+            16
         } else {
             8
         })
@@ -244,7 +255,7 @@ fn describe(dev: &DeviceProfile, p: &Problem, form: Form) -> String {
                 "one workgroup per split and tile of {} rows, 64 keys a block, {k} loads in \
                  batches of {}{v}",
                 layout.tile_rows,
-                load_batch(info)
+                load_batch(info, p.kv_half.is_some())
             )
         }
     };
@@ -430,17 +441,20 @@ mod tests {
         }
     }
 
-    /// The workgroup form batches its K and V loads by 8 on GPUs and loads them one at a
-    /// time on CPU adapters, where batches measured slower (unless the variable says
-    /// otherwise).
+    /// The workgroup form batches its K and V loads by 8 on GPUs (16 where they are 16-bit,
+    /// half the bytes a load) and loads them one at a time on CPU adapters, where batches
+    /// measured slower (unless the variable says otherwise).
     #[test]
     fn load_batches_follow_the_adapter() {
         if std::env::var_os(crate::switches::DECODE_BATCH.name).is_some() {
             return;
         }
-        assert_eq!(load_batch(&gpu(32)), 8);
+        assert_eq!(load_batch(&gpu(32), false), 8);
+        assert_eq!(load_batch(&gpu(32), true), 16);
+        assert!(load_batch(&gpu(32), true) <= MAX_LOAD_BATCH);
         let cpu = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
-        assert_eq!(load_batch(&cpu), 1);
+        assert_eq!(load_batch(&cpu, false), 1);
+        assert_eq!(load_batch(&cpu, true), 1);
     }
 
     /// The workgroup form stages K through workgroup memory on GPUs, not on CPU adapters

@@ -65,7 +65,8 @@
 override ROWS: u32 = 16u;
 override COLS: u32 = 1u;
 // Loads issued together (1 to MAX_BATCH; the host's crate::decode::load_batch, 8 on GPUs,
-// where one load at a time left the loops waiting on each): the output loop's keys' V,
+// 16 for 16-bit K/V, whose loads are half as wide, where one load at a time left the loops
+// waiting on each): the output loop's keys' V,
 // and where K is not staged (STAGE_K 0) the score loop's vec4 columns of a key's row.
 // MAX_BATCH sizes the batch's array: the largest batch here, and in each pipeline's source
 // its LOAD_BATCH (crate::decode::workgroup_array_sizes).

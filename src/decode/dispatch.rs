@@ -53,7 +53,7 @@ pub(super) fn run(
             ));
         }
         Form::Workgroup => {
-            let batch = super::load_batch(ctx.adapter_info());
+            let batch = super::load_batch(ctx.adapter_info(), p.kv_half.is_some());
             partial_key.constants.extend([
                 ("ROWS", tile_rows as u32),
                 ("COLS", workgroup_cols(d.dv) as u32),

@@ -1176,7 +1176,7 @@ fn run_check_holds_fused_coop_to_the_f16_rule() {
 
 /// Decode's workgroup form with its K and V loads in batches of 1 (the kernel before
 /// 2026-12-06), 3 (so that a row of 16 vec4 of K and a full 64-key block of V end in a
-/// tail), 8 (the GPUs' default) and 16 (the most), set by `WGPU_ATTENTION_DECODE_BATCH`, with K read a row
+/// tail), 8 (the GPUs' default) and 16 (the most, and the GPUs' default for 16-bit K/V), set by `WGPU_ATTENTION_DECODE_BATCH`, with K read a row
 /// an invocation and staged through workgroup memory (`WGPU_ATTENTION_DECODE_STAGE`; staged
 /// also at D 36, whose second chunk of 8 columns has one), and the output loop's 6
 /// invocation sets (Dv 40) sharing out V's keys or the rows (`WGPU_ATTENTION_DECODE_V_KEYS`;
@@ -1208,6 +1208,7 @@ fn decode_workgroup_loads_in_batches() {
         ("3", "f16", "1", "1", &d64),
         ("8", "f32", "1", "0", &d36),
         ("1", "f16", "1", "1", &d36),
+        ("16", "f16", "1", "1", &d64),
     ];
     for (batch, dtype, stage, v_keys, (d, q, k)) in runs {
         let o = checked_decode_workgroup(
