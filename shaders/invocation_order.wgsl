@@ -9,9 +9,9 @@
 // between two invocations then breaks a result there only if the one that must wait comes
 // first, and never between two of one batch; on a GPU it is a race either way. The host
 // writes INVOCATION_ORDER in per pipeline where WGPU_ATTENTION_INVOCATION_ORDER asks for
-// another order (crate::kernel's INVOCATION_ORDER_VAR), and `.ci/run` runs the kernels in
-// all four: 0 as numbered; 1 backwards, so that each pair in different batches also runs
-// the other way round; 2 interleaved, role r taken by invocation (r % (wg / 8)) * 8 +
+// another order (crate::switches), and `.ci/run` runs the kernels in all four: 0 as
+// numbered; 1 backwards, so that each pair in different batches also runs the other way
+// round; 2 interleaved, role r taken by invocation (r % (wg / 8)) * 8 +
 // r / (wg / 8), so that the roles of one batch of 8 run in eight different batches, lowest
 // first; 3 both, the highest first. So at 8 lanes every pair of roles runs in different
 // batches both ways round. Every order gives the same results to a kernel without such a
