@@ -133,7 +133,7 @@ pub fn coop_emulated_block(rows: u64, d16: u64, dv16: u64) -> u64 {
 /// at that bound's cap, in one split, `WGPU_ATTENTION_DECODE_STAGE=1 wgpu-attention bench
 /// --shape 1,4,16,L,D --kv-heads 4 --path decode-workgroup --dtype f16` matched the
 /// reference at D 256 (14 400 keys), 512 (7 168) and 1024 (4 608), as f32 did (2026-12-06),
-/// and `cli::decode_workgroup_stages_k_up_to_the_loop_limit` runs f16 at D 64.
+/// and `cli::switches::decode_workgroup_stages_k_up_to_the_loop_limit` runs f16 at D 64.
 pub fn decode_workgroup_block(d4: u64, dv4: u64, staged: bool) -> u64 {
     let cols = dv4.div_ceil(64).max(1);
     let scores = if staged { 11 * d4.div_ceil(8) } else { d4 };

@@ -66,7 +66,7 @@ const_assert BR * SS >= WG;
 // so that it is a weighted mean of V whatever their rounding: where one key dominates a row
 // (large logits) its weight's rounding then cancels, which halved the error there against
 // normalising by the sum of the unrounded weights (2.0e-3 -> 1.1e-3, twice f16's own error
-// being 2.0e-3: tests/suite/cli.rs, coop_runs_with_other_subgroup_sizes). With the
+// being 2.0e-3: tests/suite/cli/switches.rs, coop_runs_with_other_subgroup_sizes). With the
 // reference maximum held back by up to REBASE, a row's largest weight is rarely exactly 1,
 // so this matters more here than in FlashAttention. The LSE uses the unrounded sum l.
 //

@@ -343,7 +343,7 @@ fn wide_decode_splits_fill_a_binding() {
 /// rows, D 16 with Dv 256 over 12 rows, D 64 with Dv 1024 (4 columns, rolled; the bound
 /// before columns failed here) and D 1024 with Dv 512. The bound depends on whether the
 /// form stages K through workgroup memory, which the plan's reason says (CPU adapters do not
-/// unless `WGPU_ATTENTION_DECODE_STAGE=1`; tests/suite/cli.rs runs the staged kernel at its
+/// unless `WGPU_ATTENTION_DECODE_STAGE=1`; tests/suite/cli/switches.rs runs the staged kernel at its
 /// limit too).
 #[test]
 fn decode_workgroup_runs_up_to_the_loop_limit() {

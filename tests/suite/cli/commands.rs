@@ -1,0 +1,140 @@
+//! The other commands: heatmaps, the self-check (also with the tensor-core tier emulated)
+//! and soak.
+
+use super::*;
+
+/// `heatmap --demo` and `heatmap` on .npy files with labels write PNGs; bad input is exit 2.
+#[test]
+fn heatmap_demo_and_files() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("heatmap");
+    let demo = dir.join("demo.png");
+    let o = ran(tool().args(["heatmap", "--demo", "--out", &demo.display().to_string()]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
+    assert!(stdout.contains("weight of \"I\" on \"not\""), "{stdout}");
+    let bytes = std::fs::read(&demo).expect("demo png");
+    assert!(bytes.starts_with(b"\x89PNG"));
+    let (width, height) = png_size(&bytes);
+    assert!(width > 600 && height > 300, "{width} x {height}");
+    // Compressed: 19.5 kB on 2026-12-04, where the stored-blocks encoder wrote 2.7 MB.
+    assert!(bytes.len() < 200_000, "{} bytes", bytes.len());
+    let mut rng = Rng::new(34);
+    let q = save(&dir, "q.npy", &rng.array(&[2, 5, 8], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 5, 8], 1.0));
+    let labels = dir.join("tokens.txt");
+    std::fs::write(&labels, "the cat sat on mats").expect("labels");
+    let png = dir.join("heads.png");
+    let o = ran(tool()
+        .args([
+            "heatmap",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--labels",
+            &labels.display().to_string(),
+            "--causal",
+            "top-left",
+        ])
+        .args(["--out", &png.display().to_string()]));
+    assert!(o.success(), "{}", o.stderr);
+    assert!(std::fs::read(&png).expect("png").starts_with(b"\x89PNG"));
+    let o = ran(tool().args(["heatmap", "--q", "missing.npy", "--k", &k]));
+    o.usage_error("heatmap of a missing file", &["missing.npy"]);
+}
+
+/// `heatmap` draws either the demo or the files: both, or neither, is exit 2 with one line
+/// naming the options, and no picture.
+#[test]
+fn heatmap_takes_the_demo_or_files() {
+    let dir = tmpdir("heatmap-args");
+    let png = dir.join("h.png").display().to_string();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["--demo", "--q", "q.npy"], &["--demo", "--q"]),
+        (&[], &["--q", "--k"]),
+        (&["--q", "q.npy"], &["--k"]),
+    ];
+    for (args, mentions) in cases {
+        let o = ran(tool().arg("heatmap").args(args).args(["--out", &png]));
+        o.usage_error(&format!("{args:?}"), mentions);
+        assert!(!Path::new(&png).exists(), "{args:?}: no picture");
+    }
+}
+
+/// A short soak: mixed calls, results sampled against the reference, memory reported.
+/// The main job (no arguments): every path agrees with the reference, and the timing table
+/// has its three rows (two prefill, one decode), each with a path and positive ms and
+/// GFLOP/s. On CPUs with AVX-512 the prefill rows come from a second process at 512-bit
+/// vectors (`self-check-rows`), which must print the same two rows.
+#[test]
+fn self_check_passes_and_times_three_rows() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = ran(&mut tool());
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
+    assert!(
+        stdout.contains("All paths agree with the reference."),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("timing here instead"), "{stdout}");
+    let timed = |text: &str| -> Vec<(String, f64, f64)> {
+        text.lines()
+            .filter(|l| l.trim_start().starts_with("B1 Hq"))
+            .map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                let n = cols.len();
+                assert!(n >= 4, "{l}");
+                let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{l}"));
+                (cols[n - 3].to_string(), num(cols[n - 2]), num(cols[n - 1]))
+            })
+            .collect()
+    };
+    let rows = timed(stdout);
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for (path, ms, gflops) in &rows {
+        assert!(!path.is_empty() && *ms > 0.0 && *gflops > 0.0, "{stdout}");
+    }
+    let o = ran(tool().arg("self-check-rows"));
+    let rows_out = &o.stdout;
+    assert!(o.success(), "{rows_out}");
+    assert_eq!(timed(rows_out).len(), 2, "{rows_out}");
+}
+
+#[test]
+fn soak_runs_and_reports_memory() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = ran(tool().args(["soak", "--calls", "200"]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
+    assert!(
+        stdout.contains("soak: 200 calls") && stdout.contains("host RSS"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("live device buffers"), "{stdout}");
+}
+
+/// The self-check with the cooperative-matrix tier emulated (`WGPU_ATTENTION_COOP=emulate`):
+/// its rows are held to the f16 rule and pass. It found fused-coop adding an output block
+/// twice where the blocks did not divide among the subgroups (D 80).
+#[test]
+fn self_check_with_the_cooperative_matrix_tier_emulated() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = ran(tool().env("WGPU_ATTENTION_COOP", "emulate"));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
+    let coop_rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("fused-coop"))
+        .collect();
+    assert_eq!(coop_rows.len(), 2, "{stdout}");
+    assert!(coop_rows.iter().all(|l| l.contains("ok (f16")), "{stdout}");
+}

@@ -1,0 +1,189 @@
+//! `run`: `.npy` in and out against the reference, on every path, from f16 and bf16 inputs.
+
+use super::*;
+
+#[test]
+fn run_matches_the_reference_and_writes_outputs() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("ok");
+    let mut rng = Rng::new(31);
+    let (q, k, v) = (
+        rng.array(&[2, 4, 9, 16], 1.0),
+        rng.array(&[2, 2, 13, 16], 1.0),
+        rng.array(&[2, 2, 13, 8], 1.0),
+    );
+    let mask = rng.bool_array(&[9, 13], 0.7);
+    let (qp, kp, vp) = (
+        save(&dir, "q.npy", &q),
+        save(&dir, "k.npy", &k),
+        save(&dir, "v.npy", &v),
+    );
+    let mp = save_bool(&dir, "m.npy", &mask);
+    let (op, lp, wp) = (dir.join("o.npy"), dir.join("l.npy"), dir.join("w.npy"));
+    let out = ran(tool()
+        .args([
+            "run",
+            "--q",
+            &qp,
+            "--k",
+            &kp,
+            "--v",
+            &vp,
+            "--mask",
+            &mp,
+            "--causal",
+            "bottom-right",
+            "--check",
+        ])
+        .args([
+            "--out",
+            &op.display().to_string(),
+            "--lse",
+            &lp.display().to_string(),
+        ])
+        .args(["--weights", &wp.display().to_string()]));
+    let stdout = &out.stdout;
+    assert!(out.success(), "stdout: {stdout}\nstderr: {}", out.stderr);
+    assert!(
+        stdout.contains("check out") && stdout.contains("ok"),
+        "{stdout}"
+    );
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .mask(Mask::Bool(mask.view()))
+        .with_lse()
+        .with_weights();
+    let expected = reference::attention(&q, &k, &v, &opts).expect("reference");
+    let NpyArray::F32(got) = npy::read(&op).expect("out file") else {
+        panic!("dtype")
+    };
+    assert!(wgpu_attention::compare(&got.view(), &expected.out.view(), Tolerance::F32).passed());
+    let NpyArray::F32(lse) = npy::read(&lp).expect("lse file") else {
+        panic!("dtype")
+    };
+    assert_eq!(lse.shape(), &[2, 4, 9]);
+    let NpyArray::F32(w) = npy::read(&wp).expect("weights file") else {
+        panic!("dtype")
+    };
+    assert_eq!(w.shape(), &[2, 4, 9, 13]);
+}
+
+/// Every path the help names can be chosen with `run --path` and passes `--check`.
+#[test]
+fn run_accepts_every_path() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("paths");
+    let mut rng = Rng::new(33);
+    let q = save(&dir, "q.npy", &rng.array(&[4, 3, 16], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 40, 16], 1.0));
+    let v = save(&dir, "v.npy", &rng.array(&[2, 40, 8], 1.0));
+    for path in [
+        "auto",
+        "unfused",
+        "fused",
+        "fused-subgroup",
+        "fused-portable",
+        "decode",
+    ] {
+        let o = ran(tool().args([
+            "run",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--v",
+            &v,
+            "--causal",
+            "bottom-right",
+            "--check",
+            "--path",
+            path,
+        ]));
+        let stderr = &o.stderr;
+        let unavailable = stderr.contains("cannot run this problem");
+        assert!(o.success() || unavailable, "--path {path}: {stderr}");
+        if o.success() {
+            assert!(
+                stderr.contains(&format!(
+                    "path {}",
+                    if path == "auto" || path == "fused" {
+                        ""
+                    } else {
+                        path
+                    }
+                )),
+                "{stderr}"
+            );
+        }
+    }
+}
+
+/// `run --dtype bf16` rounds the inputs to bfloat16, passes --check (its default relative
+/// tolerance is bf16's, 2^-7) and writes a float32 output holding bf16 values; values beyond
+/// f16's range are fine.
+#[test]
+fn run_in_bf16() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("bf16");
+    let mut rng = Rng::new(36);
+    let q = save(&dir, "q.npy", &rng.array(&[2, 9, 16], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 11, 16], 1.0));
+    // Values of order 1e5, beyond f16's 65504.
+    let v = save(&dir, "v.npy", &rng.array(&[2, 11, 8], 1e5));
+    let out = dir.join("ob16.npy");
+    let o = ran(tool()
+        .args([
+            "run", "--q", &q, "--k", &k, "--v", &v, "--dtype", "bf16", "--check",
+        ])
+        .args(["--out", &out.display().to_string()]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}{}", o.stderr);
+    assert!(
+        stdout.contains("check out") && stdout.contains(": ok"),
+        "{stdout}"
+    );
+    let bytes = std::fs::read(&out).expect("output");
+    let NpyArray::F32(read) = npy::parse("ob16.npy", &bytes).expect("parse") else {
+        panic!("dtype")
+    };
+    assert_eq!(read.shape(), &[2, 9, 8]);
+    assert!(read.iter().all(|&x| half::bf16::from_f32(x).to_f32() == x));
+}
+
+/// `run --dtype f16` writes a float16 output that passes --check; values beyond f16's range
+/// are exit 2 naming the file.
+#[test]
+fn run_in_f16() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("f16");
+    let mut rng = Rng::new(35);
+    let q = save(&dir, "q.npy", &rng.array(&[2, 9, 16], 1.0));
+    let k = save(&dir, "k.npy", &rng.array(&[2, 11, 16], 1.0));
+    let v = save(&dir, "v.npy", &rng.array(&[2, 11, 8], 1.0));
+    let out = dir.join("o16.npy");
+    let o = ran(tool()
+        .args([
+            "run", "--q", &q, "--k", &k, "--v", &v, "--dtype", "f16", "--check",
+        ])
+        .args(["--out", &out.display().to_string()]));
+    assert!(o.success(), "{}{}", o.stdout, o.stderr);
+    let bytes = std::fs::read(&out).expect("output");
+    assert!(String::from_utf8_lossy(&bytes[..80]).contains("'<f2'"));
+    let NpyArray::F32(read) = npy::parse("o16.npy", &bytes).expect("parse f16") else {
+        panic!("dtype")
+    };
+    assert_eq!(read.shape(), &[2, 9, 8]);
+    let mut big = rng.array(&[2, 9, 16], 1.0);
+    big[[0, 0, 0]] = 1e6;
+    let big = save(&dir, "big.npy", &big);
+    let o = ran(tool().args(["run", "--q", &big, "--k", &k, "--v", &v, "--dtype", "f16"]));
+    o.usage_error("q beyond f16's range", &["big.npy"]);
+}
