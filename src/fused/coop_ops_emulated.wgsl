@@ -12,9 +12,12 @@
 // another. A left operand is held as each lane's row of it, in registers, as the hardware
 // holds it: the workgroup memory is the hardware's, byte for byte.
 //
-// Each operation also checks the rule the hardware's loads and stores set on their
-// addresses (`aligned`), where breaking it is undefined behaviour on the device rather than
-// an error: a call that breaks it yields NaN (`poison`), which no test's comparison matches.
+// Each operation also checks the rules the hardware's loads and stores set on their
+// addresses, where breaking one is undefined behaviour on the device rather than an error:
+// the pointer and stride aligned (`aligned`), and the whole 16x16 block within its array
+// (`fits`; the emulation reads only each lane's row of it, so an overrun by the rows of
+// other lanes would not show here otherwise). A call that breaks one yields NaN (`poison`),
+// which no test's comparison matches.
 
 alias In = f16;
 alias Acc = array<f32, LANE_ELEMS>;
@@ -29,6 +32,12 @@ alias ATile = array<In, 16>;
 fn aligned(at: u32, stride: u32, bytes: u32) -> bool {
     let n = 16u / bytes;
     return at % n == 0u && stride % n == 0u;
+}
+
+// Whether a 16x16 block from element `first`, rows `stride` apart (or columns, for a
+// column-major load: the same span), lies within an array of `len` elements.
+fn fits(first: u32, stride: u32, len: u32) -> bool {
+    return first + 15u * stride + 15u < len;
 }
 
 // NaN, made at run time (a constant NaN is not valid WGSL).
@@ -67,9 +76,9 @@ fn acc_zero() -> Acc {
 fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
     var a = ATile();
     let at = (r0 + lane_row(lane)) * PS + c0;
-    let ok = aligned(r0 * PS + c0, PS, 2u);
+    let ok = aligned(r0 * PS + c0, PS, 2u) && fits(r0 * PS + c0, PS, PS_LEN);
     for (var j = 0u; j < 16u; j = j + 1u) {
-        a[j] = select(In(poison(lane)), ps[at + j], ok);
+        a[j] = select(In(poison(lane)), ps[min(at + j, PS_LEN - 1u)], ok);
     }
     return a;
 }
@@ -92,12 +101,14 @@ fn mul_add_b(acc: Acc, a_row: ATile, b0: u32, col_step: u32, k_step: u32) -> Acc
 // B = K[c0..c0+16, d0..d0+16]ᵀ: column i is key row c0 + i.
 fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
     let out = mul_add_b(acc, qt, (c0 + lane_col(lane)) * KS + d0, KS, 1u);
-    return checked(out, aligned(c0 * KS + d0, KS, 2u), lane);
+    let first = c0 * KS + d0;
+    return checked(out, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN), lane);
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     let at = (r0 + lane_row(lane)) * SS + c0 + lane_col(lane);
-    let out = checked(acc, aligned(r0 * SS + c0, SS, 4u), lane);
+    let first = r0 * SS + c0;
+    let out = checked(acc, aligned(first, SS, 4u) && fits(first, SS, SS_LEN), lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
         ss[at + i] = out[i];
     }
@@ -106,15 +117,16 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
 // B = V[k0..k0+16, c0..c0+16].
 fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
     let out = mul_add_b(acc, pt, k0 * KS + c0 + lane_col(lane), 1u, KS);
-    return checked(out, aligned(k0 * KS + c0, KS, 2u), lane);
+    let first = k0 * KS + c0;
+    return checked(out, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN), lane);
 }
 
 fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
     var a = ATile();
     let at = (r0 + lane_row(lane)) * PS + c0;
-    let ok = aligned(r0 * PS + c0, PS, 2u);
+    let ok = aligned(r0 * PS + c0, PS, 2u) && fits(r0 * PS + c0, PS, PRS_LEN);
     for (var j = 0u; j < 16u; j = j + 1u) {
-        a[j] = select(In(poison(lane)), prs[at + j], ok);
+        a[j] = select(In(poison(lane)), prs[min(at + j, PRS_LEN - 1u)], ok);
     }
     return a;
 }
@@ -125,7 +137,7 @@ fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> 
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {
     let first = at + lane * LANE_ELEMS;
-    let out = checked(acc, aligned(at, 16u, 4u), lane);
+    let out = checked(acc, aligned(at, 16u, 4u) && fits(at, 16u, SS_LEN), lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
         ss[first + i] = out[i];
     }
@@ -137,5 +149,5 @@ fn acc_load(at: u32, lane: u32) -> Acc {
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
         out[i] = ss[first + i];
     }
-    return checked(out, aligned(at, 16u, 4u), lane);
+    return checked(out, aligned(at, 16u, 4u) && fits(at, 16u, SS_LEN), lane);
 }

@@ -119,21 +119,25 @@ const REBASE: f32 = 8.0;
 const KS: u32 = WIDTH + 8u;
 const SS: u32 = BC + 4u;
 const PS: u32 = BC + 8u;
+// The arrays' lengths, which the emulated operations also check each block against.
 const SS_LEN: u32 = max(BR * SS, SLOTS * 256u);
+const KVS_LEN: u32 = BC * KS;
+const PS_LEN: u32 = BR * PS;
 const ROW_THREADS: u32 = WG / BR;
 const ROW_KEYS: u32 = BC / ROW_THREADS;
 const_assert ROW_KEYS % 4u == 0u;
 
 // A block of K or V: BC keys, row-major.
-var<workgroup> kvs: array<In, BC * KS>;
+var<workgroup> kvs: array<In, KVS_LEN>;
 // Scores, BR x BC; the subgroups' scratch; before the key loop, the allow spans.
 var<workgroup> ss: array<f32, SS_LEN>;
 // Weights P, BR x BC; before the key loop, BC columns of Q at a time.
-var<workgroup> ps: array<In, BR * PS>;
+var<workgroup> ps: array<In, PS_LEN>;
 // With SPLIT_P, what rounding each weight of ps to f16 left, rounded to f16 in turn (BR x BC);
 // a row's worth otherwise.
 const PR_ROWS: u32 = 1u + (BR - 1u) * SPLIT_P;
-var<workgroup> prs: array<In, PR_ROWS * PS>;
+const PRS_LEN: u32 = PR_ROWS * PS;
+var<workgroup> prs: array<In, PRS_LEN>;
 // Per row: the factor its output blocks are multiplied by (alpha, then 1 / l at the end).
 var<workgroup> row_scale: array<f32, BR>;
 // Per-invocation partial row maxima; before the key loop, with the first WG slots of ss,
