@@ -130,26 +130,25 @@ pub fn workgroup_cols(dv: usize) -> usize {
 
 /// Loads the workgroup form issues together (its `LOAD_BATCH`): in its score loop, vec4
 /// columns of a key's row of K; in its output loop, keys' V. On GPUs 8 where K and V are
-/// f32 and 16 where they are 16-bit (`half`), on CPU adapters 1,
-/// or what `WGPU_ATTENTION_DECODE_BATCH` says (1 to [`MAX_LOAD_BATCH`]; 1 is the kernel before
+/// f32 and 16 where they are 16-bit (`half`), on CPU adapters 1, or what
+/// `WGPU_ATTENTION_DECODE_BATCH` says (1 to [`MAX_LOAD_BATCH`]; 1 is the kernel before
 /// 2026-12-06, one load at a time, which `scripts/h200.sh` times beside the default, as it
-/// does 16). On GPUs those loops wait on
-/// their loads' latency unless the driver unrolls them: on an H200 (docs/h200.md,
-/// 2026-12-04) decode read K and V at 1.35 TB/s in f32 and slower in f16, half the bytes,
-/// where PyTorch read f16 at 3.15. Batches are not yet measured there. On lavapipe (AMD
-/// EPYC, 2 threads, 2026-12-06) batches of 8 were slower: `WGPU_ATTENTION_DECODE_BATCH=8
-/// wgpu-attention bench --shape 2,8,1,1000,128 --kv-heads 8 --path decode-workgroup --reps
-/// 10` 16.5 ms against 11.1 with `=1` (in the output loop alone, before the score loop's
-/// were batched too: 13.8 against 9.8), so CPU adapters (where auto takes this form above
-/// width 256) keep one at a time.
+/// does 16). On GPUs those loops wait on their loads' latency unless the driver unrolls
+/// them: on an H200 (docs/h200.md, 2026-12-04) decode read K and V at 1.35 TB/s in f32 and
+/// slower in f16, half the bytes, where PyTorch read f16 at 3.15. Batches are not yet
+/// measured there. On lavapipe (AMD EPYC, 2 threads, 2026-12-06) batches of 8 were slower:
+/// `WGPU_ATTENTION_DECODE_BATCH=8 wgpu-attention bench --shape 2,8,1,1000,128 --kv-heads 8
+/// --path decode-workgroup --reps 10` 16.5 ms against 11.1 with `=1` (in the output loop
+/// alone, before the score loop's were batched too: 13.8 against 9.8), so CPU adapters
+/// (where auto takes this form above width 256) keep one at a time.
 ///
 /// Why 16 for 16-bit K and V: a load of four f16 or bf16 values is 8 bytes, half of an f32
 /// one, so batches of 8 would keep half the bytes in flight that f32's do, and a loop bound
 /// by its loads' latency reads bytes in flight over latency (docs/h200.md, the model after
 /// the decode table). On the H200, f16 decode (batches of one) took 1.5-1.7 times as long
-/// as f32 at the larger shapes, reading half the bytes. At Dv 128 a set's 16 keys of V a
-/// block are then one batch. Not yet measured on a GPU (`scripts/h200.sh` times f16 with
-/// batches of 8 beside it, "[loads in batches of 8]").
+/// as f32 at the larger shapes, reading half the bytes. At Dv 128 a set's 32 keys of V a
+/// block are then 2 batches, not 4. Not yet measured on a GPU (`scripts/h200.sh` times f16
+/// with batches of 8 beside it, "[loads in batches of 8]").
 pub(crate) fn load_batch(info: &wgpu::AdapterInfo, half: bool) -> u32 {
     crate::switches::DECODE_BATCH
         .number()
@@ -173,20 +172,18 @@ pub fn workgroup_array_sizes(batch: u32) -> [(&'static str, u32); 1] {
     [("MAX_BATCH", batch.clamp(1, MAX_LOAD_BATCH))]
 }
 
-
 /// Whether the workgroup form stages K through workgroup memory (its `STAGE_K`): on GPUs
-/// yes, on CPU adapters no, or what `WGPU_ATTENTION_DECODE_STAGE` says (`0` or `1`; 0 is the kernel
-/// before 2026-12-06, which `scripts/h200.sh` times beside the default). Unstaged, each
-/// invocation reads its own key's row, so one load of a subgroup of 32 touches 32 rows'
-/// cache lines, using 16 bytes of each (8 in f16), and the next columns need those lines
-/// again after every other subgroup on the compute unit has done the same. That is the
-/// likeliest reason decode read f32 K and V at 1.35 TB/s on an H200 and f16 ones, half the
-/// bytes, more slowly (docs/h200.md, 2026-12-04). Staged, 8 invocations read a row's 8
-/// columns from consecutive addresses. Not yet measured there. On lavapipe staging was
-/// slower: `WGPU_ATTENTION_DECODE_STAGE=1
-/// wgpu-attention bench --shape 2,8,1,1000,128 --kv-heads 8 --path decode-workgroup --reps
-/// 10` 12.7-13.3 ms against 9.5-11.0 with `=0` (Intel Xeon, 2 threads, 2026-12-06, three
-/// rounds).
+/// yes, on CPU adapters no, or what `WGPU_ATTENTION_DECODE_STAGE` says (`0` or `1`; 0 is
+/// the kernel before 2026-12-06, which `scripts/h200.sh` times beside the default).
+/// Unstaged, each invocation reads its own key's row, so one load of a subgroup of 32
+/// touches 32 rows' cache lines, using 16 bytes of each (8 in f16), and the next columns
+/// need those lines again after every other subgroup on the compute unit has done the same.
+/// That is the likeliest reason decode read f32 K and V at 1.35 TB/s on an H200 and f16
+/// ones, half the bytes, more slowly (docs/h200.md, 2026-12-04). Staged, 8 invocations read
+/// a row's 8 columns from consecutive addresses. Not yet measured there. On lavapipe
+/// staging was slower: `WGPU_ATTENTION_DECODE_STAGE=1 wgpu-attention bench --shape
+/// 2,8,1,1000,128 --kv-heads 8 --path decode-workgroup --reps 10` 12.7-13.3 ms against
+/// 9.5-11.0 with `=0` (Intel Xeon, 2 threads, 2026-12-06, three rounds).
 pub(crate) fn stage_k(info: &wgpu::AdapterInfo) -> bool {
     match crate::switches::DECODE_STAGE.value().as_deref() {
         Some("0") => false,
@@ -195,26 +192,25 @@ pub(crate) fn stage_k(info: &wgpu::AdapterInfo) -> bool {
     }
 }
 
-
 /// Whether the workgroup form's output loop splits the block's keys between its sets of
-/// invocations (its `V_BY_KEYS`), or what `WGPU_ATTENTION_DECODE_V_KEYS` says (`0` or `1`; 0 is the kernel
-/// before 2026-12-06, which `scripts/h200.sh` times beside the default). Where Dv/4 fits
-/// the 64 invocations several times (Dv up to 128) they form that many sets, each holding
-/// the output's columns once. Split by rows (0), each set loads every key's V row, so the
-/// block's V is loaded once a set and each invocation waits on 64 keys' loads in turn (8
-/// batches of 8); split by keys, each set loads its share of the keys (at Dv 128, 32 keys
-/// in 4 batches), each V row once, and the split ends by adding the sets' sums for every
-/// row through workgroup memory. The multiply-adds are the same. Not yet measured on a GPU;
-/// on lavapipe it was faster, so every adapter takes it (Intel Xeon, 2 threads, 2026-12-06,
-/// `WGPU_ATTENTION_DECODE_V_KEYS=1` against `=0`, `wgpu-attention bench --shape S
-/// --kv-heads 8 --path decode-workgroup --reps 10`, ms, rounds in turn): at 2,8,1,1000,128
-/// (one row a tile, so that split by rows one set idled) 5.0, 7.2 and 5.4 against 11.0,
-/// 11.1 and 10.5; planned as a GPU (`WGPU_ATTENTION_PLAN_AS=gpu`: K staged, batches of 8)
-/// at 1,32,1,4096,128 (4 rows a tile) 55.0, 47.2 and 43.4 against 72.2, 59.9 and 68.8.
+/// invocations (its `V_BY_KEYS`), or what `WGPU_ATTENTION_DECODE_V_KEYS` says (`0` or `1`;
+/// 0 is the kernel before 2026-12-06, which `scripts/h200.sh` times beside the default).
+/// Where Dv/4 fits the 64 invocations several times (Dv up to 128) they form that many
+/// sets, each holding the output's columns once. Split by rows (0), each set loads every
+/// key's V row, so the block's V is loaded once a set and each invocation waits on 64 keys'
+/// loads in turn (8 batches of 8); split by keys, each set loads its share of the keys (at
+/// Dv 128, 32 keys in 4 batches), each V row once, and the split ends by adding the sets'
+/// sums for every row through workgroup memory. The multiply-adds are the same. Not yet
+/// measured on a GPU; on lavapipe it was faster, so every adapter takes it (Intel Xeon, 2
+/// threads, 2026-12-06, `WGPU_ATTENTION_DECODE_V_KEYS=1` against `=0`, `wgpu-attention
+/// bench --shape S --kv-heads 8 --path decode-workgroup --reps 10`, ms, rounds in turn): at
+/// 2,8,1,1000,128 (one row a tile, so that split by rows one set idled) 5.0, 7.2 and 5.4
+/// against 11.0, 11.1 and 10.5; planned as a GPU (`WGPU_ATTENTION_PLAN_AS=gpu`: K staged,
+/// batches of 8) at 1,32,1,4096,128 (4 rows a tile) 55.0, 47.2 and 43.4 against 72.2, 59.9
+/// and 68.8.
 pub(crate) fn v_by_keys() -> bool {
     !crate::switches::DECODE_V_KEYS.is("0")
 }
-
 
 /// How the path will run the problem, for the plan's reason: its key splits, and how the
 /// partial kernel reads K and V.

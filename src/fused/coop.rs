@@ -220,7 +220,7 @@ impl Variant {
 pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
     let bytes = dev.limits().max_compute_workgroup_storage_size;
     let lanes = subgroup_lanes(dev);
-    let forced = forced_name().and_then(|name| {
+    let forced = switches::COOP_VARIANT.value().and_then(|name| {
         Variant::ALL.into_iter().find(|v| {
             name == v.name() && v.takes(p, lanes) && v.workgroup_bytes(lanes, false) <= bytes
         })
@@ -230,16 +230,12 @@ pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
         .unwrap_or(Variant::new(16, 128, 32))
 }
 
-fn forced_name() -> Option<String> {
-    switches::COOP_VARIANT.value()
-}
-
-/// Where `WGPU_ATTENTION_COOP_VARIANT` names a variant that `p` does not run on here (it does not hold the
-/// widths or fit the device's workgroup memory; a name that is no variant's stops the
-/// context from opening: crate::switches), so that a timing of it is not mistaken for one:
-/// what the plan's reason says.
+/// Where `WGPU_ATTENTION_COOP_VARIANT` names a variant that `p` does not run on here (it
+/// does not hold the widths or fit the device's workgroup memory; a name that is no
+/// variant's stops the context from opening: crate::switches), so that a timing of it is
+/// not mistaken for one: what the plan's reason says.
 pub(crate) fn forced_not_taken(dev: &DeviceProfile, p: &Problem) -> Option<String> {
-    let name = forced_name()?;
+    let name = switches::COOP_VARIANT.value()?;
     (variant(dev, p).name() != name).then(|| {
         let var = switches::COOP_VARIANT.name;
         format!("{var}={name} not taken (it does not hold these widths or fit the device)")
@@ -257,10 +253,10 @@ pub(crate) fn prefetch() -> bool {
 
 /// The kernel's `OUT_ROWS`, the rows of output blocks each subgroup's tile spans where its
 /// blocks allow two: 2 unless `WGPU_ATTENTION_COOP_OUT_ROWS=1` asks for the row-major runs
-/// of before 2026-12-06, to time them beside the default (`scripts/h200.sh`, "+r1" rows). Two rows of
-/// output blocks a subgroup load a third fewer 16x16 blocks of P and V from workgroup memory
-/// per key (64 x 128: 6 for 8 multiply-adds, not 9) with the same accumulators; not yet
-/// timed on a GPU.
+/// of before 2026-12-06, to time them beside the default (`scripts/h200.sh`, "+r1" rows).
+/// Two rows of output blocks a subgroup load a third fewer 16x16 blocks of P and V from
+/// workgroup memory per key (64 x 128: 6 for 8 multiply-adds, not 9) with the same
+/// accumulators; not yet timed on a GPU.
 pub(crate) fn output_rows() -> u32 {
     if switches::COOP_OUT_ROWS.is("1") {
         1

@@ -16,9 +16,10 @@ const MAX_LANES: u32 = 16;
 /// On GPUs a lane for every 4 splits, up to 16 (a power of two): at 256 splits (decode at
 /// B1 Hq32 Hkv8 Lk32768 D128) each invocation then waits on 2 rounds of 8 loads rather than
 /// 32, on 256 workgroups rather than 16 (one output a lane left all but 16 of an H200's 132
-/// compute units idle). Not yet measured on a GPU. On CPU adapters 1, where a workgroup runs
-/// on one thread: more lanes would only add their final fold. `WGPU_ATTENTION_MERGE_LANES` (1, 2, 4,
-/// 8 or 16) overrides both, for timing. Fewer where the dispatch would take more than `max_groups` workgroups (the grid's:
+/// compute units idle). Not yet measured on a GPU. On CPU adapters 1, where a workgroup
+/// runs on one thread: more lanes would only add their final fold.
+/// `WGPU_ATTENTION_MERGE_LANES` (1, 2, 4, 8 or 16) overrides both, for timing. Fewer where
+/// the dispatch would take more than `max_groups` workgroups (the grid's:
 /// crate::plan::DeviceBudget::max_groups).
 pub(crate) fn lanes(info: &wgpu::AdapterInfo, splits: usize, outputs: u64, max_groups: u64) -> u32 {
     let chosen = crate::switches::MERGE_LANES

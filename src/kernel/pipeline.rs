@@ -176,14 +176,15 @@ impl PipelineKey {
 
 /// The order, as the kernels number it (0 where none is asked for), in which every kernel
 /// with workgroup barriers gives its invocations their roles where
-/// [`INVOCATION_ORDER`](crate::switches::INVOCATION_ORDER) asks for another (its `const INVOCATION_ORDER`, shaders/invocation_order.wgsl), for
-/// testing: `reversed`, `interleaved` or `interleaved-reversed`. lavapipe runs a
-/// workgroup's invocations in their order between barriers, a SIMD batch at a time, so a
-/// missing barrier shows there only if the invocation that must wait comes first, and
-/// never between two of one batch; `.ci/run` runs the tests in each order, which between
-/// them put every pair of invocations both ways round in different batches of lavapipe's 8
-/// lanes (docs/testing.md). A kernel without such a race gives the same results in every order;
-/// on a GPU the order costs nothing, but is not meant for use.
+/// [`INVOCATION_ORDER`](crate::switches::INVOCATION_ORDER) asks for another (its `const
+/// INVOCATION_ORDER`, shaders/invocation_order.wgsl), for testing: `reversed`,
+/// `interleaved` or `interleaved-reversed`. lavapipe runs a workgroup's invocations in
+/// their order between barriers, a SIMD batch at a time, so a missing barrier shows there
+/// only if the invocation that must wait comes first, and never between two of one batch;
+/// `.ci/run` runs the tests in each order, which between them put every pair of invocations
+/// both ways round in different batches of lavapipe's 8 lanes (docs/testing.md). A kernel
+/// without such a race gives the same results in every order; on a GPU the order costs
+/// nothing, but is not meant for use.
 fn invocation_order() -> u32 {
     order_named(crate::switches::INVOCATION_ORDER.value().as_deref())
 }
@@ -328,12 +329,13 @@ impl KernelRegistry {
     }
 }
 
-/// Where [`PIPELINE_LOG`](crate::switches::PIPELINE_LOG) names a file, appends one tab-separated line to it for a
-/// pipeline just built: milliseconds since the first line this process logged, the thread's
-/// name (the test's name under `cargo test`), the kernel's label, its `override` constants,
-/// and whether runtime checks are on. A diagnostic of where the tests' compile time goes
-/// (docs/testing.md): lavapipe compiles a pipeline at its first dispatch, so the time to the
-/// same thread's next line holds that compile. Errors writing the log are ignored.
+/// Where [`PIPELINE_LOG`](crate::switches::PIPELINE_LOG) names a file, appends one
+/// tab-separated line to it for a pipeline just built: milliseconds since the first line
+/// this process logged, the thread's name (the test's name under `cargo test`), the
+/// kernel's label, its `override` constants, and whether runtime checks are on. A
+/// diagnostic of where the tests' compile time goes (docs/testing.md): lavapipe compiles a
+/// pipeline at its first dispatch, so the time to the same thread's next line holds that
+/// compile. Errors writing the log are ignored.
 pub(crate) fn log_build(key: &PipelineKey, checked: bool) {
     use std::io::Write;
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
