@@ -150,9 +150,9 @@ pub fn workgroup_cols(dv: usize) -> usize {
 /// block are then 2 batches, not 4. Not yet measured on a GPU (`scripts/h200.sh` times f16
 /// with batches of 8 beside it, "[loads in batches of 8]").
 pub(crate) fn load_batch(info: &wgpu::AdapterInfo, half: bool) -> u32 {
+    // The switch takes only 1 to MAX_LOAD_BATCH (held so by a test).
     crate::switches::DECODE_BATCH
         .number()
-        .filter(|n| (1..=MAX_LOAD_BATCH).contains(n))
         .unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
             1
         } else if half {
@@ -442,6 +442,10 @@ mod tests {
     /// measured slower (unless the variable says otherwise).
     #[test]
     fn load_batches_follow_the_adapter() {
+        for value in crate::switches::DECODE_BATCH.takes {
+            let n: u32 = value.parse().expect("a number");
+            assert!((1..=MAX_LOAD_BATCH).contains(&n), "{n}");
+        }
         if std::env::var_os(crate::switches::DECODE_BATCH.name).is_some() {
             return;
         }

@@ -22,9 +22,8 @@ const MAX_LANES: u32 = 16;
 /// the dispatch would take more than `max_groups` workgroups (the grid's:
 /// crate::plan::DeviceBudget::max_groups).
 pub(crate) fn lanes(info: &wgpu::AdapterInfo, splits: usize, outputs: u64, max_groups: u64) -> u32 {
-    let chosen = crate::switches::MERGE_LANES
-        .number()
-        .filter(|n| n.is_power_of_two() && *n <= MAX_LANES);
+    // The switch takes only powers of two up to MAX_LANES (held so below).
+    let chosen = crate::switches::MERGE_LANES.number();
     let mut lanes = chosen.unwrap_or(if info.device_type == wgpu::DeviceType::Cpu {
         1
     } else {
@@ -55,6 +54,15 @@ mod tests {
 
     fn adapter(device_type: wgpu::DeviceType) -> wgpu::AdapterInfo {
         wgpu::AdapterInfo::new(device_type, wgpu::Backend::Vulkan)
+    }
+
+    /// Every lane count the switch takes divides merge.wgsl's workgroup, as LANES must.
+    #[test]
+    fn the_switch_takes_only_lane_counts_the_kernel_can_run() {
+        for value in crate::switches::MERGE_LANES.takes {
+            let n: u32 = value.parse().expect("a number");
+            assert!(n.is_power_of_two() && n <= MAX_LANES, "{n}");
+        }
     }
 
     /// A lane for every 4 splits on GPUs, up to 16; one on CPU adapters; fewer where the
