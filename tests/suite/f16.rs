@@ -270,7 +270,7 @@ fn fused_tiers_read_f16_keys_and_values() {
 
 /// Widths above 256 read 16-bit K and V as they are, like every width: the subgroup tier's
 /// wide variant (up to 640) from its 16-bit textures, the tiled tier's widest (Dv up to 512)
-/// through kv_loads_f16.wgsl / kv_loads_bf16.wgsl (tests/suite/fused.rs has the f32 cases). Multi-
+/// through kv_loads_f16.wgsl / kv_loads_bf16.wgsl (tests/suite/fused/ has the f32 cases). Multi-
 /// head latent attention's absorbed form (D 576, Dv 512) with GQA under the bottom-right
 /// rule, in f16 and in bf16, each held to twice the CPU's 16-bit rounding error.
 #[test]

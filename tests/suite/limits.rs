@@ -1,6 +1,6 @@
 //! Work is split to fit device limits: contexts that request deliberately small limits still
 //! match the reference, and the plan shows the split happened. These cases force the unfused
-//! path (its score matrix is what limits bite first); `tests/suite/fused.rs` covers the fused path.
+//! path (its score matrix is what limits bite first); `tests/suite/fused/` covers the fused path.
 
 use crate::common;
 

@@ -116,7 +116,7 @@ fn fused_tiers_run_up_to_the_loop_limit() {
     let mut rng = Rng::new(71);
     assert_eq!(max_keys(subgroup_block(), 8), 520_184);
     // (path, keys at the limit, D, Dv, causal rule, keys per block): widths and rules that
-    // tests/suite/fused.rs already compiles, so no new pipelines. The subgroup tier at 8 lanes
+    // tests/suite/fused/ already compiles, so no new pipelines. The subgroup tier at 8 lanes
     // (lavapipe's default); tests/lanes16.rs runs its 16-key blocks.
     let cases = [
         (

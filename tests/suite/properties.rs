@@ -191,8 +191,8 @@ fn run_cases(
         let what = format!("case {i} (run seed {seed}, case seed {case_seed}): {c:?}");
         // Auto (the tier this adapter runs by default), the unfused path, and the tiled tier
         // where the context's limits allow it (auto picks it on GPUs, not on CPU adapters).
-        // Padded widths reach the tiled tier through tests/suite/fused.rs; here it is forced only
-        // on widths it runs as given, which bounds the pipelines to compile.
+        // Padded widths reach the tiled tier through tests/suite/fused/widths.rs; here it is
+        // forced only on widths it runs as given, which bounds the pipelines to compile.
         let fused_shape = d % 4 == 0 && dv % 4 == 0 && d <= 128 && dv <= 128;
         let tiled = wgpu_attention::fused::tier_obstacle(ctx, wgpu_attention::fused::Tier::Tiled)
             .is_none()
