@@ -144,7 +144,7 @@ fn bf16_in_f16_range<'a>(
     let planner_chooses = matches!(opts.path, PathChoice::Auto | PathChoice::Fused);
     let fits = tensors
         .iter()
-        .all(|t| t.max_abs.is_some_and(|m| m <= fused::coop::F16_MAX));
+        .all(|t| t.max_abs.is_some_and(|m| m <= crate::half_format::F16_MAX));
     (bf16 && planner_chooses && opts.precision == Precision::F32 && fits)
         .then(|| opts.clone().precision(Precision::F16))
 }

@@ -86,7 +86,8 @@ pub(crate) trait Family {
     ) -> Result<DeviceOutputs>;
 
     /// Its kernels, for the tests that check every shader (tiers and forms of one family
-    /// return the family's whole table).
+    /// return the family's whole table, but for the fused family's coop tier, whose kernels
+    /// are a table in their own folder).
     #[cfg(feature = "internals")]
     fn kernels(&self) -> &'static [crate::kernel::Kernel];
 }

@@ -76,16 +76,17 @@ pub fn decode_block() -> u64 {
 }
 
 /// Iterations per key block of the cooperative-matrix tier's emulated kernels
-/// (src/fused/coop_ops_emulated.wgsl with 32-lane virtual subgroups: 8 elements of each 16x16
-/// block a lane), for `rows` query rows a workgroup and widths padded to 16 (`d16`, `dv16`):
-/// the score blocks' dot products over D, the output blocks' over the 32 keys, the staging
-/// of K and V, the rescaling of the output and the softmax loops, each loop counted with its
-/// exit. An upper bound derived from the shader's loops, far above what runs: the driver
-/// unrolls most of them. Measured on 2026-12-06 (q = 0, one pass forced over 65 536 keys,
-/// by an estimate of 1, the LSE counting the keys visited; Mesa 22.3, with and without GALLIVM_PERF=nopt): 36
-/// iterations a block at D 128 (64 x 128) and 24 at D 64 (64 x 64), without the output's
-/// rescaling, which large logits add (8 + 1 a block of the output a subgroup holds), against
-/// 4373 and 2217 estimated here. The bound costs only passes over the keys on llvmpipe.
+/// (src/fused/coop/coop_ops_emulated.wgsl with 32-lane virtual subgroups: 8 elements of
+/// each 16x16 block a lane), for `rows` query rows a workgroup and widths padded to 16
+/// (`d16`, `dv16`): the score blocks' dot products over D, the output blocks' over the 32
+/// keys, the staging of K and V, the rescaling of the output and the softmax loops, each
+/// loop counted with its exit. An upper bound derived from the shader's loops, far above
+/// what runs: the driver unrolls most of them. Measured on 2026-12-06 (q = 0, one pass
+/// forced over 65 536 keys, by an estimate of 1, the LSE counting the keys visited; Mesa
+/// 22.3, with and without GALLIVM_PERF=nopt): 36 iterations a block at D 128 (64 x 128) and
+/// 24 at D 64 (64 x 64), without the output's rescaling, which large logits add (8 + 1 a
+/// block of the output a subgroup holds), against 4373 and 2217 estimated here. The bound
+/// costs only passes over the keys on llvmpipe.
 pub fn coop_emulated_block(rows: u64, d16: u64, dv16: u64) -> u64 {
     let (keys, invocations, lanes) = (32, 128, 32);
     let elements = 256 / lanes;

@@ -143,7 +143,8 @@ fn coop_auto(
 }
 
 /// Every kernel of the crate: each family's table (once, where its tiers or forms share
-/// one) and the kernels no family owns. (For the tests that check every shader, through
+/// one; the fused family's coop tier has a table of its own) and the kernels no family
+/// owns. (For the tests that check every shader, through
 /// the `internals` feature.)
 #[cfg(feature = "internals")]
 pub fn every_kernel() -> Vec<crate::kernel::Kernel> {

@@ -1,25 +1,30 @@
-//! The cooperative-matrix tier (`fused-coop`, src/fused/fused_coop.wgsl): FlashAttention-2 with
-//! Q Kᵀ and P V on the matrix units (tensor cores) in f16 with f32 accumulators, the online
-//! softmax in f32. Its variants, what it needs of the adapter, and its kernels; the plan and
+//! The cooperative-matrix tier (`fused-coop`, src/fused/coop/fused_coop.wgsl):
+//! FlashAttention-2 with Q Kᵀ and P V on the matrix units (tensor cores) in f16 with f32
+//! accumulators, the online softmax in f32. Its variants and what it needs of the adapter
+//! are here, its kernels and their shaders in src/fused/coop/ (kernels.rs); the plan and
 //! the dispatch are the fused path's (crate::fused), as for every tier.
 //!
 //! Accuracy: Q, K, V and the weights P are rounded to f16 (relative error 2^-11 each) and
 //! everything else is f32, so the error against an f64 reference is that of f16 inputs,
 //! about 1e-3 relative to the output's scale; tests hold it to twice the error of the same
-//! computation with f16-rounded inputs on the CPU (tests/suite/coop.rs). Inputs beyond f16's
-//! range (65504) are refused where the host knows their magnitudes.
+//! computation with f16-rounded inputs on the CPU (tests/suite/coop.rs). Inputs beyond
+//! f16's range (65504) are refused where the host knows their magnitudes.
 //!
-//! Where no adapter has cooperative matrices (lavapipe in CI), `CoopMode::Emulated` runs the
-//! same kernels with the cooperative operations in scalar code (src/fused/coop_ops_emulated.wgsl).
+//! Where no adapter has cooperative matrices (lavapipe in CI), `CoopMode::Emulated` runs
+//! the same kernels with the cooperative operations in scalar code
+//! (src/fused/coop/coop_ops_emulated.wgsl).
+
+pub mod kernels;
 
 use super::tiled_unit_heads_in;
+use crate::half_format::F16_MAX;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::plan::Chunk;
 use crate::problem::Problem;
 use crate::profile::{CoopSupport, DeviceProfile};
 use crate::switches;
 
-/// Invocations per workgroup of the tier (WG in src/fused/fused_coop.wgsl).
+/// Invocations per workgroup of the tier (WG in src/fused/coop/fused_coop.wgsl).
 pub const COOP_INVOCATIONS: u32 = 128;
 
 /// Subgroups of `lanes` invocations in a workgroup of the tier (NSG).
@@ -27,11 +32,8 @@ fn subgroups(lanes: u32) -> u32 {
     (COOP_INVOCATIONS / lanes.max(1)).max(1)
 }
 
-/// Largest f16 value: inputs beyond it cannot be staged for the matrix units.
-pub const F16_MAX: f32 = 65504.0;
-
 /// Tile sizes of a compiled variant: query rows a workgroup and the largest D and Dv
-/// (`src/fused/coop_tile_<rows>x<width>.wgsl`), and keys a block (32, or 64 written into
+/// (`src/fused/coop/coop_tile_<rows>x<width>.wgsl`), and keys a block (32, or 64 written into
 /// the pipeline's source).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
@@ -79,7 +81,7 @@ impl Variant {
     }
 
     /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
-    /// src/fused/fused_coop.wgsl (a block of K or V, and the weights, which also stage Q, in
+    /// src/fused/coop/fused_coop.wgsl (a block of K or V, and the weights, which also stage Q, in
     /// f16; with `split` ([`split_weights`]) the weights' low parts, else a row of them; the
     /// scores, which are also the subgroups' scratch of 256 values each, in f32; a factor a
     /// row, three partials an invocation and a flag).
@@ -93,13 +95,13 @@ impl Variant {
     }
 
     /// Output blocks (16 x 16) each subgroup holds in its accumulators for `dv` with
-    /// subgroups of `lanes` (NB in src/fused/fused_coop.wgsl).
+    /// subgroups of `lanes` (NB in src/fused/coop/fused_coop.wgsl).
     pub fn accumulators(self, dv: usize, lanes: u32) -> usize {
         (self.rows / 16) * (self.output_width(dv, lanes) / 16) / subgroups(lanes) as usize
     }
 
     /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` (s_rows in
-    /// src/fused/fused_coop.wgsl): one unless subgroups are fewer than half the blocks.
+    /// src/fused/coop/fused_coop.wgsl): one unless subgroups are fewer than half the blocks.
     pub fn score_rows(self, lanes: u32) -> usize {
         let across = self.keys / 16;
         let each = ((self.rows / 16) * across / subgroups(lanes) as usize).max(1);
@@ -131,7 +133,7 @@ impl Variant {
     }
 
     /// Columns its output blocks cover for `dv` with subgroups of `lanes` (DV16 in
-    /// src/fused/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks divide evenly
+    /// src/fused/coop/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks divide evenly
     /// among the 128 / `lanes` subgroups, as an output block must have one subgroup.
     pub fn output_width(self, dv: usize, lanes: u32) -> usize {
         let step = 16 * (subgroups(lanes) as usize / (self.rows / 16)).max(1);
@@ -157,7 +159,7 @@ impl Variant {
 
     /// The kernel of this variant: f16 K/V loads or f32, hardware or emulated operations.
     pub fn kernel(self, f16: bool, emulated: bool) -> Kernel {
-        use super::kernels::*;
+        use kernels::*;
         let [hw, emu, hw16, emu16] = match (self.rows, self.width) {
             (64, 128) => [
                 COOP_64X128,
@@ -242,7 +244,7 @@ pub(crate) fn forced_not_taken(dev: &DeviceProfile, p: &Problem) -> Option<Strin
     })
 }
 
-/// Whether the tier's pipelines prefetch K and V (src/fused/fused_coop.wgsl, PREFETCH): K
+/// Whether the tier's pipelines prefetch K and V (src/fused/coop/fused_coop.wgsl, PREFETCH): K
 /// and V loaded into registers a phase ahead of their staging, so that the loads' latency
 /// overlaps matrix work, for about 16 registers more an invocation. Only where
 /// `WGPU_ATTENTION_COOP_PREFETCH=1` until a GPU run says whether it is faster
@@ -266,7 +268,7 @@ pub(crate) fn output_rows() -> u32 {
 }
 
 /// Whether `p`'s pipeline here multiplies the weights into V as two f16 parts (SPLIT_P in
-/// src/fused/fused_coop.wgsl): where the variant's arrays fit the device's workgroup memory
+/// src/fused/coop/fused_coop.wgsl): where the variant's arrays fit the device's workgroup memory
 /// with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not the 16-row
 /// variants at 16 KiB, nor 64 x 128 with blocks of 64 keys at 48 KiB), unless
 /// `WGPU_ATTENTION_COOP_SPLIT_P=0` keeps them in one part, as before 2026-12-06, so that a

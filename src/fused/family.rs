@@ -165,6 +165,9 @@ impl Family for Tier {
 
     #[cfg(feature = "internals")]
     fn kernels(&self) -> &'static [crate::kernel::Kernel] {
-        super::kernels::ALL
+        match self {
+            Tier::Coop => super::coop::kernels::ALL,
+            _ => super::kernels::ALL,
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use wgpu_attention::decode::kernels as decode;
+use wgpu_attention::fused::coop::kernels as coop;
 use wgpu_attention::fused::kernels as fused;
 use wgpu_attention::kernel::{BindingKind, Kernel};
 
@@ -147,6 +148,27 @@ fn kernel_labels_are_unique() {
     assert!(twice.is_empty(), "labels used twice: {twice:?}");
 }
 
+/// Every kernel the planner can pick is among those the shader tests check: the families'
+/// tables reach `every_kernel` (the tensor-core tier's is a table of its own, in its
+/// folder), here each cooperative-matrix variant in all four forms and the 8x8 form.
+#[test]
+fn every_kernel_holds_each_table() {
+    use wgpu_attention::fused::coop::Variant;
+    let all = wgpu_attention::every_kernel();
+    for table in [fused::ALL, coop::ALL] {
+        for kernel in table {
+            assert!(all.contains(kernel), "{} is not checked", kernel.label());
+        }
+    }
+    for v in Variant::ALL {
+        for (f16, emulated) in [(false, false), (false, true), (true, false), (true, true)] {
+            let kernel = v.kernel(f16, emulated);
+            assert!(all.contains(&kernel), "{} is not checked", kernel.label());
+        }
+    }
+    assert!(all.contains(&coop::COOP_16X64_SIMD8));
+}
+
 /// Whether the kernel runs on cooperative matrices: SPIR-V only (Vulkan is where wgpu
 /// exposes them; Metal's simdgroup matrices are 8x8, and naga's HLSL writer has none).
 fn on_cooperative_matrices(kernel: Kernel) -> bool {
@@ -171,7 +193,7 @@ fn every_shader_translates_to_spirv_msl_hlsl() {
                     .unwrap_or_else(|e| panic!("{} with {constants:?}: {e}", kernel.label()));
             let what = format!("{} with {constants:?}", kernel.label());
             let spv = vulkan.write(&module, &info, kernel.entry_point(), &what);
-            if kernel == fused::COOP_16X64_SIMD8 {
+            if kernel == coop::COOP_16X64_SIMD8 {
                 // Metal's simdgroup matrices: MSL 2.3 has them.
                 let options = naga::back::msl::Options {
                     lang_version: (2, 3),
