@@ -45,6 +45,8 @@ for line in sys.stdin:
     # Carried paths are limited to 64 MiB: strip, and pack the test binaries (which share
     # most of their code) into one xz archive.
     strip .h200/wgpu-attention .h200/decode .h200/tests/*
+    # The build the device's table names: the commit, marked where the tree had changes.
+    echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- || echo ' with uncommitted changes'), built $(date -u +%F)" > .h200/BUILD
     if [ -n "${H200_VARIANTS:-}" ]; then
         mkdir -p .h200/variants
         for nv in $H200_VARIANTS; do
@@ -156,7 +158,13 @@ PY
     export WGPU_BACKEND=vulkan REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp
     export WGPU_ADAPTER_NAME="${WGPU_ADAPTER_NAME:-NVIDIA}"
     step devices
-    timeout 60 ./.h200/wgpu-attention devices
+    timeout 60 ./.h200/wgpu-attention devices | tee /tmp/devices.txt
+    # Every figure names its card: the table opens with the adapter the runs take (the one
+    # `devices` marks as the default under WGPU_ADAPTER_NAME), its driver, the build, the
+    # date.
+    card="$(awk '/^\[[0-9]+\] .*\(default\)$/ { sub(/^\[[0-9]+\] /, ""); sub(/ \(default\)$/, "");
+        name = $0; getline; sub(/^ *driver: /, ""); print name ", driver " $0; exit }' /tmp/devices.txt)"
+    header="Card: ${card}. Build: $(cat .h200/BUILD 2>/dev/null || echo unknown). Run: $(date -u '+%F %H:%M') UTC, H200_PART=${part}."
     # Each entry is one bench invocation: its paths share one set of inputs, side by side.
     # The D = 256 entries measure the wide variants (auto takes decode's and the tiled
     # tier's there since the second H200 session); D = 512 (an MLA-like group of 16 query
@@ -180,7 +188,8 @@ PY
 1,2,256,256,128 none 2 fused-subgroup}"
     if [ "$part" != tests ]; then
         step bench
-        echo "| shape | kv heads | causal | path | ms | GFLOP/s | GB/s | max err |" > "$out/h200.md"
+        printf '%s\n\n' "$header" > "$out/h200.md"
+        echo "| shape | kv heads | causal | path | ms | GFLOP/s | GB/s | max err |" >> "$out/h200.md"
         echo "|---|---:|---|---|---:|---:|---:|---:|" >> "$out/h200.md"
         # First, as it matters most (issue 6): the cooperative-matrix tier on f16 inputs at
         # its target shapes, each of its variants that takes the widths (forced with

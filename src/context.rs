@@ -171,6 +171,25 @@ pub fn enumerate_adapters() -> Vec<wgpu::Adapter> {
     adapters
 }
 
+/// Which of [`enumerate_adapters`]'s list [`Context::new`] and [`Context::with_options`]
+/// open: the first whose name contains `WGPU_ADAPTER_NAME` (ignoring case) where that is
+/// set, else the first (the list is in order of preference); `None` where no name
+/// contains it.
+pub fn chosen_adapter(adapters: &[wgpu::Adapter]) -> Option<usize> {
+    let filter = adapter_filter().map(|f| f.to_lowercase());
+    adapters.iter().position(|a| match &filter {
+        Some(f) => a.get_info().name.to_lowercase().contains(f),
+        None => true,
+    })
+}
+
+/// `WGPU_ADAPTER_NAME` where set and not empty.
+fn adapter_filter() -> Option<String> {
+    std::env::var("WGPU_ADAPTER_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
 impl Context {
     /// Opens the best adapter (high-performance first; `WGPU_BACKEND` and
     /// `WGPU_ADAPTER_NAME` honoured) with the adapter's own limits.
@@ -186,21 +205,17 @@ impl Context {
     /// Like [`Context::new`], with explicit options.
     pub fn with_options(options: &ContextOptions) -> Result<Self> {
         let adapters = enumerate_adapters();
-        let filter = std::env::var("WGPU_ADAPTER_NAME")
-            .ok()
-            .filter(|s| !s.is_empty());
-        let seen: Vec<String> = adapters
-            .iter()
-            .map(|a| describe_adapter(&a.get_info()))
-            .collect();
-        let chosen = adapters.into_iter().find(|a| match &filter {
-            Some(f) => a.get_info().name.to_lowercase().contains(&f.to_lowercase()),
-            None => true,
-        });
-        let Some(adapter) = chosen else {
-            return Err(Error::NoAdapter { filter, seen });
+        let Some(adapter) = chosen_adapter(&adapters).and_then(|i| adapters.get(i)) else {
+            let seen = adapters
+                .iter()
+                .map(|a| describe_adapter(&a.get_info()))
+                .collect();
+            return Err(Error::NoAdapter {
+                filter: adapter_filter(),
+                seen,
+            });
         };
-        Self::from_adapter(&adapter, options)
+        Self::from_adapter(adapter, options)
     }
 
     /// Opens a device on a given adapter. Refused ([`Error::Environment`]) where a

@@ -113,7 +113,7 @@ mod widths;
 pub use attention::{attention, attention_gpu, memory_estimate, plan, plan_paths, PathReport};
 pub use cache::KvCache;
 pub use check::{compare, Comparison, Tolerance};
-pub use context::{describe_adapter, enumerate_adapters, Context, ContextOptions};
+pub use context::{chosen_adapter, describe_adapter, enumerate_adapters, Context, ContextOptions};
 pub use error::{Error, Result};
 pub use memory::{DeviceMemory, MemoryEstimate};
 pub use options::{

@@ -2,7 +2,8 @@
 //! matrices, limits and device memory.
 
 use wgpu_attention::{
-    describe_adapter, enumerate_adapters, Context, ContextOptions, CoopMode, CoopSupport,
+    chosen_adapter, describe_adapter, enumerate_adapters, Context, ContextOptions, CoopMode,
+    CoopSupport,
 };
 
 pub fn run() -> i32 {
@@ -13,11 +14,14 @@ pub fn run() -> i32 {
         );
         return 1;
     }
+    // The mark goes where a context opens (WGPU_ADAPTER_NAME honoured), which is where
+    // `run`, `bench` and the self-check run.
+    let chosen = chosen_adapter(&adapters);
     for (i, a) in adapters.iter().enumerate() {
         let info = a.get_info();
         let f = a.features();
         let l = a.limits();
-        let mark = if i == 0 { " (default)" } else { "" };
+        let mark = if chosen == Some(i) { " (default)" } else { "" };
         println!("[{i}] {}{mark}", describe_adapter(&info));
         println!("    driver: {} {}", info.driver, info.driver_info);
         let has = |feat: wgpu::Features| if f.contains(feat) { "yes" } else { "no" };
@@ -75,6 +79,13 @@ pub fn run() -> i32 {
             }
             Err(e) => println!("    memory: unknown ({e})"),
         }
+    }
+    if chosen.is_none() {
+        let filter = std::env::var("WGPU_ADAPTER_NAME").unwrap_or_default();
+        eprintln!(
+            "wgpu-attention: no adapter's name contains WGPU_ADAPTER_NAME={filter}, so no context opens"
+        );
+        return 1;
     }
     0
 }

@@ -1,5 +1,5 @@
-//! The other commands: heatmaps, the self-check (also with the tensor-core tier emulated)
-//! and soak.
+//! The other commands: heatmaps, the self-check (also with the tensor-core tier emulated),
+//! soak and devices.
 
 use super::*;
 
@@ -137,4 +137,45 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
         .collect();
     assert_eq!(coop_rows.len(), 2, "{stdout}");
     assert!(coop_rows.iter().all(|l| l.contains("ok (f16")), "{stdout}");
+}
+
+/// `devices` marks the adapter a context opens, where `run`, `bench` and the self-check run
+/// (`chosen_adapter`): with `WGPU_ADAPTER_NAME` naming the test's own adapter, that one;
+/// with a name no adapter has, none, and it says so and exits 1, as a context would fail
+/// to open (marking the first adapter regardless fails this).
+#[test]
+fn devices_marks_the_adapter_a_context_opens() {
+    let Some(ctx) = common::ctx() else { return };
+    // The name before any parenthesis: WGPU_ATTENTION_PLAN_AS adds one to the context's
+    // (the planner's) name, and lavapipe's vector width is in one.
+    let info = ctx.adapter_info();
+    let name = info
+        .name
+        .split(" (")
+        .next()
+        .unwrap_or(&info.name)
+        .to_string();
+    let marked = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter(|l| l.starts_with('[') && l.ends_with(" (default)"))
+            .map(str::to_string)
+            .collect()
+    };
+    let o = ran(tool().arg("devices").env("WGPU_ADAPTER_NAME", &name));
+    assert!(o.success(), "{}{}", o.stdout, o.stderr);
+    let lines = marked(&o.stdout);
+    assert_eq!(lines.len(), 1, "{}", o.stdout);
+    assert!(lines[0].contains(&name), "{} should name {name}", lines[0]);
+    let o = ran(tool()
+        .arg("devices")
+        .env("WGPU_ADAPTER_NAME", "no-adapter-is-named-this"));
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(marked(&o.stdout).is_empty(), "{}", o.stdout);
+    assert!(
+        o.stderr
+            .contains("WGPU_ADAPTER_NAME=no-adapter-is-named-this"),
+        "{}",
+        o.stderr
+    );
 }
