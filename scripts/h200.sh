@@ -96,6 +96,9 @@ for line in open(path):
     # device or hold the widths) ran the default one: say so.
     if forced and f"variant {forced}:" not in r.get("notes", ""):
         label += " (not taken: the default ran)"
+    # Keys asked to be split ("+kN") that the plan ran in one range.
+    if "+k" in label and "key ranges side by side" not in r.get("notes", ""):
+        label += " (keys not split)"
     print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {num(r['ms'], '.3f')} "
           f"| {num(r['gflops'], '.1f')} | {num(r['gbps'], '.1f')} | {num(r['max_abs_err'], '.1e')} |")
 PY
@@ -202,13 +205,16 @@ PY
         # output tiles of one row of blocks a subgroup (WGPU_ATTENTION_COOP_OUT_ROWS=1, the
         # layout before 2026-12-06) beside the default two (coop::output_rows); "+s1" rows
         # the weights P in one f16 part (WGPU_ATTENTION_COOP_SPLIT_P=0, as before 2026-12-06)
-        # beside the default two parts where they fit (coop::split_weights).
+        # beside the default two parts where they fit (coop::split_weights); "+kN" rows each
+        # row's keys in N ranges side by side, merged (WGPU_ATTENTION_COOP_KEY_SPLITS=N:
+        # more workgroups, each a shorter chain, where the grid is about one workgroup a
+        # multiprocessor; coop::key_splits), beside the default of one range.
         if [ "$part" != decode ]; then
             cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
 4,32,4096,4096,128 top-left 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128
 1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 32x128 16x128
-1,8,1024,1024,64 none 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x32
-1,8,1024,1024,64 top-left 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64}"
+1,8,1024,1024,64 none 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x32 64x64+k2 64x64+k4 16x64+k2
+1,8,1024,1024,64 top-left 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x64+k2 64x64+k4}"
             while read -r shape causal kvh variants; do
                 [ -z "$shape" ] && continue
                 for variant in $variants; do
@@ -216,15 +222,17 @@ PY
                     prefetch=0
                     out_rows=2
                     split=1
+                    splits=1
+                    [[ "$variant" =~ \+k([0-9]+) ]] && splits=${BASH_REMATCH[1]}
                     [[ "$variant" == *+p* ]] && prefetch=1
                     [[ "$variant" == *+r1* ]] && out_rows=1
                     [[ "$variant" == *+s1* ]] && split=0
                     args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-coop --dtype f16 --reps 10 --json)
                     [ "$causal" != none ] && args+=(--causal "$causal")
-                    step "WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch WGPU_ATTENTION_COOP_OUT_ROWS=$out_rows WGPU_ATTENTION_COOP_SPLIT_P=$split ${args[*]}"
+                    step "WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch WGPU_ATTENTION_COOP_OUT_ROWS=$out_rows WGPU_ATTENTION_COOP_SPLIT_P=$split WGPU_ATTENTION_COOP_KEY_SPLITS=$splits ${args[*]}"
                     WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch \
                         WGPU_ATTENTION_COOP_OUT_ROWS=$out_rows WGPU_ATTENTION_COOP_SPLIT_P=$split \
-                        timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                        WGPU_ATTENTION_COOP_KEY_SPLITS=$splits timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
                     echo "exit $?"
                     cat /tmp/bench.json
                     row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" "$name" >> "$out/h200.md"

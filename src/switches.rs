@@ -104,6 +104,12 @@ pub(crate) const COOP_SPLIT_P: Switch = Switch {
     name: "WGPU_ATTENTION_COOP_SPLIT_P",
     takes: OFF_ON,
 };
+/// The key ranges the tier's workgroups split each row's keys into, side by side in one
+/// dispatch and merged (crate::fused::coop::key_splits).
+pub(crate) const COOP_KEY_SPLITS: Switch = Switch {
+    name: "WGPU_ATTENTION_COOP_KEY_SPLITS",
+    takes: &["1", "2", "3", "4", "6", "8"],
+};
 /// The loads decode's workgroup form issues together (crate::decode::load_batch; up to
 /// crate::decode::MAX_LOAD_BATCH).
 pub(crate) const DECODE_BATCH: Switch = Switch {
@@ -146,7 +152,7 @@ pub(crate) const PIPELINE_LOG: Switch = Switch {
 };
 
 /// Every switch.
-pub(crate) const ALL: [Switch; 14] = [
+pub(crate) const ALL: [Switch; 15] = [
     COOP,
     COOP_CHECK,
     COOP_LANES,
@@ -154,6 +160,7 @@ pub(crate) const ALL: [Switch; 14] = [
     COOP_PREFETCH,
     COOP_OUT_ROWS,
     COOP_SPLIT_P,
+    COOP_KEY_SPLITS,
     DECODE_BATCH,
     DECODE_STAGE,
     DECODE_V_KEYS,

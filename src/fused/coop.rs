@@ -253,6 +253,21 @@ pub(crate) fn prefetch() -> bool {
     switches::COOP_PREFETCH.is("1")
 }
 
+/// Key ranges each row's keys are split into on a GPU, side by side in one dispatch (the
+/// kernel's p.splits) and merged: 1 unless `WGPU_ATTENTION_COOP_KEY_SPLITS` asks for more,
+/// to time them beside the default (`scripts/h200.sh`, "+kN" rows). Why: at a small grid
+/// (B1 H8 L1024 D64: 128 workgroups of 64 rows on the H200's 132 multiprocessors) each
+/// workgroup walks every key block in turn, one latency chain of loads, barriers and
+/// multiply-adds a multiprocessor; N ranges give N times the workgroups, each 1/N of the
+/// chain, for a merge of N partial outputs. Not the default until a GPU run says it is
+/// faster there. (On llvmpipe the tier's passes for its loop limit run side by side too:
+/// crate::fused::keys_per_pass.)
+pub(crate) fn key_splits() -> usize {
+    switches::COOP_KEY_SPLITS
+        .number()
+        .map_or(1, |n| n as usize)
+}
+
 /// The kernel's `OUT_ROWS`, the rows of output blocks each subgroup's tile spans where its
 /// blocks allow two: 2 unless `WGPU_ATTENTION_COOP_OUT_ROWS=1` asks for the row-major runs
 /// of before 2026-12-06, to time them beside the default (`scripts/h200.sh`, "+r1" rows).

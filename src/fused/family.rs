@@ -138,7 +138,7 @@ impl Family for Tier {
         }
         if passes > 1 {
             let why = key_passes_reason(dev.adapter_info(), p, *self);
-            let how = if *self == Tier::Subgroup {
+            let how = if matches!(*self, Tier::Subgroup | Tier::Coop) {
                 "key ranges side by side"
             } else {
                 "passes over the keys"

@@ -3,7 +3,7 @@
 //! threads busy; their partial outputs merge.
 
 use super::subgroup_layout::side_by_side;
-use super::{subgroup_keys, tiled_wider, wide, Tier};
+use super::{coop, subgroup_keys, tiled_wider, wide, Tier};
 use crate::loops;
 use crate::problem::Problem;
 
@@ -41,14 +41,17 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
 /// its loop limit (crate::loops); more keys run in several passes whose partial outputs
 /// merge.wgsl combines. The subgroup tier also splits the keys where its row blocks alone
 /// would leave the adapter's threads idle ([`subgroup_splits`](super::subgroup_layout::subgroup_splits)),
-/// and runs its passes side by side in one dispatch; the other tiers run theirs one after
-/// another.
+/// the cooperative-matrix tier where asked to ([`coop::key_splits`]); those two run their
+/// passes side by side in one dispatch, the other tiers one after another.
 pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
     let lk = p.dims.lk.max(1);
     let (block, _) = key_block(info, p, tier);
     let mut keys = lk;
     if tier == Tier::Subgroup {
         keys = lk.div_ceil(side_by_side(p)).next_multiple_of(block);
+    }
+    if tier == Tier::Coop {
+        keys = lk.div_ceil(coop::key_splits()).next_multiple_of(block);
     }
     if let Some(most) = loop_limited_keys(info, p, tier) {
         keys = keys.min(most);
@@ -66,10 +69,10 @@ fn loop_limited_keys(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> Optio
     })
 }
 
-/// Key passes one dispatch of the tier runs: the subgroup tier runs all of them side by
-/// side (`FusedParams::splits`), the other tiers one a dispatch.
+/// Key passes one dispatch of the tier runs: the subgroup and cooperative-matrix tiers run
+/// all of them side by side (`FusedParams::splits`), the other tiers one a dispatch.
 pub fn passes_per_dispatch(tier: Tier, passes: usize) -> usize {
-    if tier == Tier::Subgroup {
+    if matches!(tier, Tier::Subgroup | Tier::Coop) {
         passes.max(1)
     } else {
         1
@@ -88,6 +91,8 @@ pub fn key_passes_reason(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> &
     let lk = p.dims.lk.max(1);
     if loop_limited_keys(info, p, tier).is_some_and(|most| lk > most) {
         "llvmpipe's loop limit"
+    } else if tier == Tier::Coop {
+        "WGPU_ATTENTION_COOP_KEY_SPLITS"
     } else {
         "to keep the adapter's threads busy"
     }

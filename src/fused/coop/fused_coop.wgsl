@@ -6,7 +6,7 @@
 // invocations. Same math and bindings as the
 // other fused tiers.
 //
-// Files, in the order the kernel table (src/fused/kernels.rs) puts them:
+// Files, in the order the kernel table (src/fused/coop/kernels.rs) puts them:
 //   coop_enable_hw.wgsl or coop_enable_emulated.wgsl   the `enable` directives
 //   mask.wgsl, fused_common.wgsl                        parameters, bindings 0, 1, 4-7, masks
 //   kv_loads_f32/f16/bf16.wgsl                          bindings 2 (k) and 3 (v), load_k/load_v
@@ -27,7 +27,12 @@
 // SPLIT_P, whether the weights go into P V as two f16 parts (below).
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
-// numbered linearly (row block fastest) over x and y; p.total_groups of them. Subgroup
+// numbered linearly (row block fastest) over x and y; p.total_groups of them. Where the
+// host splits the keys into p.splits ranges side by side (crate::fused::keys_per_pass: on
+// llvmpipe for its loop limit, or where asked to, to fill a GPU), the workgroups are
+// numbered range-major; range `split` visits the keys from key0 + split x its keys (a
+// multiple of 64, so of BC) and writes its partial output and LSE split x p.rows rows
+// further on, which merge.wgsl combines. Subgroup
 // `lindex / SG` computes a run of the 16x16 score blocks (holding its rows of Q in
 // registers) and owns a tile of the output blocks (over BR x DV16: two rows of blocks of
 // half a row each, or a row or part of one, so that each block of P and of V it loads
@@ -209,8 +214,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let sg = lindex / SG;
     let lane = lindex % SG;
     let heads = select(1u, p.unit_heads, UNITS != 0u);
-    let unit = wg / p.row_groups;
-    var row_block = wg % p.row_groups;
+    // Key ranges side by side: range `split` of p.splits, its workgroups numbered as in one.
+    let per_split = p.total_groups / p.splits;
+    let split = wg / per_split;
+    let unit = (wg % per_split) / p.row_groups;
+    var row_block = (wg % per_split) % p.row_groups;
     if (CAUSAL != 0u) {
         // The row blocks with the most keys first (fused_tiled.wgsl says why).
         row_block = p.row_groups - 1u - row_block;
@@ -241,7 +249,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let block_row0 = p.row0 + block_first / heads;
         diag = u32(clamp(i32(block_row0) + p.causal_offset + 1, 0, i32(p.lk)));
     }
-    var key_begin = p.key0;
+    // This range's keys: the host's keys a range is at least this many (a multiple of 64
+    // with splits x it >= key1 - key0), so no range runs more blocks than it planned for
+    // llvmpipe's loop limit. A range past a row's last key leaves it with no weight.
+    let range_keys = ((p.key1 - p.key0 + p.splits - 1u) / p.splits + 63u) / 64u * 64u;
+    var key_begin = p.key0 + split * range_keys;
+    let range_end = min(key_begin + range_keys, p.key1);
     if (HAS_ALLOW != 0u) {
         let at = allow_span_index(p.mask, row_bh / p.hq, row_bh % p.hq, row_i);
         part[lindex] = bitcast<f32>(allow[at]);
@@ -259,7 +272,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         let first = bitcast<u32>(workgroupUniformLoad(&part[0]));
         let end = bitcast<u32>(workgroupUniformLoad(&ss[0]));
-        // Still a multiple of BC from key0 (itself one).
+        // Still a multiple of BC from key0 (itself one, as is the range's first key).
         key_begin = max(key_begin, first / BC * BC);
         key_end = min(key_end, end);
     }
@@ -335,7 +348,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // With PREFETCH, a block's V rows and the next block's K rows are loaded into registers
     // before the multiply-adds that precede their staging, so that the loads' latency
     // overlaps matrix work; without, each is loaded where it is staged.
-    let key_stop = min(key_end, p.key1);
+    let key_stop = min(key_end, range_end);
     var staged = Staged();
     if (PREFETCH != 0u && key_begin < key_stop) {
         staged = fetch_keys(lindex, false, key_begin, k_row0, d4, D16 / 4u);
@@ -492,7 +505,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         row_scale[r] = inv;
         if (row_valid) {
-            lse[row_bh * p.o_rows + row_i - p.lse_win] = bits;
+            lse[row_bh * p.o_rows + row_i + split * p.rows - p.lse_win] = bits;
         }
     }
     for (var t = 0u; t < nb; t = t + 1u) {
@@ -507,7 +520,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (block_first + rr <= last_slot && c < dv4) {
                 let s = block_first + rr;
                 let bh = bh_first + s % heads;
-                let i = p.row0 + s / heads;
+                let i = p.row0 + s / heads + split * p.rows; // its row in this range's output
                 let at = scratch + (e / 4u) * 16u + 4u * (e % 4u);
                 let x = vec4<f32>(ss[at], ss[at + 1u], ss[at + 2u], ss[at + 3u]);
                 o[(bh * p.o_rows + i) * dv4 + c - p.o_win] = x * row_scale[rr];

@@ -126,6 +126,77 @@ fn coop_runs_with_other_subgroup_sizes() {
     }
 }
 
+/// The tier's keys in ranges side by side (`WGPU_ATTENTION_COOP_KEY_SPLITS`, 2, 3 and 8),
+/// each range's workgroups writing a partial output that the merge combines, held to the
+/// f16 rule by `run --check`: GQA with a bool mask that empties a row, bottom-right causal
+/// (the first rows' last visible key precedes the last range), top-left with Lq < Lk
+/// (every row sees only the first range: the others give no weight), large logits; 8
+/// asked over 300 keys run as 5 ranges (a range holds 64 keys at least). The plan's reason
+/// gives the ranges.
+#[test]
+fn coop_splits_the_keys_side_by_side() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("coop-key-splits");
+    let mut rng = Rng::new(38);
+    let mut allow = rng.bool_array(&[1, 1, 77, 300], 0.7);
+    allow.slice_mut(ndarray::s![0, 0, 5, ..]).fill(false);
+    let cases = [
+        (
+            save(&dir, "q1.npy", &rng.array(&[1, 4, 77, 64], 4.0)),
+            save(&dir, "k1.npy", &rng.array(&[1, 2, 300, 64], 4.0)),
+            save(&dir, "v1.npy", &rng.array(&[1, 2, 300, 48], 1.0)),
+            Some(save_bool(&dir, "m1.npy", &allow)),
+            "bottom-right",
+        ),
+        (
+            save(&dir, "q2.npy", &rng.array(&[2, 2, 70, 64], 6.0)),
+            save(&dir, "k2.npy", &rng.array(&[2, 2, 300, 64], 6.0)),
+            save(&dir, "v2.npy", &rng.array(&[2, 2, 300, 48], 1.0)),
+            None,
+            "top-left",
+        ),
+    ];
+    // (splits asked, key ranges over 300 keys: each a multiple of 64 keys, at least
+    // 300 / splits).
+    for (splits, ranges) in [("2", 2), ("3", 3), ("8", 5)] {
+        for (q, k, v, mask, causal) in &cases {
+            let mut args = vec![
+                "run",
+                "--q",
+                q,
+                "--k",
+                k,
+                "--v",
+                v,
+                "--dtype",
+                "f16",
+                "--path",
+                "fused-coop",
+                "--check",
+                "--causal",
+                causal,
+            ];
+            if let Some(m) = mask {
+                args.extend(["--mask", m.as_str()]);
+            }
+            let o = ran(tool()
+                .env("WGPU_ATTENTION_COOP", "emulate")
+                .env("WGPU_ATTENTION_COOP_KEY_SPLITS", splits)
+                .args(&args));
+            let (stdout, stderr) = (&o.stdout, &o.stderr);
+            let what = format!("{splits} splits, {q}");
+            assert!(o.success(), "{what}: {stdout}{stderr}");
+            assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
+            let how = format!(
+                "in {ranges} key ranges side by side (WGPU_ATTENTION_COOP_KEY_SPLITS), merged"
+            );
+            assert!(stderr.contains(&how), "{what}: {stderr}");
+        }
+    }
+}
+
 /// `run --dtype f16 --check` where fused-coop runs (emulated here) holds its output to the
 /// f16 rule by default: at the plain tolerance (atol 1e-4, rtol 1e-3) this problem had 2 of
 /// 1 024 outputs outside, within twice f16 attention's own error.
