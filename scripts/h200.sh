@@ -197,7 +197,8 @@ PY
         # First, as it matters most (issue 6): the cooperative-matrix tier on f16 inputs at
         # its target shapes, each of its variants that takes the widths (forced with
         # WGPU_ATTENTION_COOP_VARIANT), beside auto and the f32 tiled tier on the same
-        # inputs; then the same on f32 inputs with f16 compute asked for (--precision f16).
+        # inputs, and at the first shape auto on f32 inputs with f16 compute asked for
+        # (--precision f16, which takes the tier there).
         # PyTorch's SDPA in f32, f16 and bf16 on these shapes follows at the end.
         # The k64 variants (blocks of 64 keys) and the K/V prefetch ("+p":
         # WGPU_ATTENTION_COOP_PREFETCH=1) are never auto's choice until these rows say they
@@ -215,9 +216,39 @@ PY
 1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 32x128 16x128
 1,8,1024,1024,64 none 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x32 64x64+k2 64x64+k4 16x64+k2
 1,8,1024,1024,64 top-left 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x64+k2 64x64+k4}"
+            # First auto and the tiled tier on every shape (the rows the comparison needs
+            # most), then the forced variants; a variant's row is skipped, and says so, once
+            # the run is past H200_COOP_DEADLINE seconds (default 360), so that PyTorch's
+            # rows, which come after, still fit one device call (about 480 s).
+            deadline="${H200_COOP_DEADLINE:-360}"
+            while read -r shape causal kvh variants; do
+                [ -z "$shape" ] && continue
+                args=(bench --shape "$shape" --kv-heads "$kvh" --path auto,fused-tiled --dtype f16 --reps 10 --json)
+                [ "$causal" != none ] && args+=(--causal "$causal")
+                step "${args[*]}"
+                timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                echo "exit $?"
+                cat /tmp/bench.json
+                row /tmp/bench.json "$shape" "$kvh" "$causal" " f16 inputs" >> "$out/h200.md"
+                if [ -z "${precision_row:-}" ]; then
+                    precision_row=done
+                    args=(bench --shape "$shape" --kv-heads "$kvh" --path auto --precision f16 --reps 10 --json)
+                    [ "$causal" != none ] && args+=(--causal "$causal")
+                    step "${args[*]}"
+                    timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
+                    echo "exit $?"
+                    cat /tmp/bench.json
+                    row /tmp/bench.json "$shape" "$kvh" "$causal" " f32 inputs, --precision f16" >> "$out/h200.md"
+                fi
+            done <<< "$cgrid"
             while read -r shape causal kvh variants; do
                 [ -z "$shape" ] && continue
                 for variant in $variants; do
+                    if [ "$SECONDS" -ge "$deadline" ]; then
+                        step "skipped [$variant] at $shape $causal: past H200_COOP_DEADLINE=$deadline s"
+                        echo "| $shape | $kvh | $causal | fused-coop f16 [$variant] (skipped: past H200_COOP_DEADLINE=$deadline s) | | | | |" >> "$out/h200.md"
+                        continue
+                    fi
                     name=${variant%%+*}
                     prefetch=0
                     out_rows=2
@@ -237,13 +268,6 @@ PY
                     cat /tmp/bench.json
                     row /tmp/bench.json "$shape" "$kvh" "$causal" " [$variant]" "$name" >> "$out/h200.md"
                 done
-                args=(bench --shape "$shape" --kv-heads "$kvh" --path auto,fused-tiled --dtype f16 --reps 10 --json)
-                [ "$causal" != none ] && args+=(--causal "$causal")
-                step "${args[*]}"
-                timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
-                echo "exit $?"
-                cat /tmp/bench.json
-                row /tmp/bench.json "$shape" "$kvh" "$causal" " f16 inputs" >> "$out/h200.md"
             done <<< "$cgrid"
         fi
         # The rest of the bench part; H200_PART=coop skips to PyTorch's rows, and
