@@ -59,34 +59,18 @@ fn coop_runs_with_other_subgroup_sizes() {
         ("16", "", 32, "0", "1", "1"),
         ("32", "", 32, "0", "2", "0"),
     ] {
-        for (q, k, v, mask, causal) in &cases {
-            let mut args = vec![
-                "run",
-                "--q",
-                q,
-                "--k",
-                k,
-                "--v",
-                v,
-                "--dtype",
-                "f16",
-                "--path",
-                "fused-coop",
-                "--check",
-                "--causal",
-                causal,
-            ];
-            if let Some(m) = mask {
-                args.extend(["--mask", m.as_str()]);
-            }
-            let o = ran(tool()
-                .env("WGPU_ATTENTION_COOP", "emulate")
-                .env("WGPU_ATTENTION_COOP_LANES", lanes)
-                .env("WGPU_ATTENTION_COOP_VARIANT", variant)
-                .env("WGPU_ATTENTION_COOP_PREFETCH", prefetch)
-                .env("WGPU_ATTENTION_COOP_OUT_ROWS", out_rows)
-                .env("WGPU_ATTENTION_COOP_SPLIT_P", split)
-                .args(&args));
+        for case in &cases {
+            let o = checked_coop_run(
+                case,
+                &[
+                    ("WGPU_ATTENTION_COOP_LANES", lanes),
+                    ("WGPU_ATTENTION_COOP_VARIANT", variant),
+                    ("WGPU_ATTENTION_COOP_PREFETCH", prefetch),
+                    ("WGPU_ATTENTION_COOP_OUT_ROWS", out_rows),
+                    ("WGPU_ATTENTION_COOP_SPLIT_P", split),
+                ],
+            );
+            let q = &case.0;
             let (stdout, stderr) = (&o.stdout, &o.stderr);
             let what = format!(
                 "{lanes} lanes, {variant} prefetch {prefetch} rows {out_rows} split {split}, {q}"
@@ -126,6 +110,39 @@ fn coop_runs_with_other_subgroup_sizes() {
     }
 }
 
+/// One problem for `run --check`: q, k and v files, a mask file or none, the causal rule.
+type CoopCase = (String, String, String, Option<String>, &'static str);
+
+/// `run --dtype f16 --path fused-coop --check` on `case` with the tier emulated and the
+/// switches `envs` set.
+fn checked_coop_run((q, k, v, mask, causal): &CoopCase, envs: &[(&str, &str)]) -> Ran {
+    let mut args = vec![
+        "run",
+        "--q",
+        q,
+        "--k",
+        k,
+        "--v",
+        v,
+        "--dtype",
+        "f16",
+        "--path",
+        "fused-coop",
+        "--check",
+        "--causal",
+        causal,
+    ];
+    if let Some(m) = mask {
+        args.extend(["--mask", m.as_str()]);
+    }
+    let mut cmd = tool();
+    cmd.env("WGPU_ATTENTION_COOP", "emulate");
+    for (name, value) in envs {
+        cmd.env(name, value);
+    }
+    ran(cmd.args(&args))
+}
+
 /// The tier's keys in ranges side by side (`WGPU_ATTENTION_COOP_KEY_SPLITS`, 2, 3 and 8),
 /// each range's workgroups writing a partial output that the merge combines, held to the
 /// f16 rule by `run --check`: GQA with a bool mask that empties a row, bottom-right causal
@@ -161,30 +178,9 @@ fn coop_splits_the_keys_side_by_side() {
     // (splits asked, key ranges over 300 keys: each a multiple of 64 keys, at least
     // 300 / splits).
     for (splits, ranges) in [("2", 2), ("3", 3), ("8", 5)] {
-        for (q, k, v, mask, causal) in &cases {
-            let mut args = vec![
-                "run",
-                "--q",
-                q,
-                "--k",
-                k,
-                "--v",
-                v,
-                "--dtype",
-                "f16",
-                "--path",
-                "fused-coop",
-                "--check",
-                "--causal",
-                causal,
-            ];
-            if let Some(m) = mask {
-                args.extend(["--mask", m.as_str()]);
-            }
-            let o = ran(tool()
-                .env("WGPU_ATTENTION_COOP", "emulate")
-                .env("WGPU_ATTENTION_COOP_KEY_SPLITS", splits)
-                .args(&args));
+        for case in &cases {
+            let o = checked_coop_run(case, &[("WGPU_ATTENTION_COOP_KEY_SPLITS", splits)]);
+            let q = &case.0;
             let (stdout, stderr) = (&o.stdout, &o.stderr);
             let what = format!("{splits} splits, {q}");
             assert!(o.success(), "{what}: {stdout}{stderr}");
