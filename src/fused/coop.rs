@@ -33,8 +33,8 @@ fn subgroups(lanes: u32) -> u32 {
 }
 
 /// Tile sizes of a compiled variant: query rows a workgroup and the largest D and Dv
-/// (`src/fused/coop/coop_tile_<rows>x<width>.wgsl`), and keys a block (32, or 64 written into
-/// the pipeline's source).
+/// (`src/fused/coop/coop_tile_<rows>x<width>.wgsl`), and keys a block (32, or 64 written
+/// into the pipeline's source).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Variant {
     /// Query rows a workgroup (BR).
@@ -46,14 +46,15 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// Every variant, in the order the tier prefers them: blocks of 64 rows at widths 64 and
-    /// 128 first, the variants GPUs take (with subgroups of 32, 64 x 128 takes 24.3 KiB of
-    /// workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32); then for less workgroup
-    /// memory the most rows and the narrowest width, down to 16 x 128 (15.4 KiB) within
-    /// WebGPU's default 16 KiB (tests/suite/coop.rs, coop_fits_less_workgroup_memory). Last,
-    /// blocks of 64 keys, which halve the barriers and softmax rounds a key and need more
-    /// memory (64 x 128 x 64: 44.9 KiB): never the first that fits, so only timed
-    /// (`WGPU_ATTENTION_COOP_VARIANT`) until a GPU run says whether they are faster.
+    /// Every variant, in the order the tier prefers them: blocks of 64 rows at widths 64
+    /// and 128 first, the variants GPUs take (with subgroups of 32, 64 x 128 takes 24.3 KiB
+    /// of workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32); then for less
+    /// workgroup memory the most rows and the narrowest width, down to 16 x 128 (15.4 KiB)
+    /// within WebGPU's default 16 KiB (tests/suite/coop.rs,
+    /// coop_fits_less_workgroup_memory). Last, blocks of 64 keys, which halve the barriers
+    /// and softmax rounds a key and need more memory (64 x 128 x 64: 44.9 KiB): never the
+    /// first that fits, so only timed (`WGPU_ATTENTION_COOP_VARIANT`) until a GPU run says
+    /// whether they are faster.
     pub const ALL: [Variant; 10] = [
         Variant::new(64, 64, 32),
         Variant::new(64, 128, 32),
@@ -80,11 +81,11 @@ impl Variant {
         }
     }
 
-    /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays of
-    /// src/fused/coop/fused_coop.wgsl (a block of K or V, and the weights, which also stage Q, in
-    /// f16; with `split` ([`split_weights`]) the weights' low parts, else a row of them; the
-    /// scores, which are also the subgroups' scratch of 256 values each, in f32; a factor a
-    /// row, three partials an invocation and a flag).
+    /// Workgroup memory the variant declares with subgroups of `lanes`, bytes: the arrays
+    /// of src/fused/coop/fused_coop.wgsl (a block of K or V, and the weights, which also
+    /// stage Q, in f16; with `split` ([`split_weights`]) the weights' low parts, else a row
+    /// of them; the scores, which are also the subgroups' scratch of 256 values each, in
+    /// f32; a factor a row, three partials an invocation and a flag).
     pub fn workgroup_bytes(self, lanes: u32, split: bool) -> u32 {
         let (br, bc, w) = (self.rows as u32, self.keys as u32, self.width as u32);
         let low_rows = if split { br } else { 1 };
@@ -100,21 +101,22 @@ impl Variant {
         (self.rows / 16) * (self.output_width(dv, lanes) / 16) / subgroups(lanes) as usize
     }
 
-    /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` (s_rows in
-    /// src/fused/coop/fused_coop.wgsl): one unless subgroups are fewer than half the blocks.
+    /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` (s_rows
+    /// in src/fused/coop/fused_coop.wgsl): one unless subgroups are fewer than half the
+    /// blocks.
     pub fn score_rows(self, lanes: u32) -> usize {
         let across = self.keys / 16;
         let each = ((self.rows / 16) * across / subgroups(lanes) as usize).max(1);
         (each / across).max(1)
     }
 
-    /// The sizes written into the kernel's source for `d` and `dv` with subgroups of `lanes`
-    /// (crate::kernel::PipelineKey::sizes): BC, the keys a block (the tile file says 32);
-    /// SLOTS, the subgroups, whose scratch ss holds; NACC, the output blocks each holds in
-    /// its accumulators; NQ, the 16x16 blocks of Q each holds; LANE_ELEMS, the elements of
-    /// a block each lane holds where the operations are emulated; SPLIT_P, `split`
-    /// ([`split_weights`]). All follow from the variant, the pipeline's D, DV and SG, and
-    /// `split`.
+    /// The sizes written into the kernel's source for `d` and `dv` with subgroups of
+    /// `lanes` (crate::kernel::PipelineKey::sizes): BC, the keys a block (the tile file
+    /// says 32); SLOTS, the subgroups, whose scratch ss holds; NACC, the output blocks each
+    /// holds in its accumulators; NQ, the 16x16 blocks of Q each holds; LANE_ELEMS, the
+    /// elements of a block each lane holds where the operations are emulated; SPLIT_P,
+    /// `split` ([`split_weights`]). All follow from the variant, the pipeline's D, DV and
+    /// SG, and `split`.
     pub fn array_sizes(
         self,
         d: usize,
@@ -133,8 +135,9 @@ impl Variant {
     }
 
     /// Columns its output blocks cover for `dv` with subgroups of `lanes` (DV16 in
-    /// src/fused/coop/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks divide evenly
-    /// among the 128 / `lanes` subgroups, as an output block must have one subgroup.
+    /// src/fused/coop/fused_coop.wgsl): Dv rounded up so that the 16x16 output blocks
+    /// divide evenly among the 128 / `lanes` subgroups, as an output block must have one
+    /// subgroup.
     pub fn output_width(self, dv: usize, lanes: u32) -> usize {
         let step = 16 * (subgroups(lanes) as usize / (self.rows / 16)).max(1);
         dv.div_ceil(step) * step
@@ -148,9 +151,9 @@ impl Variant {
     }
 
     /// The variant for `p` on a device with `workgroup_bytes` of workgroup memory and
-    /// subgroups of `lanes`: the first of [`Variant::ALL`] that takes it ([`Variant::takes`])
-    /// and whose arrays fit with the weights in one part ([`split_weights`] then adds their
-    /// low parts where those fit too).
+    /// subgroups of `lanes`: the first of [`Variant::ALL`] that takes it
+    /// ([`Variant::takes`]) and whose arrays fit with the weights in one part
+    /// ([`split_weights`] then adds their low parts where those fit too).
     pub fn for_problem(p: &Problem, workgroup_bytes: u32, lanes: u32) -> Option<Variant> {
         Variant::ALL
             .into_iter()
@@ -216,9 +219,10 @@ impl Variant {
 /// The variant `p` runs on here (the caller has checked [`problem_obstacle`]; the widest
 /// otherwise).
 ///
-/// `WGPU_ATTENTION_COOP_VARIANT=<name>` (say `32x128`, `64x128k64`: [`Variant::name`]) picks that
-/// variant wherever it takes the problem and fits, so that a benchmark can time the variants
-/// side by side; elsewhere the plan's reason says it was not taken ([`forced_not_taken`]).
+/// `WGPU_ATTENTION_COOP_VARIANT=<name>` (say `32x128`, `64x128k64`: [`Variant::name`])
+/// picks that variant wherever it takes the problem and fits, so that a benchmark can time
+/// the variants side by side; elsewhere the plan's reason says it was not taken
+/// ([`forced_not_taken`]).
 pub(crate) fn variant(dev: &DeviceProfile, p: &Problem) -> Variant {
     let bytes = dev.limits().max_compute_workgroup_storage_size;
     let lanes = subgroup_lanes(dev);
@@ -244,17 +248,17 @@ pub(crate) fn forced_not_taken(dev: &DeviceProfile, p: &Problem) -> Option<Strin
     })
 }
 
-/// Whether the tier's pipelines prefetch K and V (src/fused/coop/fused_coop.wgsl, PREFETCH): K
-/// and V loaded into registers a phase ahead of their staging, so that the loads' latency
-/// overlaps matrix work, for about 16 registers more an invocation. Only where
-/// `WGPU_ATTENTION_COOP_PREFETCH=1` until a GPU run says whether it is faster
+/// Whether the tier's pipelines prefetch K and V (src/fused/coop/fused_coop.wgsl,
+/// PREFETCH): K and V loaded into registers a phase ahead of their staging, so that the
+/// loads' latency overlaps matrix work, for about 16 registers more an invocation. Only
+/// where `WGPU_ATTENTION_COOP_PREFETCH=1` until a GPU run says whether it is faster
 /// (`scripts/h200.sh` times both).
 pub(crate) fn prefetch() -> bool {
     switches::COOP_PREFETCH.is("1")
 }
 
-/// Key ranges each row's keys are split into on a GPU, side by side in one dispatch (the
-/// kernel's p.splits) and merged: 1 unless `WGPU_ATTENTION_COOP_KEY_SPLITS` asks for more,
+/// Key ranges each row's keys are split into, side by side in one dispatch (the kernel's
+/// p.splits) and merged: 1 unless `WGPU_ATTENTION_COOP_KEY_SPLITS` asks for more,
 /// to time them beside the default (`scripts/h200.sh`, "+kN" rows). Why: at a small grid
 /// (B1 H8 L1024 D64: 128 workgroups of 64 rows on the H200's 132 multiprocessors) each
 /// workgroup walks every key block in turn, one latency chain of loads, barriers and
@@ -283,20 +287,21 @@ pub(crate) fn output_rows() -> u32 {
 }
 
 /// Whether `p`'s pipeline here multiplies the weights into V as two f16 parts (SPLIT_P in
-/// src/fused/coop/fused_coop.wgsl): where the variant's arrays fit the device's workgroup memory
-/// with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not the 16-row
+/// src/fused/coop/fused_coop.wgsl): where the variant's arrays fit the device's workgroup
+/// memory with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not the 16-row
 /// variants at 16 KiB, nor 64 x 128 with blocks of 64 keys at 48 KiB), unless
 /// `WGPU_ATTENTION_COOP_SPLIT_P=0` keeps them in one part, as before 2026-12-06, so that a
 /// benchmark can time what the two parts cost (`scripts/h200.sh`, "+s1" rows).
 ///
 /// Why: the kernel holds each row's reference maximum back until a block's maximum passes
 /// it by 8 (REBASE), which spares it rescaling the accumulators, so a row's largest weights
-/// are up to e^8 rather than exactly 1, and are rounded to f16 like the rest. In an emulation
-/// of both on the CPU (random f16 inputs, D 32 to 128, 238 to 2 048 keys, 60 cases each,
-/// the output rounded to f16), the error against f64 was 1.05-1.08 times FlashAttention-2's
-/// on average and 2.6 times at worst; each weight's remainder multiplied in as a second f16
-/// part made it at most FlashAttention-2's in every case (docs/how-it-works.md). It costs a
-/// second multiply-add per block of P and V, and 2 bytes a weight. Not yet timed on a GPU.
+/// are up to e^8 rather than exactly 1, and are rounded to f16 like the rest. In an
+/// emulation of both on the CPU (random f16 inputs, D 32 to 128, 238 to 2 048 keys, 60
+/// cases each, the output rounded to f16), the error against f64 was 1.05-1.08 times
+/// FlashAttention-2's on average and 2.6 times at worst; each weight's remainder multiplied
+/// in as a second f16 part made it at most FlashAttention-2's in every case
+/// (docs/how-it-works.md). It costs a second multiply-add per block of P and V, and 2 bytes
+/// a weight. Not yet timed on a GPU.
 pub(crate) fn split_weights(dev: &DeviceProfile, p: &Problem) -> bool {
     if switches::COOP_SPLIT_P.is("0") {
         return false;

@@ -1,8 +1,9 @@
-//! The cooperative-matrix tier's kernels: each tile variant (`coop_tile_<rows>x<width>.wgsl`)
-//! on the hardware's 16x16 f16 matrices (`coop_ops_16.wgsl`), emulated in scalar code for
-//! adapters without them (`coop_ops_emulated.wgsl`), each reading f32 or f16 K and V; and
-//! the 8x8 f32 form for Metal (`coop_ops_8_f32.wgsl`). `Variant::kernel` (coop.rs) picks
-//! among them. The tier shares the fused family's parameters, bindings and masking rule
+//! The cooperative-matrix tier's kernels: each tile variant
+//! (`coop_tile_<rows>x<width>.wgsl`) on the hardware's 16x16 f16 matrices
+//! (`coop_ops_16.wgsl`), emulated in scalar code for adapters without them
+//! (`coop_ops_emulated.wgsl`), each reading f32 or f16 K and V; and the 8x8 f32 form for
+//! Metal (`coop_ops_8_f32.wgsl`). `Variant::kernel` (coop.rs) picks among them. The tier
+//! shares the fused family's parameters, bindings and masking rule
 //! (src/fused/fused_common.wgsl) and its dispatch (src/fused/dispatch.rs).
 
 use crate::kernel::{kernels, wgsl};
@@ -293,10 +294,10 @@ kernels! {
         params: FusedParams,
         features: F16,
     }
-    /// `fused_coop.wgsl` on 8x8 cooperative matrices of f32
-    /// (`coop_ops_8_f32.wgsl`: Apple GPUs' simdgroup matrices through Metal), 16 rows
-    /// x D and Dv up to 64, f32 K and V. Translated to MSL and SPIR-V by tests/suite/shaders.rs;
-    /// not yet planned (no adapter here exposes 8x8 configurations).
+    /// `fused_coop.wgsl` on 8x8 cooperative matrices of f32 (`coop_ops_8_f32.wgsl`: Apple
+    /// GPUs' simdgroup matrices through Metal), 16 rows x D and Dv up to 64, f32 K and V.
+    /// Translated to MSL and SPIR-V by tests/suite/shaders.rs; not yet planned (no adapter
+    /// here exposes 8x8 configurations).
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     COOP_16X64_SIMD8 {
         label: "fused_coop_16x64_simd8",
