@@ -83,7 +83,7 @@ device)
     # VARIANT the cooperative-matrix variant the run forced.
     row() {
         python3 - "$@" <<'PY'
-import json, sys
+import json, re, sys
 path, shape, kvh, causal = sys.argv[1:5]
 label = sys.argv[5] if len(sys.argv) > 5 else ""
 forced = sys.argv[6] if len(sys.argv) > 6 else ""
@@ -96,8 +96,9 @@ for line in open(path):
     # device or hold the widths) ran the default one: say so.
     if forced and f"variant {forced}:" not in r.get("notes", ""):
         label += " (not taken: the default ran)"
-    # Keys asked to be split ("+kN") that the plan ran in one range.
-    if "+k" in label and "key ranges side by side" not in r.get("notes", ""):
+    # Keys asked to be split ("+kN", N > 1) that the plan ran in one range.
+    asked = re.search(r"\+k([0-9]+)", label)
+    if asked and int(asked.group(1)) > 1 and "key ranges side by side" not in r.get("notes", ""):
         label += " (keys not split)"
     print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {num(r['ms'], '.3f')} "
           f"| {num(r['gflops'], '.1f')} | {num(r['gbps'], '.1f')} | {num(r['max_abs_err'], '.1e')} |")
@@ -207,15 +208,15 @@ PY
         # layout before 2026-12-06) beside the default two (coop::output_rows); "+s1" rows
         # the weights P in one f16 part (WGPU_ATTENTION_COOP_SPLIT_P=0, as before 2026-12-06)
         # beside the default two parts where they fit (coop::split_weights); "+kN" rows each
-        # row's keys in N ranges side by side, merged (WGPU_ATTENTION_COOP_KEY_SPLITS=N:
-        # more workgroups, each a shorter chain, where the grid is about one workgroup a
-        # multiprocessor; coop::key_splits), beside the default of one range.
+        # row's keys in N ranges side by side, merged (WGPU_ATTENTION_COOP_KEY_SPLITS=N),
+        # beside the default (coop::key_splits: at 1,8,1024,1024,64 two ranges, where 128
+        # workgroups are about one a multiprocessor; "+k1" is the one range of before).
         if [ "$part" != decode ]; then
             cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
 4,32,4096,4096,128 top-left 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128
 1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 32x128 16x128
-1,8,1024,1024,64 none 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x32 64x64+k2 64x64+k4 16x64+k2
-1,8,1024,1024,64 top-left 8 64x64 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 64x64+k2 64x64+k4}"
+1,8,1024,1024,64 none 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 16x64+k1 64x32
+1,8,1024,1024,64 top-left 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64}"
             # First auto and the tiled tier on every shape (the rows the comparison needs
             # most), then the forced variants; a variant's row is skipped, and says so, once
             # the run is past H200_COOP_DEADLINE seconds (default 360), so that PyTorch's
@@ -253,7 +254,7 @@ PY
                     prefetch=0
                     out_rows=2
                     split=1
-                    splits=1
+                    splits=""
                     [[ "$variant" =~ \+k([0-9]+) ]] && splits=${BASH_REMATCH[1]}
                     [[ "$variant" == *+p* ]] && prefetch=1
                     [[ "$variant" == *+r1* ]] && out_rows=1

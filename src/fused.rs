@@ -269,7 +269,7 @@ pub fn tiled_wider(p: &Problem) -> bool {
 /// partial outputs of all passes (their LSEs take `scratch / Dv` more).
 fn plan(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Result<Vec<Chunk>> {
     let budget = DeviceBudget::from_limits(&dev.limits());
-    let passes = key_passes(dev.adapter_info(), p, tier);
+    let passes = key_passes(dev, p, tier);
     let cost = |n: usize, rows: usize| ChunkCost {
         scratch_bytes: if passes > 1 {
             (n * passes * rows * p.dims.dv * 4) as u64

@@ -257,19 +257,69 @@ pub(crate) fn prefetch() -> bool {
     switches::COOP_PREFETCH.is("1")
 }
 
+/// Workgroups the tier aims to have in flight on a GPU where it splits the keys: two a
+/// multiprocessor of the 132 of the H100 and H200 it is designed for first, as
+/// FlashAttention-2 aims at two blocks a multiprocessor where it splits the keys of a
+/// forward pass (`num_splits_heuristic` in its flash_api.cpp, which PyTorch's flash SDPA
+/// runs). wgpu does not say how many multiprocessors a GPU has.
+pub const SPLIT_TARGET_WORKGROUPS: usize = 264;
+
+/// Fewest keys a range keeps where the tier splits them: 4 blocks of 64.
+pub const MIN_RANGE_KEYS: usize = 256;
+
+/// Most ranges the tier splits the keys into.
+pub const MAX_KEY_SPLITS: usize = 8;
+
 /// Key ranges each row's keys are split into, side by side in one dispatch (the kernel's
-/// p.splits) and merged: 1 unless `WGPU_ATTENTION_COOP_KEY_SPLITS` asks for more,
-/// to time them beside the default (`scripts/h200.sh`, "+kN" rows). Why: at a small grid
-/// (B1 H8 L1024 D64: 128 workgroups of 64 rows on the H200's 132 multiprocessors) each
-/// workgroup walks every key block in turn, one latency chain of loads, barriers and
-/// multiply-adds a multiprocessor; N ranges give N times the workgroups, each 1/N of the
-/// chain, for a merge of N partial outputs. Not the default until a GPU run says it is
-/// faster there. (On llvmpipe the tier's passes for its loop limit run side by side too:
-/// crate::fused::keys_per_pass.)
-pub(crate) fn key_splits() -> usize {
-    switches::COOP_KEY_SPLITS
-        .number()
-        .map_or(1, |n| n as usize)
+/// p.splits) and merged. On GPUs, where `p`'s workgroups would fill less than 80% of a
+/// wave of [`SPLIT_TARGET_WORKGROUPS`]: at a small grid (B1 H8 L1024 D64, 128 workgroups
+/// of 64 rows) each workgroup walks every key block in turn, one latency chain of loads,
+/// barriers and multiply-adds with few workgroups a multiprocessor to hide it; N ranges
+/// give N times the workgroups, each 1/N of the chain, for a merge of N partial outputs
+/// ([`splits_for`]). `WGPU_ATTENTION_COOP_KEY_SPLITS` sets N instead (1 turns it off), to
+/// time the choices side by side (`scripts/h200.sh`, "+kN" rows). Chosen 2026-12-06
+/// without a device, by FlashAttention-2's rule; docs/h200.md's defaults table says how to
+/// switch it back. CPU adapters take 1 (on llvmpipe the tier's passes for its loop limit
+/// run side by side too: crate::fused::keys_per_pass).
+pub(crate) fn key_splits(dev: &DeviceProfile, p: &Problem) -> usize {
+    if let Some(n) = switches::COOP_KEY_SPLITS.number() {
+        return n as usize;
+    }
+    if dev.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        return 1;
+    }
+    // The call's workgroups, each of its heads alone (GQA units only make them fewer).
+    let rows = variant(dev, p).rows;
+    let workgroups = p.dims.b * p.dims.hq * p.dims.lq.div_ceil(rows);
+    splits_for(workgroups, p.dims.lk)
+}
+
+/// Why [`key_splits`] split the keys, for the plan's reason.
+pub(crate) fn key_splits_reason() -> &'static str {
+    if switches::COOP_KEY_SPLITS.value().is_some() {
+        "WGPU_ATTENTION_COOP_KEY_SPLITS"
+    } else {
+        "too few workgroups to fill a GPU"
+    }
+}
+
+/// Key ranges for `workgroups` workgroups over `lk` keys: 1 where they fill 80% of a wave
+/// of [`SPLIT_TARGET_WORKGROUPS`]; else, of the counts up to [`MAX_KEY_SPLITS`] that keep
+/// [`MIN_RANGE_KEYS`] keys a range, the fewest whose waves are at least 85% as full as
+/// the fullest (FlashAttention-2's rule: 128 workgroups take 2 ranges, 256 of 264 slots;
+/// 3 would fill 384 of 528).
+pub fn splits_for(workgroups: usize, lk: usize) -> usize {
+    let target = SPLIT_TARGET_WORKGROUPS;
+    if workgroups == 0 || workgroups * 5 >= target * 4 {
+        return 1;
+    }
+    let most = (lk / MIN_RANGE_KEYS).clamp(1, MAX_KEY_SPLITS);
+    let fill = |s: usize| {
+        let n = workgroups * s;
+        n as f64 / (n.div_ceil(target) * target) as f64
+    };
+    let best = (1..=most).map(fill).fold(0.0, f64::max);
+    (1..=most).find(|&s| fill(s) >= 0.85 * best).unwrap_or(1)
 }
 
 /// The kernel's `OUT_ROWS`, the rows of output blocks each subgroup's tile spans where its
@@ -414,6 +464,28 @@ mod tests {
     use super::*;
 
     /// The names `WGPU_ATTENTION_COOP_VARIANT` takes (crate::switches) are the variants'.
+    /// FlashAttention-2's rule: no split where the workgroups fill 80% of a wave of 264;
+    /// else the fewest ranges whose waves are 85% as full as the fullest, each keeping 256
+    /// keys, 8 at most.
+    #[test]
+    fn key_splits_fill_a_wave() {
+        // B1 H8 L1024 D64 at 64 rows a workgroup: 128 workgroups, 2 ranges (256 of 264).
+        assert_eq!(splits_for(128, 1024), 2);
+        // 211 workgroups and more fill 80%: none.
+        assert_eq!(splits_for(212, 4096), 1);
+        assert_eq!(splits_for(2048, 4096), 1);
+        // Too few keys for two ranges of 256.
+        assert_eq!(splits_for(128, 511), 1);
+        // 32 workgroups (one row block of 32 heads) over many keys: 7 ranges fill 224 of
+        // 264, within 85% of 8's 256.
+        assert_eq!(splits_for(32, 32768), 7);
+        // ... over 1 024 keys: 4 ranges of 256 at most.
+        assert_eq!(splits_for(32, 1024), 4);
+        // 100 workgroups: 2 (200 of 264) is below 85% of 5's 500 of 528.
+        assert_eq!(splits_for(100, 4096), 5);
+        assert_eq!(splits_for(0, 4096), 1);
+    }
+
     #[test]
     fn the_variant_switch_takes_every_variant_by_name() {
         let names: Vec<String> = Variant::ALL.iter().map(|v| v.name()).collect();

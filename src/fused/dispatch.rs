@@ -30,8 +30,8 @@ pub(super) fn run(
     let (out, lse) = (&outputs.out, &outputs.lse);
     let dummy = ctx.placeholder()?;
     let key = PipelineKey::for_problem(tier.kernel(ctx, p), p);
-    let passes = key_passes(ctx.adapter_info(), p, tier);
-    let keys_per_pass = keys_per_pass(ctx.adapter_info(), p, tier);
+    let passes = key_passes(ctx, p, tier);
+    let keys_per_pass = keys_per_pass(ctx, p, tier);
     // Per chunk: its subgroup layout (None on the other tiers) and pipeline (the subgroup
     // tier's R may differ between chunks).
     let layouts = chunks

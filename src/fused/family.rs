@@ -47,7 +47,7 @@ impl Family for Tier {
     /// Several only on llvmpipe with long rows, or on the subgroup tier where its row
     /// blocks alone would leave threads idle.
     fn key_passes(&self, dev: &DeviceProfile, p: &Problem) -> usize {
-        key_passes(dev.adapter_info(), p, *self)
+        key_passes(dev, p, *self)
     }
 
     /// One in one pass; in several, the passes' dispatches and the merge.
@@ -137,7 +137,7 @@ impl Family for Tier {
             Tier::Portable => {}
         }
         if passes > 1 {
-            let why = key_passes_reason(dev.adapter_info(), p, *self);
+            let why = key_passes_reason(dev, p, *self);
             let how = if matches!(*self, Tier::Subgroup | Tier::Coop) {
                 "key ranges side by side"
             } else {

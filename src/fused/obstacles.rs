@@ -76,7 +76,7 @@ pub fn problem_obstacle(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Option<
 /// Why the merge of the tier's key passes would cross llvmpipe's loop limit (it loops over
 /// the passes twice), or `None`. Never in practice: that takes over 32 000 passes.
 fn loop_obstacle(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Option<String> {
-    let passes = key_passes(dev.adapter_info(), p, tier) as u64;
+    let passes = key_passes(dev, p, tier) as u64;
     loops::obstacle(
         dev.adapter_info(),
         "the merge of key passes",

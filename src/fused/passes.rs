@@ -1,11 +1,12 @@
-//! How many passes a fused tier takes over the keys: one, or on llvmpipe as many as its loop
-//! limit asks for (crate::loops), and on the subgroup tier as many as keep the adapter's
-//! threads busy; their partial outputs merge.
+//! How many passes a fused tier takes over the keys: one, or on llvmpipe as many as its
+//! loop limit asks for (crate::loops), and on the subgroup tier as many as keep the
+//! adapter's threads busy; their partial outputs merge.
 
 use super::subgroup_layout::side_by_side;
 use super::{coop, subgroup_keys, tiled_wider, wide, Tier};
 use crate::loops;
 use crate::problem::Problem;
+use crate::profile::DeviceProfile;
 
 /// The tiled tier's variant for `p`, for the loop estimate: 0 standard, 1 wide, 2 widest.
 fn tiled_variant(p: &Problem) -> u8 {
@@ -40,10 +41,13 @@ fn key_block(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> (usize, u64) 
 /// Keys one pass of the tier visits: all of them, or on llvmpipe as many key blocks as fit
 /// its loop limit (crate::loops); more keys run in several passes whose partial outputs
 /// merge.wgsl combines. The subgroup tier also splits the keys where its row blocks alone
-/// would leave the adapter's threads idle ([`subgroup_splits`](super::subgroup_layout::subgroup_splits)),
-/// the cooperative-matrix tier where asked to ([`coop::key_splits`]); those two run their
-/// passes side by side in one dispatch, the other tiers one after another.
-pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
+/// would leave the adapter's threads idle
+/// ([`subgroup_splits`](super::subgroup_layout::subgroup_splits)), the cooperative-matrix
+/// tier where its workgroups would leave a GPU's multiprocessors idle
+/// ([`coop::key_splits`]); those two run their passes side by side in one dispatch, the
+/// other tiers one after another.
+pub fn keys_per_pass(dev: &DeviceProfile, p: &Problem, tier: Tier) -> usize {
+    let info = dev.adapter_info();
     let lk = p.dims.lk.max(1);
     let (block, _) = key_block(info, p, tier);
     let mut keys = lk;
@@ -51,7 +55,7 @@ pub fn keys_per_pass(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize
         keys = lk.div_ceil(side_by_side(p)).next_multiple_of(block);
     }
     if tier == Tier::Coop {
-        keys = lk.div_ceil(coop::key_splits()).next_multiple_of(block);
+        keys = lk.div_ceil(coop::key_splits(dev, p)).next_multiple_of(block);
     }
     if let Some(most) = loop_limited_keys(info, p, tier) {
         keys = keys.min(most);
@@ -79,20 +83,21 @@ pub fn passes_per_dispatch(tier: Tier, passes: usize) -> usize {
     }
 }
 
-/// Key passes of the tier on this adapter (1 but on llvmpipe with long rows, or on the
-/// subgroup tier where [`subgroup_splits`](super::subgroup_layout::subgroup_splits) asks for more).
-pub fn key_passes(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> usize {
-    p.dims.lk.div_ceil(keys_per_pass(info, p, tier)).max(1)
+/// Key passes of the tier on this adapter (1 but on llvmpipe with long rows, on the
+/// subgroup tier where [`subgroup_splits`](super::subgroup_layout::subgroup_splits) asks
+/// for more, and on the cooperative-matrix tier where [`coop::key_splits`] does).
+pub fn key_passes(dev: &DeviceProfile, p: &Problem, tier: Tier) -> usize {
+    p.dims.lk.div_ceil(keys_per_pass(dev, p, tier)).max(1)
 }
 
 /// Why the tier runs its keys in several passes ([`key_passes`]), for the planner's
 /// explanation.
-pub fn key_passes_reason(info: &wgpu::AdapterInfo, p: &Problem, tier: Tier) -> &'static str {
+pub fn key_passes_reason(dev: &DeviceProfile, p: &Problem, tier: Tier) -> &'static str {
     let lk = p.dims.lk.max(1);
-    if loop_limited_keys(info, p, tier).is_some_and(|most| lk > most) {
+    if loop_limited_keys(dev.adapter_info(), p, tier).is_some_and(|most| lk > most) {
         "llvmpipe's loop limit"
     } else if tier == Tier::Coop {
-        "WGPU_ATTENTION_COOP_KEY_SPLITS"
+        coop::key_splits_reason()
     } else {
         "to keep the adapter's threads busy"
     }

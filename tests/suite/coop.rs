@@ -338,6 +338,46 @@ fn coop_splits_to_device_limits() {
     }
 }
 
+/// On a GPU (and in CI's pass planned as on one) a grid of few workgroups over many keys
+/// takes the keys in ranges side by side (`coop::key_splits`: here one workgroup a head,
+/// 800 keys, 3 ranges of 320 at most), each range's partial output merged: both causal
+/// alignments (top-left rows see only the first range), GQA, a bool mask with an empty
+/// row, large logits. CPU adapters keep one range.
+#[test]
+fn coop_splits_the_keys_of_a_small_grid() {
+    let Some(ctx) = coop_ctx(None) else { return };
+    let gpu = ctx.adapter_info().device_type != wgpu::DeviceType::Cpu;
+    let mut rng = Rng::new(606);
+    let (q, k, v) = (
+        rng.array(&[1, 4, 20, 64], 4.0),
+        rng.array(&[1, 2, 800, 64], 4.0),
+        rng.array(&[1, 2, 800, 40], 1.0),
+    );
+    let mut allow = rng.bool_array(&[20, 800], 0.7);
+    allow.slice_mut(ndarray::s![7, ..]).fill(false);
+    for causal in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+        for masked in [false, true] {
+            let mut opts = AttentionOptions::default().causal(causal);
+            if masked {
+                opts = opts.mask(Mask::Bool(allow.view()));
+            }
+            let what = format!("{causal:?} mask {masked}");
+            let got = assert_coop_parity(&ctx, &what, (&q, &k, &v), &opts);
+            let split = "in 3 key ranges side by side (too few workgroups to fill a GPU), merged";
+            assert_eq!(
+                got.plan.reason.contains(split),
+                gpu,
+                "{what}: {}",
+                got.plan.reason
+            );
+            if masked {
+                let lse = got.lse.expect("lse");
+                assert_eq!(lse[[0, 3, 7]], f32::NEG_INFINITY, "{what}");
+            }
+        }
+    }
+}
+
 /// Where one kv head's K and V rows exceed a binding, the tier runs the keys in segments
 /// (each planned, and on matrix hardware its pipelines checked, as it comes) whose outputs
 /// and LSEs merge on the device: both causal alignments (top-left leaves the later segments
