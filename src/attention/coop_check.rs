@@ -1,16 +1,16 @@
 //! The cooperative-matrix tier checks each of its pipelines on a device before a call uses
 //! it. Its cooperative instructions run only where the hardware has them, which CI does not
 //! (CI runs the same kernels emulated), and a driver compiles each pipeline (widths, causal
-//! rule, mask parts, GQA units, K/V format: `fused::coop::pipeline_key`) on its own. So
-//! the first call on such a device whose plan takes a pipeline of the tier first runs a
-//! small problem on that very pipeline (same key: the search in [`CheckCase::for_key`]):
-//! logits of a few units, so that a wrong score does not hide in a one-hot softmax, and
-//! ten times as large in every third row, so that the accumulators go through their
-//! rescaling; a fully masked row where the pipeline reads allow bits. It compares the
-//! output and the LSE with the f64 reference. Where one fails or errors, the context plans
-//! without the tier from then on, and every plan says why. It costs one small dispatch and
-//! a CPU reference of 2 x 77 x 100 scores per pipeline per context; the call then reuses
-//! the built pipeline.
+//! rule, mask parts, GQA units, K/V format: `fused::coop::pipeline_key`) on its own. So the
+//! first call on such a device whose plan takes a pipeline of the tier first runs a small
+//! problem on that very pipeline (same key: the search in [`CheckCase::for_key`]): logits
+//! of a few units, so that a wrong score does not hide in a one-hot softmax, and ten times
+//! as large in every third row, so that the accumulators go through their rescaling; a
+//! fully masked row where the pipeline reads allow bits. It compares the output and the LSE
+//! with the f64 reference. Where one fails or errors, the context plans without the tier
+//! from then on, and every plan says why. It costs one small dispatch and a CPU reference
+//! of up to 2 x 77 x 600 scores per pipeline per context; the call then reuses the built
+//! pipeline.
 
 use super::execute::execute_one;
 use super::prepare::{estimate, plan_call, plan_one, plan_segment, Inputs, Prepared};
@@ -223,6 +223,8 @@ fn describe(key: &PipelineKey) -> String {
 struct CheckCase {
     hq: usize,
     lq: usize,
+    /// Keys of its one kv head ([`CHECK_KEYS`]).
+    lk: usize,
     d: usize,
     dv: usize,
     causal: bool,
@@ -231,8 +233,13 @@ struct CheckCase {
     f16_kv: bool,
 }
 
-/// Keys (of one kv head) in every check problem: not a multiple of the blocks.
-const CHECK_KEYS: usize = 100;
+/// Keys (of one kv head) in a check problem, the first that plans the pipeline: not
+/// multiples of the blocks; 600 first, enough that a GPU's plan runs them in two ranges
+/// side by side (`fused::coop::key_splits`: 4 workgroups or fewer, 2 ranges of 320 keys
+/// at most), so that the check runs the split keys' path and its merge on the hardware
+/// too, as calls of few workgroups take them; 100 where 600 would not fit one segment of
+/// the device's bindings (a segmented call plans other pipelines).
+const CHECK_KEYS: [usize; 2] = [600, 100];
 
 /// The inputs of a [`CheckCase`]: q, k, v and the mask's arrays (shape `(Lq, Lk)`,
 /// broadcast over the heads).
@@ -245,8 +252,9 @@ struct CheckInputs {
 }
 
 impl CheckCase {
-    /// The first problem, of the few that vary GQA and the query rows, whose plan on `dev`
-    /// runs exactly `key` (queries 77 rows, not a multiple of the blocks, before 7 and 64).
+    /// The first problem, of the few that vary the keys, GQA and the query rows, whose plan
+    /// on `dev` runs exactly `key` (queries 77 rows, not a multiple of the blocks, before 7
+    /// and 64).
     fn for_key(dev: &DeviceProfile, key: &PipelineKey) -> Option<CheckCase> {
         let constant = |name: &str| {
             key.constants
@@ -257,17 +265,21 @@ impl CheckCase {
         let (d, dv) = (constant("D")? as usize, constant("DV")? as usize);
         let flag = |name: &str| constant(name) == Some(1);
         let shapes = [(2, 77), (2, 7), (2, 64), (1, 77)];
-        let cases = [true, false].into_iter().flat_map(|f16_kv| {
-            shapes.into_iter().map(move |(hq, lq)| CheckCase {
-                hq,
-                lq,
-                d,
-                dv,
-                causal: flag("CAUSAL"),
-                bias: flag("HAS_BIAS"),
-                allow: flag("HAS_ALLOW"),
-                f16_kv,
+        let cases = CHECK_KEYS.into_iter().flat_map(|lk| {
+            [true, false].into_iter().flat_map(move |f16_kv| {
+                shapes.into_iter().map(move |(hq, lq)| (lk, f16_kv, hq, lq))
             })
+        });
+        let cases = cases.map(|(lk, f16_kv, hq, lq)| CheckCase {
+            hq,
+            lq,
+            lk,
+            d,
+            dv,
+            causal: flag("CAUSAL"),
+            bias: flag("HAS_BIAS"),
+            allow: flag("HAS_ALLOW"),
+            f16_kv,
         });
         cases.into_iter().find(|case| {
             let inputs = case.inputs();
@@ -281,9 +293,9 @@ impl CheckCase {
     /// a score 1% off moves the output beyond the f16 rule (at 16 the softmax is nearly
     /// one-hot and only the LSE showed it), and in every third row 30, whose maximum jumps
     /// by more than the kernel's REBASE between blocks, so that the rare rescaling of the
-    /// accumulators runs (skipping it fails the check); the mask's arrays with a fully masked
-    /// row (row 3): allow bits (a quarter of the keys out) and an additive mask, finite
-    /// where the key has only a bias and `-inf` where it also has allow bits.
+    /// accumulators runs (skipping it fails the check); the mask's arrays with a fully
+    /// masked row (row 3): allow bits (a quarter of the keys out) and an additive mask,
+    /// finite where the key has only a bias and `-inf` where it also has allow bits.
     fn inputs(&self) -> CheckInputs {
         let mut rng = crate::rng::Rng::new(0xC00D);
         let shape = |heads, rows, width| [1, heads, rows, width];
@@ -293,13 +305,13 @@ impl CheckCase {
                 row *= 10.0;
             }
         }
-        let k = rng.array(&shape(1, CHECK_KEYS, self.d), 1.0);
-        let v = rng.array(&shape(1, CHECK_KEYS, self.dv), 1.0);
-        let mut allow = rng.bool_array(&[self.lq, CHECK_KEYS], 0.75);
+        let k = rng.array(&shape(1, self.lk, self.d), 1.0);
+        let v = rng.array(&shape(1, self.lk, self.dv), 1.0);
+        let mut allow = rng.bool_array(&[self.lq, self.lk], 0.75);
         if let Some(mut row) = allow.outer_iter_mut().nth(3) {
             row.fill(false);
         }
-        let mut additive = rng.array(&[self.lq, CHECK_KEYS], 2.0);
+        let mut additive = rng.array(&[self.lq, self.lk], 2.0);
         if self.allow {
             additive.zip_mut_with(&allow, |x, &a| {
                 if !a {
@@ -316,8 +328,8 @@ impl CheckCase {
         }
     }
 
-    /// The call's options: forced onto the tier, with the LSE; bottom-right causal where the
-    /// key is causal; a bool mask for allow bits alone, an additive one for a bias.
+    /// The call's options: forced onto the tier, with the LSE; bottom-right causal where
+    /// the key is causal; a bool mask for allow bits alone, an additive one for a bias.
     fn options<'a>(&self, inputs: &'a CheckInputs) -> AttentionOptions<'a> {
         let mut opts = AttentionOptions::default()
             .path(PathChoice::FusedCoop)
@@ -336,7 +348,7 @@ impl CheckCase {
     /// The plan of the case on `dev`.
     fn plan(&self, dev: &DeviceProfile, opts: &AttentionOptions<'_>) -> Result<Prepared> {
         let q = [1, self.hq, self.lq, self.d];
-        let (k, v) = ([1, 1, CHECK_KEYS, self.d], [1, 1, CHECK_KEYS, self.dv]);
+        let (k, v) = ([1, 1, self.lk, self.d], [1, 1, self.lk, self.dv]);
         let dims = validate_dims(&q, &k, &v)?;
         let storage = if self.f16_kv {
             KvStorage::Half(HalfFormat::F16)
