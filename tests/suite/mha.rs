@@ -231,7 +231,7 @@ fn cached_forward_matches_the_whole_sequence() {
         // 16-bit caches fed the same pieces hold the f32 cache's keys and values rounded
         // (narrowed on the device as they are appended), and the layer's output moves only
         // by that rounding: the attention over such caches itself is held to the f32
-        // tolerance against the reference on the rounded values in tests/suite/cache.rs, so here
+        // tolerance against the reference on the rounded values in tests/suite/cache/, so here
         // a wrong row or position (errors of order 1) is what the loose bound catches.
         let (k32, v32) = cache.to_arrays(&ctx).expect("f32 cache");
         for bf16 in [false, true] {
