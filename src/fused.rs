@@ -232,12 +232,29 @@ pub(crate) fn tiled_unit_heads(p: &Problem, c: &Chunk) -> usize {
 pub(crate) fn tiled_unit_heads_in(p: &Problem, c: &Chunk, block_rows: usize) -> usize {
     let group = p.dims.hq / p.dims.hkv.max(1);
     let whole_groups = c.bh0.is_multiple_of(group) && c.n_heads.is_multiple_of(group);
-    let blocks = |heads: usize| (c.n_heads / heads) * (heads * c.rows).div_ceil(block_rows);
-    if group > 1 && whole_groups && blocks(group) < blocks(1) {
+    if whole_groups {
+        unit_heads_for(group, c.n_heads, c.rows, block_rows)
+    } else {
+        1
+    }
+}
+
+/// Query heads per unit for `n_heads` heads (whole GQA groups of `group`) of `rows` rows
+/// each, in blocks of `block_rows` rows: the group where that takes fewer blocks
+/// ([`row_blocks`]), else 1.
+pub(crate) fn unit_heads_for(group: usize, n_heads: usize, rows: usize, block_rows: usize) -> usize {
+    let blocks = |units| row_blocks(n_heads, units, rows, block_rows);
+    if group > 1 && blocks(group) < blocks(1) {
         group
     } else {
         1
     }
+}
+
+/// Blocks of `block_rows` rows (a tiled or cooperative-matrix tier's workgroups) that
+/// `n_heads` heads of `rows` rows take, `units` heads' rows interleaved in each unit's blocks.
+pub(crate) fn row_blocks(n_heads: usize, units: usize, rows: usize, block_rows: usize) -> usize {
+    (n_heads / units) * (units * rows).div_ceil(block_rows)
 }
 
 /// Keys per block of the subgroup tier on this adapter: 16 where every subgroup has at least

@@ -108,7 +108,7 @@ pub(crate) const COOP_SPLIT_P: Switch = Switch {
 /// dispatch and merged (crate::fused::coop::key_splits).
 pub(crate) const COOP_KEY_SPLITS: Switch = Switch {
     name: "WGPU_ATTENTION_COOP_KEY_SPLITS",
-    takes: &["1", "2", "3", "4", "6", "8"],
+    takes: &["1", "2", "3", "4", "5", "6", "7", "8"],
 };
 /// The loads decode's workgroup form issues together (crate::decode::load_batch; up to
 /// crate::decode::MAX_LOAD_BATCH).

@@ -16,7 +16,7 @@
 
 pub mod kernels;
 
-use super::tiled_unit_heads_in;
+use super::{row_blocks, tiled_unit_heads_in, unit_heads_for};
 use crate::half_format::F16_MAX;
 use crate::kernel::{Kernel, PipelineKey};
 use crate::plan::Chunk;
@@ -288,10 +288,13 @@ pub(crate) fn key_splits(dev: &DeviceProfile, p: &Problem) -> usize {
     if dev.adapter_info().device_type == wgpu::DeviceType::Cpu {
         return 1;
     }
-    // The call's workgroups, each of its heads alone (GQA units only make them fewer).
-    let rows = variant(dev, p).rows;
-    let workgroups = p.dims.b * p.dims.hq * p.dims.lq.div_ceil(rows);
-    splits_for(workgroups, p.dims.lk)
+    // The call's workgroups, a GQA group's heads sharing blocks where the dispatch would
+    // (unit_heads; the chunks a large problem is cut into have whole groups, and such a
+    // problem fills a wave anyway).
+    let (d, rows) = (&p.dims, variant(dev, p).rows);
+    let heads = d.b * d.hq;
+    let units = unit_heads_for(d.hq / d.hkv.max(1), heads, d.lq, rows);
+    splits_for(row_blocks(heads, units, d.lq, rows), d.lk)
 }
 
 /// Why [`key_splits`] split the keys, for the plan's reason.
@@ -463,7 +466,6 @@ pub(crate) fn unit_heads(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> usize {
 mod tests {
     use super::*;
 
-    /// The names `WGPU_ATTENTION_COOP_VARIANT` takes (crate::switches) are the variants'.
     /// FlashAttention-2's rule: no split where the workgroups fill 80% of a wave of 264;
     /// else the fewest ranges whose waves are 85% as full as the fullest, each keeping 256
     /// keys, 8 at most.
@@ -486,6 +488,43 @@ mod tests {
         assert_eq!(splits_for(0, 4096), 1);
     }
 
+    /// On the recorded H200, the rule counts the workgroups the dispatch runs: B1 H8 L1024
+    /// D64 takes 128 of 64 rows, 2 ranges; B1 Hq32 Hkv8 Lq70 Lk2048, whose heads alone would
+    /// take 64 (two blocks each, the second 6 rows full), runs a GQA group's 280 rows in 5
+    /// blocks, 40 workgroups in all, and takes 6 ranges (64 would take 4).
+    #[test]
+    fn key_splits_count_the_dispatchs_workgroups() {
+        let (_, h200) = DeviceProfile::recorded()
+            .into_iter()
+            .find(|(name, _)| *name == "nvidia-h200")
+            .expect("the H200's profile");
+        let problem = |[b, hq, hkv, lq, lk]: [usize; 5]| {
+            let dims = crate::problem::validate_dims(
+                &[b, hq, lq, 64],
+                &[b, hkv, lk, 64],
+                &[b, hkv, lk, 64],
+            )
+            .expect("dims");
+            Problem {
+                dims,
+                scale: 0.125,
+                causal_offset: None,
+                mask: None,
+                kv_rows: lk,
+                kv_first: 0,
+                kv_half: None,
+            }
+        };
+        let small = problem([1, 8, 8, 1024, 1024]);
+        assert_eq!(variant(&h200, &small).rows, 64);
+        assert_eq!(key_splits(&h200, &small), 2);
+        let gqa = problem([1, 32, 8, 70, 2048]);
+        assert_eq!(variant(&h200, &gqa).rows, 64);
+        assert_eq!(splits_for(64, 2048), 4);
+        assert_eq!(key_splits(&h200, &gqa), 6);
+    }
+
+    /// The names `WGPU_ATTENTION_COOP_VARIANT` takes (crate::switches) are the variants'.
     #[test]
     fn the_variant_switch_takes_every_variant_by_name() {
         let names: Vec<String> = Variant::ALL.iter().map(|v| v.name()).collect();

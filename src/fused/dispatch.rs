@@ -3,7 +3,7 @@
 
 use super::{
     chunk_layout, coop, key_passes, keys_per_pass, kv_textures, partial_bytes,
-    passes_per_dispatch, reads_textures, tiled_unit_heads, Tier,
+    passes_per_dispatch, reads_textures, row_blocks, tiled_unit_heads, Tier,
 };
 use crate::context::Context;
 use crate::error::Result;
@@ -119,8 +119,9 @@ pub(super) fn run(
                         Tier::Coop => coop::unit_heads(ctx, p, c),
                         _ => 1,
                     };
-                    let row_groups = (heads * c.rows).div_ceil(tier.rows_per_group(ctx, p));
-                    (row_groups, c.n_heads / heads * row_groups, heads)
+                    let block_rows = tier.rows_per_group(ctx, p);
+                    let row_groups = (heads * c.rows).div_ceil(block_rows);
+                    (row_groups, row_blocks(c.n_heads, heads, c.rows, block_rows), heads)
                 }
             };
             let total = total as u64;
