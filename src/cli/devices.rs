@@ -17,6 +17,9 @@ pub fn run() -> i32 {
     // The mark goes where a context opens (WGPU_ADAPTER_NAME honoured), which is where
     // `run`, `bench` and the self-check run.
     let chosen = chosen_adapter(&adapters);
+    // Why no context opens on the marked adapter (a refused environment, a failed device
+    // request): `run`, `bench` and the self-check would fail there, so `devices` fails too.
+    let mut chosen_fails = None;
     for (i, a) in adapters.iter().enumerate() {
         let info = a.get_info();
         let f = a.features();
@@ -77,8 +80,17 @@ pub fn run() -> i32 {
                 };
                 println!("    fused-coop: {coop}");
             }
-            Err(e) => println!("    memory: unknown ({e})"),
+            Err(e) => {
+                println!("    memory: unknown ({e})");
+                if chosen == Some(i) {
+                    chosen_fails = Some(e);
+                }
+            }
         }
+    }
+    if let Some(e) = chosen_fails {
+        eprintln!("wgpu-attention: no context opens on the default adapter: {e}");
+        return 1;
     }
     if chosen.is_none() {
         let filter = std::env::var("WGPU_ADAPTER_NAME").unwrap_or_default();

@@ -142,7 +142,8 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// `devices` marks the adapter a context opens, where `run`, `bench` and the self-check run
 /// (`chosen_adapter`): with `WGPU_ADAPTER_NAME` naming the test's own adapter, that one;
 /// with a name no adapter has, none, and it says so and exits 1, as a context would fail
-/// to open (marking the first adapter regardless fails this).
+/// to open (marking the first adapter regardless fails this); and where the environment
+/// holds a switch value no context takes, it says why and exits 1 too.
 #[test]
 fn devices_marks_the_adapter_a_context_opens() {
     let Some(ctx) = common::ctx() else { return };
@@ -175,6 +176,17 @@ fn devices_marks_the_adapter_a_context_opens() {
     assert!(
         o.stderr
             .contains("WGPU_ADAPTER_NAME=no-adapter-is-named-this"),
+        "{}",
+        o.stderr
+    );
+    let o = ran(tool()
+        .arg("devices")
+        .env("WGPU_ADAPTER_NAME", &name)
+        .env("WGPU_ATTENTION_COOP_KEY_SPLITS", "9"));
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    let why = "no context opens on the default adapter";
+    assert!(
+        o.stderr.contains(why) && o.stderr.contains("WGPU_ATTENTION_COOP_KEY_SPLITS"),
         "{}",
         o.stderr
     );
