@@ -29,7 +29,7 @@ mod run_segments;
 mod segments;
 use coop_check::prepare_checked;
 use execute::execute_one;
-pub use paths::{plan, plan_paths, PathReport};
+pub use paths::{plan, plan_half, plan_paths, PathReport};
 use prepare::{estimate, plan_call, Inputs, Prepared};
 
 /// Scaled dot-product attention on the GPU, on host arrays; returns owned arrays.

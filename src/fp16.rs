@@ -26,6 +26,7 @@ use crate::half_format::KvStorage;
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::tensor::lse_to_array;
 
+pub use crate::attention::plan_half;
 pub use crate::half_format::{to_f16_checked, HalfElem, HalfFormat, F16_MAX};
 
 /// Result of [`attention_f16`] ([`AttentionOutputF16`]) and [`attention_bf16`]

@@ -5,7 +5,7 @@
 use super::prepare::plan_call;
 use crate::broadcast::broadcast_shapes;
 use crate::error::{Error, Result};
-use crate::half_format::KvStorage;
+use crate::half_format::{HalfFormat, KvStorage};
 use crate::options::{AttentionOptions, PathChoice, PlanInfo};
 use crate::problem::validate_dims;
 use crate::profile::DeviceProfile;
@@ -40,6 +40,36 @@ pub fn plan(
     v_shape: &[usize],
     opts: &AttentionOptions<'_>,
 ) -> Result<PlanInfo> {
+    plan_stored(dev, [q_shape, k_shape, v_shape], KvStorage::F32, opts)
+}
+
+/// [`plan`] for a call on 16-bit data in `format` ([`crate::fp16::attention_f16`] and
+/// [`attention_bf16`](crate::fp16::attention_bf16)), whose K and V stay 16-bit on the device
+/// for the paths that read them so (a 16-bit [`KvCache`](crate::KvCache) whose capacity is
+/// Lk plans alike): on GPUs with cooperative matrices, f16 prefill takes the
+/// tensor-core tier where f32 inputs take an f32 one. As with [`plan`], what depends on
+/// the values is left to the call: bf16 is planned as data that may exceed f16's range (the
+/// f32 tiers), while a call whose values fit f16 takes the tensor-core tier where the
+/// adapter has it (the call's own plan says "bf16 inputs within f16's range").
+pub fn plan_half(
+    dev: &DeviceProfile,
+    format: HalfFormat,
+    q_shape: &[usize],
+    k_shape: &[usize],
+    v_shape: &[usize],
+    opts: &AttentionOptions<'_>,
+) -> Result<PlanInfo> {
+    let shapes = [q_shape, k_shape, v_shape];
+    plan_stored(dev, shapes, KvStorage::Half(format), opts)
+}
+
+/// [`plan`] with K and V stored as `storage`.
+fn plan_stored(
+    dev: &DeviceProfile,
+    [q_shape, k_shape, v_shape]: [&[usize]; 3],
+    storage: KvStorage,
+    opts: &AttentionOptions<'_>,
+) -> Result<PlanInfo> {
     let dims = match broadcast_shapes(q_shape, k_shape, v_shape)? {
         Some([q, k, v]) => validate_dims(&q, &k, &v)?,
         None => validate_dims(q_shape, k_shape, v_shape)?,
@@ -51,7 +81,7 @@ pub fn plan(
             chunks: 0,
         });
     }
-    let plan = plan_call(dev, dims, (dims.lk, KvStorage::F32), opts, None)?;
+    let plan = plan_call(dev, dims, (dims.lk, storage), opts, None)?;
     Ok(PlanInfo {
         path: plan.path.name(),
         reason: plan.reason,

@@ -7,7 +7,7 @@ use crate::common;
 use common::Rng;
 use half::f16;
 use ndarray::ArrayD;
-use wgpu_attention::fp16::{attention_f16, to_f16_checked};
+use wgpu_attention::fp16::{attention_f16, plan_half, to_f16_checked, HalfFormat};
 use wgpu_attention::{reference, AttentionOptions, Causal, Error, Mask, PathChoice, PlanInfo};
 
 /// The rule: the GPU's f16 output is within twice the error of rounding the exact
@@ -474,4 +474,50 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
         }
         other => panic!("NaN in k: {other:?}"),
     }
+}
+
+/// `fp16::plan_half` says what a 16-bit call runs here, before it runs: the same path,
+/// reason and chunks as the plan the call returns, for decode, prefill with GQA, a mask and
+/// bottom-right causal rows, widths that K and V must be widened for, a forced path; and for
+/// bf16 with a value beyond f16's range (the plan assumes such values; a call whose values
+/// fit f16 may take the tensor-core tier where the plan does not).
+#[test]
+fn plan_half_says_what_a_16_bit_call_runs() {
+    use half::bf16;
+    use wgpu_attention::fp16::attention_bf16;
+    let Some(ctx) = common::ctx() else { return };
+    let mut rng = Rng::new(1606);
+    let allow = rng.bool_array(&[70, 130], 0.7);
+    let cases = [
+        ([1, 4, 2, 1, 300, 64, 64], AttentionOptions::default()),
+        (
+            [2, 4, 2, 70, 130, 64, 40],
+            AttentionOptions::default()
+                .causal(Causal::BottomRight)
+                .mask(Mask::Bool(allow.view())),
+        ),
+        ([1, 2, 2, 33, 80, 30, 30], AttentionOptions::default()),
+        (
+            [1, 2, 1, 20, 50, 32, 32],
+            AttentionOptions::default().path(PathChoice::Unfused),
+        ),
+    ];
+    for ([b, hq, hkv, lq, lk, d, dv], opts) in cases {
+        let (qs, ks, vs) = ([b, hq, lq, d], [b, hkv, lk, d], [b, hkv, lk, dv]);
+        let what = format!("{:?}", [b, hq, hkv, lq, lk, d, dv]);
+        let mut half = |shape: &[usize]| rng.array(shape, 1.0).mapv(f16::from_f32);
+        let (q, k, v) = (half(&qs), half(&ks), half(&vs));
+        let ran = attention_f16(&ctx, &q, &k, &v, &opts).expect(&what);
+        let planned = plan_half(&ctx, HalfFormat::F16, &qs, &ks, &vs, &opts).expect(&what);
+        assert_eq!(planned, ran.plan, "{what}");
+    }
+    let (qs, ks) = ([1, 4, 40, 32], [1, 2, 90, 32]);
+    let to_bf16 = |a: ArrayD<f32>| a.mapv(bf16::from_f32);
+    let (q, k) = (to_bf16(rng.array(&qs, 1.0)), to_bf16(rng.array(&ks, 1.0)));
+    let mut v = to_bf16(rng.array(&ks, 1.0));
+    v[[0, 1, 7, 3]] = bf16::from_f32(1e6);
+    let opts = AttentionOptions::default().causal(Causal::TopLeft);
+    let ran = attention_bf16(&ctx, &q, &k, &v, &opts).expect("bf16");
+    let planned = plan_half(&ctx, HalfFormat::Bf16, &qs, &ks, &ks, &opts).expect("bf16");
+    assert_eq!(planned, ran.plan);
 }

@@ -171,3 +171,56 @@ fn recorded_profiles_choose_their_tiers() {
         }
     }
 }
+
+/// 16-bit calls on the recorded H200, planned without it (`fp16::plan_half`), at the shapes
+/// of its table: f16 prefill runs on the matrix units (`fused-coop`), in 2 key ranges at B1
+/// H8 L1024 D64 (too few workgroups to fill it) and in one at the larger shapes; decode
+/// reads the f16 cache in the workgroup form; bf16, whose values may exceed f16's range,
+/// stays on the f32 tiers unless the call knows they fit. Elsewhere f16 prefill never
+/// plans the tier.
+#[test]
+fn recorded_profiles_plan_16_bit_calls() {
+    use wgpu_attention::fp16::{plan_half, HalfFormat};
+    let prefill: [([usize; 7], Causal, bool); 4] = [
+        ([4, 32, 32, 4096, 4096, 128, 128], Causal::None, false),
+        ([4, 32, 32, 4096, 4096, 128, 128], Causal::TopLeft, false),
+        ([1, 32, 8, 4096, 4096, 128, 128], Causal::TopLeft, false),
+        ([1, 8, 8, 1024, 1024, 64, 64], Causal::None, true),
+    ];
+    let decode = [
+        [1, 32, 8, 1, 4096, 128, 128],
+        [8, 32, 8, 1, 8192, 128, 128],
+        [1, 32, 8, 1, 32768, 128, 128],
+    ];
+    let split = "in 2 key ranges side by side (too few workgroups to fill a GPU)";
+    for (name, dev) in DeviceProfile::recorded() {
+        let h200 = name == "nvidia-h200";
+        for (shape, causal, splits) in prefill {
+            let [q, k, v] = shapes(shape);
+            let opts = AttentionOptions::default().causal(causal);
+            let what = format!("{name} {shape:?} {causal:?}");
+            let f16 = plan_half(&dev, HalfFormat::F16, &q, &k, &v, &opts).expect(&what);
+            assert_eq!(f16.path == "fused-coop", h200, "{what}: {}", f16.reason);
+            if h200 {
+                assert!(
+                    f16.reason.contains("K/V read as f16"),
+                    "{what}: {}",
+                    f16.reason
+                );
+                assert_eq!(f16.reason.contains(split), splits, "{what}: {}", f16.reason);
+                let bf16 = plan_half(&dev, HalfFormat::Bf16, &q, &k, &v, &opts).expect(&what);
+                assert_eq!(bf16.path, "fused-tiled", "{what}: {}", bf16.reason);
+                assert!(bf16.reason.contains("fused-coop: bf16"), "{}", bf16.reason);
+            }
+        }
+        if h200 {
+            for shape in decode {
+                let [q, k, v] = shapes(shape);
+                let opts = AttentionOptions::default();
+                let f16 = plan_half(&dev, HalfFormat::F16, &q, &k, &v, &opts).expect(name);
+                assert_eq!(f16.path, "decode-workgroup", "{shape:?}: {}", f16.reason);
+                assert!(f16.reason.contains("K/V read as f16"), "{}", f16.reason);
+            }
+        }
+    }
+}
