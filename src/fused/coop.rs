@@ -493,7 +493,7 @@ mod tests {
     /// take 64 (two blocks each, the second 6 rows full), runs a GQA group's 280 rows in 5
     /// blocks, 40 workgroups in all, and takes 6 ranges (64 would take 4).
     #[test]
-    fn key_splits_count_the_dispatchs_workgroups() {
+    fn key_splits_count_the_workgroups_dispatched() {
         let (_, h200) = DeviceProfile::recorded()
             .into_iter()
             .find(|(name, _)| *name == "nvidia-h200")
