@@ -84,7 +84,7 @@ pub enum Dtype {
     Bf16,
 }
 
-/// `bench --precision`: what the products are computed in.
+/// `run --precision` and `bench --precision`: what the products are computed in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
     /// Every path computes in f32

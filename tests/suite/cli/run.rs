@@ -187,3 +187,81 @@ fn run_in_f16() {
     let o = ran(tool().args(["run", "--q", &big, "--k", &k, "--v", &v, "--dtype", "f16"]));
     o.usage_error("q beyond f16's range", &["big.npy"]);
 }
+
+/// `run --precision f16` on float32 inputs: where the cooperative-matrix tier runs (emulated
+/// here), auto takes it, the output stays float32, and `--check` holds the output to the f16
+/// rule and the LSE to the reference on the inputs rounded to f16. These scores cancel
+/// (100.03 x 100.01 - 100.03 x 100.02, about -1) where f16 rounds both keys' values to 100,
+/// so an LSE held to the reference on the float32 inputs would be off by about 1 / sqrt(2).
+/// By default float32 inputs stay off the tier, and values beyond f16's range take an f32
+/// path with the reason rather than failing.
+#[test]
+fn run_computes_in_f16_where_asked() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("precision");
+    let mut rng = Rng::new(39);
+    let q = ArrayD::from_shape_fn(vec![1, 2, 5, 2], |_| 100.03f32);
+    let k = ArrayD::from_shape_fn(vec![1, 2, 1, 2], |i| [100.01f32, -100.02][i[3]]);
+    let (qp, kp) = (save(&dir, "q.npy", &q), save(&dir, "k.npy", &k));
+    let vp = save(&dir, "v.npy", &rng.array(&[1, 2, 1, 8], 1.0));
+    let (out, lse) = (dir.join("o.npy"), dir.join("l.npy"));
+    let o = ran(tool().env("WGPU_ATTENTION_COOP", "emulate").args([
+        "run",
+        "--q",
+        &qp,
+        "--k",
+        &kp,
+        "--v",
+        &vp,
+        "--precision",
+        "f16",
+        "--check",
+        "--out",
+        &out.display().to_string(),
+        "--lse",
+        &lse.display().to_string(),
+    ]));
+    let (stdout, stderr) = (&o.stdout, &o.stderr);
+    assert!(o.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("path fused-coop"), "{stderr}");
+    assert!(stdout.contains("fused-coop computes in f16"), "{stdout}");
+    assert!(
+        stdout.contains("check lse") && !stdout.contains("FAILED"),
+        "{stdout}"
+    );
+    let bytes = std::fs::read(&out).expect("output");
+    assert!(String::from_utf8_lossy(&bytes[..80]).contains("'<f4'"));
+    let NpyArray::F32(got) = npy::parse("l.npy", &std::fs::read(&lse).expect("lse")).unwrap()
+    else {
+        panic!("dtype")
+    };
+    // Rounded to f16 the scores are 0: the LSE of one key is its score.
+    assert!(got.iter().all(|&x| x.abs() < 1e-6), "{got:?}");
+
+    // f32 by default: the tier is not taken.
+    let o = ran(tool()
+        .env("WGPU_ATTENTION_COOP", "emulate")
+        .args(["run", "--q", &qp, "--k", &kp, "--v", &vp, "--check"]));
+    assert!(o.success(), "{}{}", o.stdout, o.stderr);
+    assert!(!o.stderr.contains("path fused-coop"), "{}", o.stderr);
+
+    // Beyond f16's range: an f32 path, and why.
+    let big = save(&dir, "big.npy", &rng.array(&[1, 2, 5, 2], 1e6));
+    let o = ran(tool().env("WGPU_ATTENTION_COOP", "emulate").args([
+        "run",
+        "--q",
+        &big,
+        "--k",
+        &kp,
+        "--v",
+        &vp,
+        "--precision",
+        "f16",
+        "--check",
+    ]));
+    assert!(o.success(), "{}{}", o.stdout, o.stderr);
+    assert!(!o.stderr.contains("path fused-coop"), "{}", o.stderr);
+    assert!(o.stderr.contains("beyond f16's range"), "{}", o.stderr);
+}

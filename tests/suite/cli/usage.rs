@@ -135,12 +135,34 @@ fn bad_inputs_exit_2_and_write_nothing() {
             "--check",
         ),
         (
-            vec!["--q", &good, "--k", &good, "--v", &good, "--atol", "x"],
+            vec![
+                "--q", &good, "--k", &good, "--v", &good, "--check", "--atol", "x",
+            ],
             "--atol",
         ),
         (
-            vec!["--q", &good, "--k", &good, "--v", &good, "--rtol", "-1"],
+            vec![
+                "--q", &good, "--k", &good, "--v", &good, "--check", "--rtol", "-1",
+            ],
             "--rtol",
+        ),
+        // A tolerance without --check would be silently unused.
+        (
+            vec!["--q", &good, "--k", &good, "--v", &good, "--atol", "1e-3"],
+            "--check",
+        ),
+        (
+            vec![
+                "--q",
+                &good,
+                "--k",
+                &good,
+                "--v",
+                &good,
+                "--precision",
+                "f8",
+            ],
+            "--precision",
         ),
     ];
     for (args, mention) in cases {
