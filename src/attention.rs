@@ -110,7 +110,7 @@ pub(crate) fn attention_gpu_stored(
         check_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
         return empty::device_outputs(ctx, &dims, opts, reason);
     }
-    let promoted = bf16_in_f16_range(storage, [q, k, v], opts);
+    let promoted = bf16_in_f16_range(storage, [q.max_abs, k.max_abs, v.max_abs], opts);
     let opts = promoted.as_ref().unwrap_or(opts);
     let mut plan = prepare_checked(
         ctx,
@@ -120,33 +120,40 @@ pub(crate) fn attention_gpu_stored(
         q.max_abs.zip(k.max_abs),
         Inputs::Device,
     )?;
-    if promoted.is_some() && plan.path == Path::Fused(fused::Tier::Coop) {
-        plan.reason = format!(
-            "{}; bf16 inputs within f16's range, so multiplied in f16",
-            plan.reason
-        );
-    }
+    say_promoted(&mut plan, promoted.is_some());
     execute(ctx, q, k, v, &plan, opts)
 }
 
-/// bfloat16 inputs whose every value fits f16's range (their magnitudes known) may run on
-/// the cooperative-matrix tier, which multiplies in f16 (bf16 values in f16's normal range
-/// are exact there, and the bf16 output's rounding is coarser than f16 compute's error):
-/// the options with f16 compute asked for, where the caller left the path and the
-/// precision to the planner; else `None`.
+/// bfloat16 K and V whose every value fits f16's range, and q's too (the largest
+/// magnitudes of q, k and v, where known), may run on the cooperative-matrix tier, which
+/// multiplies in f16: bf16 values in f16's normal range are exact there, and rounding q
+/// to f16 (where it is f32: a bf16 [`crate::KvCache`]) costs less than K and V's rounding
+/// to bf16, as it does for an f16 cache. The options with f16 compute asked for, where the
+/// caller left the path and the precision to the planner; else `None`.
 fn bf16_in_f16_range<'a>(
     storage: KvStorage,
-    tensors: [&GpuTensor; 3],
+    max_abs: [Option<f32>; 3],
     opts: &AttentionOptions<'a>,
 ) -> Option<AttentionOptions<'a>> {
     use crate::options::{PathChoice, Precision};
     let bf16 = storage == KvStorage::Half(HalfFormat::Bf16);
     let planner_chooses = matches!(opts.path, PathChoice::Auto | PathChoice::Fused);
-    let fits = tensors
+    let fits = max_abs
         .iter()
-        .all(|t| t.max_abs.is_some_and(|m| m <= crate::half_format::F16_MAX));
+        .all(|m| m.is_some_and(|m| m <= crate::half_format::F16_MAX));
     (bf16 && planner_chooses && opts.precision == Precision::F32 && fits)
         .then(|| opts.clone().precision(Precision::F16))
+}
+
+/// Where [`bf16_in_f16_range`] asked for f16 compute and the plan took the tier, its reason
+/// says why.
+fn say_promoted(plan: &mut Prepared, promoted: bool) {
+    if promoted && plan.path == Path::Fused(fused::Tier::Coop) {
+        plan.reason = format!(
+            "{}; bf16 inputs within f16's range, so multiplied in f16",
+            plan.reason
+        );
+    }
 }
 
 /// Attention of q over the first `lk` rows of each kv head of K and V buffers that hold
@@ -177,7 +184,10 @@ pub(crate) fn attention_over_rows(
         CachedQuery::Host(_) => Inputs::HostQuery,
         CachedQuery::Device(_) => Inputs::Device,
     };
-    let plan = prepare_checked(ctx, dims, (kv_rows, storage), opts, max_abs, inputs)?;
+    let promoted = bf16_in_f16_range(storage, [q_max, k.max_abs, v.max_abs], opts);
+    let opts = promoted.as_ref().unwrap_or(opts);
+    let mut plan = prepare_checked(ctx, dims, (kv_rows, storage), opts, max_abs, inputs)?;
+    say_promoted(&mut plan, promoted.is_some());
     match q {
         CachedQuery::Host(a) => {
             let qt = GpuTensor::upload_scanned(ctx, "q", &a, q_max.unwrap_or(0.0))?;
@@ -201,7 +211,13 @@ pub(crate) fn estimate_over_rows(
         check_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
-    let plan = plan_call(ctx, dims, (kv_rows, storage), opts, None)?;
+    // q's values are not seen here: for a bf16 cache whose K and V fit f16's range, planned
+    // as the call plans a q that fits it too (as attention's queries almost always do).
+    let q_assumed = Some(0.0);
+    let promoted = bf16_in_f16_range(storage, [q_assumed, k.max_abs, v.max_abs], opts);
+    let opts = promoted.as_ref().unwrap_or(opts);
+    let mut plan = plan_call(ctx, dims, (kv_rows, storage), opts, None)?;
+    say_promoted(&mut plan, promoted.is_some());
     let info = plan.info();
     Ok((
         estimate(ctx, &plan, opts.return_weights, Inputs::HostQuery),

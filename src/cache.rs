@@ -109,7 +109,12 @@ impl KvCache {
     /// [`KvCache::new_f16`] in bfloat16: the same memory and reads
     /// (shaders/kv_loads_bf16.wgsl; the subgroup tier's textures are rg32uint), with f32's exponent range (no value is refused or
     /// overflows, where f16 stops at 65504) and 8 bits of mantissa instead of 11. Appended
-    /// values are rounded to nearest even; `d` and `dv` must be even.
+    /// values are rounded to nearest even; `d` and `dv` must be even. Where every cached
+    /// value and q's fit f16's range (the cache keeps the largest of K and of V appended
+    /// since it was made or cleared), auto may take the tensor-core tier, which multiplies
+    /// in f16 (bf16 values in f16's normal range are exact there), as
+    /// [`crate::fp16::attention_bf16`] does; the plan's reason then says "bf16 inputs within
+    /// f16's range".
     pub fn new_bf16(
         ctx: &Context,
         batch: usize,
@@ -240,6 +245,7 @@ impl KvCache {
     pub fn clear(&mut self) {
         self.len = 0;
         self.k.max_abs = Some(0.0);
+        self.v.max_abs = Some(0.0);
     }
 
     /// The cached keys and values, `(B, Hkv, len, D)` and `(B, Hkv, len, Dv)`, read back from
@@ -291,6 +297,9 @@ impl KvCache {
     /// The device memory [`KvCache::attention`] would hold at its peak for a host q of
     /// `q_shape` (beside the cache itself, which [`Context::memory_in_use`] already counts),
     /// and the path it would take; nothing is allocated. See [`crate::memory_estimate`].
+    /// q's values are not seen: for a bf16 cache whose values fit f16's range this plans
+    /// as for a q that fits it too, the tensor-core tier where it runs
+    /// ([`KvCache::new_bf16`]); a call with a q beyond f16's range takes an f32 path instead.
     pub fn memory_estimate(
         &self,
         ctx: &Context,

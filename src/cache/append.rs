@@ -34,28 +34,21 @@ impl KvCache {
         let (kv, vv) = (k.view().into_dyn(), v.view().into_dyn());
         let n = self.check_append(kv.shape(), vv.shape())?;
         let k_max = max_abs_finite("k", &kv)?;
-        max_abs_finite("v", &vv)?;
+        let v_max = max_abs_finite("v", &vv)?;
         // Rounded to the cache's 16-bit format on the host (f16 refuses values beyond its
-        // range here). The proof on scores takes the rounded values' magnitude: rounding is
-        // monotonic, so their largest is the largest value rounded.
-        let (k_words, v_words, k_max) = match self.storage {
-            KvStorage::F32 => (
-                f32_words(kv.iter().copied()),
-                f32_words(vv.iter().copied()),
-                k_max,
-            ),
+        // range here).
+        let (k_words, v_words) = match self.storage {
+            KvStorage::F32 => (f32_words(kv.iter().copied()), f32_words(vv.iter().copied())),
             KvStorage::Half(HalfFormat::F16) => (
                 pack(&to_f16_checked("k", &kv)?.view()),
                 pack(&to_f16_checked("v", &vv)?.view()),
-                f16::from_f32(k_max).to_f32(),
             ),
             KvStorage::Half(HalfFormat::Bf16) => (
                 bf16_words(kv.iter().copied()),
                 bf16_words(vv.iter().copied()),
-                bf16::from_f32(k_max).to_f32(),
             ),
         };
-        self.write(ctx, (k_words, v_words), n, k_max)
+        self.write(ctx, (k_words, v_words), n, (k_max, v_max))
     }
 
     /// [`KvCache::append`] of f16 arrays: stored as they are in an f16 cache, widened to f32
@@ -75,32 +68,31 @@ impl KvCache {
         let (kv, vv) = (k.view().into_dyn(), v.view().into_dyn());
         let n = self.check_append(kv.shape(), vv.shape())?;
         let k_max = max_abs_half("k", &kv)?;
-        max_abs_half("v", &vv)?;
+        let v_max = max_abs_half("v", &vv)?;
         let widened = |a: &ArrayViewD<'_, f16>| a.iter().map(|x| x.to_f32()).collect::<Vec<_>>();
-        let (k_words, v_words, k_max) = match self.storage {
-            KvStorage::Half(HalfFormat::F16) => (pack(&kv), pack(&vv), k_max),
+        let (k_words, v_words) = match self.storage {
+            KvStorage::Half(HalfFormat::F16) => (pack(&kv), pack(&vv)),
             KvStorage::F32 => (
                 f32_words(widened(&kv).into_iter()),
                 f32_words(widened(&vv).into_iter()),
-                k_max,
             ),
             KvStorage::Half(HalfFormat::Bf16) => (
                 bf16_words(widened(&kv).into_iter()),
                 bf16_words(widened(&vv).into_iter()),
-                bf16::from_f32(k_max).to_f32(),
             ),
         };
-        self.write(ctx, (k_words, v_words), n, k_max)
+        self.write(ctx, (k_words, v_words), n, (k_max, v_max))
     }
 
     /// Writes n checked rows of k and v, as words of the cache's storage, after the cached
-    /// ones, counts them, and takes the largest |k| of the stored rows into the score proof.
+    /// ones, counts them, and takes the largest |k| and |v| of the appended values into
+    /// what the cache knows ([`KvCache::note_magnitudes`]).
     fn write(
         &mut self,
         ctx: &Context,
         (k, v): (Vec<u32>, Vec<u32>),
         n: usize,
-        k_max: f32,
+        (k_max, v_max): (f32, f32),
     ) -> Result<()> {
         let heads = self.batch * self.kv_heads;
         let at = (self.capacity, self.len);
@@ -108,8 +100,25 @@ impl KvCache {
         write_rows(ctx, &self.k, &k, (heads, self.widths.0 / per_word), at)?;
         write_rows(ctx, &self.v, &v, (heads, self.widths.1 / per_word), at)?;
         self.len += n;
-        self.k.max_abs = self.k.max_abs.map(|m| m.max(k_max));
+        self.note_magnitudes(Some(k_max), Some(v_max));
         Ok(())
+    }
+
+    /// Takes the largest |k| and |v| of appended values (`None`: not known) into what the
+    /// cache knows of its values' magnitudes: the score proof's |k|, and whether K and V
+    /// fit f16's range (where a bf16 cache's calls may multiply in f16:
+    /// crate::attention). Held as the stored values' magnitudes: rounding to the storage is
+    /// monotonic, so their largest is the largest value rounded (65504 rounds to 65536 in
+    /// bf16, beyond f16's range).
+    fn note_magnitudes(&mut self, k_max: Option<f32>, v_max: Option<f32>) {
+        let stored = |m: f32| match self.storage {
+            KvStorage::F32 => m,
+            KvStorage::Half(HalfFormat::F16) => f16::from_f32(m).to_f32(),
+            KvStorage::Half(HalfFormat::Bf16) => bf16::from_f32(m).to_f32(),
+        };
+        let merged = |held: Option<f32>, new: Option<f32>| Some(held?.max(stored(new?)));
+        self.k.max_abs = merged(self.k.max_abs, k_max);
+        self.v.max_abs = merged(self.v.max_abs, v_max);
     }
 
     /// [`KvCache::append`] from tensors already on the device (say, K and V projected by a
@@ -180,10 +189,7 @@ impl KvCache {
         .and_then(|encoder| ctx.submit(encoder))?;
         self.len += n;
         drop(narrowed);
-        self.k.max_abs = match (self.k.max_abs, k.max_abs) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            _ => None,
-        };
+        self.note_magnitudes(k.max_abs, v.max_abs);
         Ok(())
     }
 

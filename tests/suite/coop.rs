@@ -607,6 +607,80 @@ fn bf16_inputs_take_the_tier_where_they_fit_f16() {
     );
 }
 
+/// A bf16 `KvCache`: where every cached value and q's fit f16's range (the cache keeps the
+/// largest |k| and |v| appended), auto takes the tier for a prefill over the cache, held to
+/// the f16 rule against the reference on the cached (bf16) values. A V value of 65504,
+/// which bf16 stores as 65536, beyond f16's range, sends it to the f32 paths with the
+/// reason; `clear` forgets that value; a q beyond f16's range stays off the tier too. The
+/// cache's memory estimate plans the path the call takes.
+#[test]
+fn bf16_caches_take_the_tier_where_their_values_fit_f16() {
+    use half::bf16;
+    use wgpu_attention::KvCache;
+    let Some(ctx) = coop_ctx(None) else { return };
+    let mut rng = Rng::new(608);
+    let stored = |a: &ArrayD<f32>| a.mapv(|x| bf16::from_f32(x).to_f32());
+    let (k, v) = (
+        rng.array(&[1, 2, 70, 32], 1.0),
+        rng.array(&[1, 2, 70, 24], 1.0),
+    );
+    let q = rng.array(&[1, 4, 33, 32], 1.0);
+    let opts = AttentionOptions::default()
+        .causal(Causal::BottomRight)
+        .with_lse();
+    let mut cache = KvCache::new_bf16(&ctx, 1, 2, 96, 32, 24).expect("cache");
+    let filled = |cache: &mut KvCache| {
+        cache.clear();
+        cache.append(&ctx, &k, &v).expect("append");
+        let got = cache.attention(&ctx, &q, &opts).expect("auto");
+        assert_eq!(got.plan.path, "fused-coop", "{}", got.plan.reason);
+        let (_, planned) = cache
+            .memory_estimate(&ctx, q.shape(), &opts)
+            .expect("estimate");
+        assert_eq!(planned.path, got.plan.path, "{}", planned.reason);
+        let said = "bf16 inputs within f16's range";
+        assert!(got.plan.reason.contains(said), "{}", got.plan.reason);
+        common::assert_matches_reference(
+            "bf16 cache",
+            got.plan.path,
+            (&q, &stored(&k), &stored(&v)),
+            &opts,
+            (&got.out, got.lse.as_ref()),
+        );
+    };
+    filled(&mut cache);
+    let k1 = rng.array(&[1, 2, 1, 32], 1.0);
+    let mut v1 = rng.array(&[1, 2, 1, 24], 1.0);
+    v1[[0, 1, 0, 3]] = 65504.0;
+    cache.append(&ctx, &k1, &v1).expect("append");
+    let all = |a: &ArrayD<f32>, b: &ArrayD<f32>| {
+        ndarray::concatenate(ndarray::Axis(2), &[a.view(), b.view()]).expect("concatenate")
+    };
+    let r = cache.attention(&ctx, &q, &opts).expect("auto");
+    assert_ne!(r.plan.path, "fused-coop", "{}", r.plan.reason);
+    assert!(
+        r.plan.reason.contains("fused-coop: bf16"),
+        "{}",
+        r.plan.reason
+    );
+    let (_, planned) = cache
+        .memory_estimate(&ctx, q.shape(), &opts)
+        .expect("estimate");
+    assert_eq!(planned.path, r.plan.path, "{}", planned.reason);
+    common::assert_matches_reference(
+        "bf16 cache with 65504",
+        r.plan.path,
+        (&q, &stored(&all(&k, &k1)), &stored(&all(&v, &v1))),
+        &opts,
+        (&r.out, r.lse.as_ref()),
+    );
+    filled(&mut cache);
+    let mut q_big = q.clone();
+    q_big[[0, 2, 5, 7]] = 1e5;
+    let r = cache.attention(&ctx, &q_big, &opts).expect("auto");
+    assert_ne!(r.plan.path, "fused-coop", "{}", r.plan.reason);
+}
+
 /// Random shapes and options (seeded): widths 1 to 128 that are rarely multiples of 16, GQA
 /// groups of 1 to 4, every causal rule, bool and float masks; each held to the f16 rule.
 /// A longer run of the same (591 cases in 200 s, and 636 more with 64 KiB bindings and a
