@@ -33,11 +33,15 @@ use ndarray::ArrayD;
 /// Checks one pipeline of the tier on the device: `Err` says what went wrong.
 type PipelineCheck<'a> = &'a dyn Fn(&Context, &PipelineKey) -> Result<(), String>;
 
-/// Everything a call does before it allocates: validation, the path (where the plan takes
-/// the cooperative-matrix tier on the hardware, each of its pipelines the call runs checks
-/// itself first, once per context, and where one fails the call plans again without the
-/// tier), the chunk plan, and the call's peak device memory against what the device has
-/// free.
+/// Everything a call does before it allocates: validation, the path, the chunk plan, and
+/// the call's peak device memory against what the device has free; then, where the plan
+/// takes the cooperative-matrix tier on the hardware, each of its pipelines the call runs
+/// checks itself, once per context, and where one fails the call plans again without the
+/// tier (and checks that plan's memory). The memory is checked before the pipeline check
+/// runs, so that a call refused for memory allocates nothing, and so that it is refused
+/// exactly where [`crate::memory_estimate`], which runs no check, says: the check leaves
+/// the context's NaN source made, which the estimate counts with its staging copy until
+/// it is.
 pub(super) fn prepare_checked(
     ctx: &Context,
     dims: Dims,
@@ -46,9 +50,13 @@ pub(super) fn prepare_checked(
     max_abs: Option<(f32, f32)>,
     inputs: Inputs,
 ) -> Result<Prepared> {
-    let plan = plan_checking(ctx, dims, kv, opts, max_abs, device_check(ctx))?;
-    ctx.check_memory(&estimate(ctx, &plan, opts.return_weights, inputs))?;
-    Ok(plan)
+    checked_plan(
+        ctx,
+        device_check(ctx),
+        |dev| plan_call(dev, dims, kv, opts, max_abs),
+        |p| p,
+        |plan| ctx.check_memory(&estimate(ctx, plan, opts.return_weights, inputs)),
+    )
 }
 
 /// Segment `s` of a call planned in key segments (run_segments.rs plans each after the
@@ -83,7 +91,9 @@ fn device_check(ctx: &Context) -> Option<PipelineCheck<'static>> {
 
 /// The call's plan on the context's checked profile; where it takes the tier and `check`
 /// is given (on the hardware), the pipelines it runs are checked first, and the plan made
-/// again without the tier if one fails.
+/// again without the tier if one fails ([`prepare_checked`] without the memory; for the
+/// unit tests, which give the check).
+#[cfg(test)]
 fn plan_checking(
     ctx: &Context,
     dims: Dims,
@@ -97,6 +107,7 @@ fn plan_checking(
         check,
         |dev| plan_call(dev, dims, kv, opts, max_abs),
         |p| p,
+        |_| Ok(()),
     )
 }
 
@@ -110,20 +121,24 @@ fn plan_segment_checking(
     check: Option<PipelineCheck<'_>>,
 ) -> Result<(Prepared, bool)> {
     let plan_on = |dev: &DeviceProfile| plan_segment(seg, dev, s, storage, opts, max_abs);
-    checked_plan(ctx, check, plan_on, |(plan, _)| plan)
+    // The caller (run_segments.rs) checks a later segment's memory with its copies.
+    checked_plan(ctx, check, plan_on, |(plan, _)| plan, |_| Ok(()))
 }
 
-/// What `plan_on` plans on the context's checked profile, its pipelines of the tier
-/// (`prepared` finds the plan in it) checked first where `check` is given, and planned
-/// again on the profile without the tier if one fails.
+/// What `plan_on` plans on the context's checked profile, `afford` passed (the call's
+/// memory), then its pipelines of the tier (`prepared` finds the plan in it) checked where
+/// `check` is given, and planned again on the profile without the tier, `afford` passed
+/// again, if one fails.
 fn checked_plan<T>(
     ctx: &Context,
     check: Option<PipelineCheck<'_>>,
     plan_on: impl Fn(&DeviceProfile) -> Result<T>,
     prepared: impl Fn(&T) -> &Prepared,
+    afford: impl Fn(&Prepared) -> Result<()>,
 ) -> Result<T> {
     let dev = ctx.checked_profile();
     let planned = plan_on(dev)?;
+    afford(prepared(&planned))?;
     let Some(check) = check else {
         return Ok(planned);
     };
@@ -134,7 +149,9 @@ fn checked_plan<T>(
     let keys = pipeline_keys(dev, plan);
     let dev = ctx.check_coop_pipelines(&keys, |key| check(ctx, key));
     if matches!(dev.coop, CoopSupport::Unavailable(_)) {
-        return plan_on(dev);
+        let again = plan_on(dev)?;
+        afford(prepared(&again))?;
+        return Ok(again);
     }
     Ok(planned)
 }

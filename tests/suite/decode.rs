@@ -124,7 +124,7 @@ fn decode_under_small_limits() {
     limits.max_compute_workgroups_per_dimension = 3;
     let ctx = Context::with_options(&ContextOptions {
         limits: Some(limits),
-        ..Default::default()
+        ..common::context_options()
     })
     .expect("ctx");
     let mut rng = Rng::new(53);

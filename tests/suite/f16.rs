@@ -336,7 +336,7 @@ fn conversions_split_over_a_small_workgroup_grid_and_small_bindings() {
     limits.max_storage_buffer_binding_size = 4096;
     let ctx = wgpu_attention::Context::with_options(&wgpu_attention::ContextOptions {
         limits: Some(limits),
-        ..Default::default()
+        ..common::context_options()
     })
     .expect("small-grid context");
     let mut rng = Rng::new(83);

@@ -20,7 +20,7 @@ fn small_context(binding: u64, groups_per_dim: u32) -> Option<Context> {
     limits.min_storage_buffer_offset_alignment = 256;
     let opts = ContextOptions {
         limits: Some(limits),
-        ..Default::default()
+        ..common::context_options()
     };
     Some(Context::with_options(&opts).expect("a context with smaller limits than the adapter's"))
 }
@@ -135,14 +135,18 @@ fn unsplittable_rows_are_an_error_not_a_crash() {
     );
 }
 
-/// The paths a key-segment test forces (Auto first).
-const PATHS: [PathChoice; 8] = [
+/// The paths a key-segment test forces (Auto first): every one a caller can force, so that
+/// each path `plan_paths` says runs here has run (fused-coop where the adapter has
+/// cooperative matrices, or emulates them as in CI's pass planned as on a GPU; it computes
+/// in f16, so its results are held to the f16 rule: common::assert_matches_reference).
+const PATHS: [PathChoice; 9] = [
     PathChoice::Auto,
     PathChoice::Unfused,
     PathChoice::Fused,
     PathChoice::FusedSubgroup,
     PathChoice::FusedPortable,
     PathChoice::FusedTiled,
+    PathChoice::FusedCoop,
     PathChoice::Decode,
     PathChoice::DecodeWorkgroup,
 ];
@@ -191,15 +195,21 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
                     opts = opts.mask(Mask::Bool(mask.view()));
                 }
                 let what = format!("Dv {dv} Lq {lq} {causal:?} {path:?} mask {masked}");
-                match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
+                let r = match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
                     Err(Error::PathUnavailable { path, reason }) if path != "auto" => {
                         eprintln!("{path} does not run here: {reason}");
                         continue;
                     }
                     Err(e) => panic!("{what}: {e}"),
-                    Ok(_) => {}
-                }
-                let r = assert_parity(&ctx, &what, &q, &k, &v, &opts, Tolerance::F32);
+                    Ok(r) => r,
+                };
+                common::assert_matches_reference(
+                    &what,
+                    r.plan.path,
+                    (&q, &k, &v),
+                    &opts,
+                    (&r.out, r.lse.as_ref()),
+                );
                 assert!(
                     r.plan.reason.starts_with("keys in 3 segments of up to 234"),
                     "{what}: {}",
@@ -243,11 +253,25 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
                     continue;
                 }
                 Err(e) => panic!("{what}: {e}"),
-                Ok(r) => assert!(
-                    r.plan.reason.contains("segments"),
-                    "{what}: {}",
-                    r.plan.reason
-                ),
+                Ok(r) => {
+                    assert!(
+                        r.plan.reason.contains("segments"),
+                        "{what}: {}",
+                        r.plan.reason
+                    );
+                    // f16 compute: the f16 rule, which measures f16's own error on these
+                    // logits, rather than f32's perturbations.
+                    if r.plan.path == "fused-coop" {
+                        common::assert_matches_reference(
+                            &what,
+                            r.plan.path,
+                            (&q, &k, &v),
+                            &opts,
+                            (&r.out, r.lse.as_ref()),
+                        );
+                        continue;
+                    }
+                }
             }
             common::assert_parity_conditioned(&ctx, &what, &q, &k, &v, &opts);
         }
@@ -366,7 +390,7 @@ fn key_segments_fit_their_memory_estimate() {
         Context::with_options(&ContextOptions {
             limits: Some(limits.clone()),
             memory_limit,
-            ..Default::default()
+            ..common::context_options()
         })
         .expect("context")
     };

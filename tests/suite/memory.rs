@@ -16,7 +16,7 @@ fn own_context(memory_limit: Option<u64>) -> Option<Context> {
     common::ctx()?;
     let opts = ContextOptions {
         memory_limit,
-        ..Default::default()
+        ..common::context_options()
     };
     Some(Context::with_options(&opts).expect("a second context on the test adapter"))
 }

@@ -313,7 +313,7 @@ fn layer_splits_to_small_bindings_and_grids() {
     ] {
         let ctx = wgpu_attention::Context::with_options(&wgpu_attention::ContextOptions {
             limits: Some(limits),
-            ..Default::default()
+            ..common::context_options()
         })
         .expect("small context");
         for (style, causal) in [

@@ -138,7 +138,7 @@ fn random_problems_on_small_limits() {
     limits.min_storage_buffer_offset_alignment = 256;
     let opts = wgpu_attention::ContextOptions {
         limits: Some(limits),
-        ..Default::default()
+        ..common::context_options()
     };
     let ctx = wgpu_attention::Context::with_options(&opts).expect("small context");
     run_cases(

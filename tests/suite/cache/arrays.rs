@@ -121,7 +121,7 @@ fn cache_split_to_small_bindings() {
     limits.min_storage_buffer_offset_alignment = 256;
     let ctx = Context::with_options(&ContextOptions {
         limits: Some(limits),
-        ..Default::default()
+        ..common::context_options()
     })
     .expect("small bindings");
     let mut rng = Rng::new(93);

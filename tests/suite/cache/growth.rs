@@ -212,7 +212,7 @@ fn reserve_grows_a_cache_and_keeps_its_rows() {
         let tight = Context::with_options(&ContextOptions {
             memory_limit: Some(base.memory_in_use() + 1024),
             limits: Some(base.limits()),
-            ..Default::default()
+            ..common::context_options()
         })
         .expect("context");
         let mut small = store.cache(&tight, [b, hkv, 50, d, dv]);

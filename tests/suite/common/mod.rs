@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use ndarray::ArrayD;
 pub use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    check, reference, AttentionOptions, Causal, Context, ContextOptions, Mask, PathChoice,
-    PlanInfo, Tolerance,
+    check, reference, AttentionOptions, Causal, Context, ContextOptions, CoopMode, Mask,
+    PathChoice, PlanInfo, Tolerance,
 };
 
 /// A context shared by the tests, or `None` when no adapter exists and `REQUIRE_GPU` is
@@ -39,6 +39,18 @@ pub fn ctx() -> Option<Context> {
             eprintln!("skipping GPU test: {e}");
             None
         }
+    }
+}
+
+/// Context options as [`Context::new`] takes them from the environment: the
+/// cooperative-matrix tier as `WGPU_ATTENTION_COOP` says. A test's own contexts (other
+/// limits, a memory limit, fewer features) start from these, so that in CI's GPU-planned pass
+/// (`WGPU_ATTENTION_COOP=emulate`) they run the tier, emulated, where a GPU with matrix
+/// units would run it on the hardware, as the shared contexts ([`ctx`]) do.
+pub fn context_options() -> ContextOptions {
+    ContextOptions {
+        cooperative_matrix: CoopMode::from_env(),
+        ..Default::default()
     }
 }
 
@@ -278,7 +290,7 @@ pub fn ctx_without_textures(int64: bool) -> Context {
     let ctx = Context::with_options(&ContextOptions {
         limits: Some(limits),
         features: Some(features),
-        ..Default::default()
+        ..context_options()
     })
     .expect("context without K/V textures");
     assert!(!wgpu_attention::fused::kv_textures_available(

@@ -18,7 +18,7 @@ fn small_limits_split_rows_and_heads() {
     limits.max_compute_workgroups_per_dimension = 2;
     let ctx = Context::with_options(&ContextOptions {
         limits: Some(limits),
-        ..Default::default()
+        ..common::context_options()
     })
     .expect("small context");
     let mut rng = Rng::new(46);
@@ -56,7 +56,7 @@ fn small_workgroup_memory() {
     limits.max_compute_workgroup_storage_size = 4096;
     let ctx = Context::with_options(&ContextOptions {
         limits: Some(limits),
-        ..Default::default()
+        ..common::context_options()
     })
     .expect("small context");
     let mut rng = Rng::new(49);
@@ -95,7 +95,7 @@ fn shaders_with_wgpu_runtime_checks() {
     }
     let ctx = Context::with_options(&ContextOptions {
         shader_runtime_checks: true,
-        ..Default::default()
+        ..common::context_options()
     })
     .expect("context");
     let mut rng = Rng::new(47);
