@@ -181,10 +181,14 @@ fn check_guarded(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
         })
 }
 
-/// Runs the small problem of `key` ([`CheckCase::for_key`]) on the device and holds its
-/// output to the f16 rule (reference::check_f16) and its LSE to f32 accuracy against the
-/// reference on the f16-rounded inputs, as tests/suite/coop.rs does.
+/// Runs the probe of the cooperative operations themselves (`fused::coop::probe`, which
+/// names the operation where one differs from what the kernels assume), then the small
+/// problem of `key` ([`CheckCase::for_key`]) on the device, and holds its output to the
+/// f16 rule (reference::check_f16) and its LSE to f32 accuracy against the reference on
+/// the f16-rounded inputs, as tests/suite/coop.rs does. The probe is one dispatch of one
+/// workgroup; it runs with each pipeline's check, which a context runs once a pipeline.
 fn check_pipeline(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
+    fused::coop::probe::check(ctx, fused::coop::subgroup_lanes(ctx))?;
     let what = |e: &dyn std::fmt::Display| format!("{}: {e}", describe(key));
     let case =
         CheckCase::for_key(ctx, key).ok_or_else(|| what(&"no small problem runs it to check"))?;

@@ -15,6 +15,7 @@
 //! (src/fused/coop/coop_ops_emulated.wgsl).
 
 pub mod kernels;
+pub mod probe;
 
 use super::{row_blocks, tiled_unit_heads_in, unit_heads_for};
 use crate::half_format::F16_MAX;

@@ -564,6 +564,23 @@ fn coop_fits_less_workgroup_memory() {
     }
 }
 
+/// The probe of the cooperative operations (`fused::coop::probe`, the first thing the
+/// tier's check runs on a device): on this adapter's operations, the hardware's or else the
+/// emulated ones, every step's result in every subgroup equals its definition exactly; where
+/// emulated, at 16, 32, 64 and 128 lanes a subgroup.
+#[test]
+fn cooperative_operations_match_their_definitions() {
+    use wgpu_attention::fused::coop::{probe, subgroup_lanes};
+    let Some(ctx) = coop_ctx(None) else { return };
+    let mut lanes = vec![subgroup_lanes(&ctx)];
+    if *ctx.coop() == CoopSupport::Emulated {
+        lanes.extend([16, 64, 128]);
+    }
+    for lanes in lanes {
+        probe::check(&ctx, lanes).unwrap_or_else(|e| panic!("{lanes} lanes: {e}"));
+    }
+}
+
 /// bfloat16 inputs: where every value fits f16's range auto multiplies them in f16 on the
 /// tier (K and V read from f32 copies widened first; bf16 values in f16's normal range are
 /// exact in f16), held to twice the CPU's bf16 error; beyond it they stay on the f32 paths,

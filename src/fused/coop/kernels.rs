@@ -1,8 +1,9 @@
 //! The cooperative-matrix tier's kernels: each tile variant
 //! (`coop_tile_<rows>x<width>.wgsl`) on the hardware's 16x16 f16 matrices
 //! (`coop_ops_16.wgsl`), emulated in scalar code for adapters without them
-//! (`coop_ops_emulated.wgsl`), each reading f32 or f16 K and V; and the 8x8 f32 form for
-//! Metal (`coop_ops_8_f32.wgsl`). `Variant::kernel` (coop.rs) picks among them. The tier
+//! (`coop_ops_emulated.wgsl`), each reading f32 or f16 K and V; the 8x8 f32 form for
+//! Metal (`coop_ops_8_f32.wgsl`); and the probe of the operations themselves
+//! (`coop_ops_probe.wgsl`). `Variant::kernel` (coop.rs) picks among them. The tier
 //! shares the fused family's parameters, bindings and masking rule
 //! (src/fused/fused_common.wgsl) and its dispatch (src/fused/dispatch.rs).
 
@@ -292,6 +293,25 @@ kernels! {
         source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
+        features: F16,
+    }
+    /// `coop_ops_probe.wgsl`: each cooperative operation of the hardware kernels
+    /// (`coop_ops_16.wgsl`) on blocks of known values, the first thing the tier's check
+    /// runs on a device (crate::fused::coop::probe).
+    COOP_OPS_PROBE {
+        label: "coop_ops_probe",
+        source: wgsl!("src/fused/coop/coop_enable_hw", "shaders/invocation_order", "src/fused/coop/coop_ops_16", "src/fused/coop/coop_ops_probe"),
+        bindings: COPY,
+        params: CopyParams,
+        features: COOP,
+    }
+    /// [`COOP_OPS_PROBE`] on the emulated operations (`coop_ops_emulated.wgsl`), which CI
+    /// holds to the same definitions.
+    COOP_OPS_PROBE_EMULATED {
+        label: "coop_ops_probe_emulated",
+        source: wgsl!("src/fused/coop/coop_enable_emulated", "shaders/invocation_order", "src/fused/coop/coop_ops_emulated", "src/fused/coop/coop_ops_probe"),
+        bindings: COPY,
+        params: CopyParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on 8x8 cooperative matrices of f32 (`coop_ops_8_f32.wgsl`: Apple
