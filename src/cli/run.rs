@@ -285,60 +285,17 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             took.as_secs_f64()
         );
     }
-    let mut failed_check = false;
-    if args.check {
-        let expected =
-            reference::attention(&q, &k, &v, &opts).map_err(|e| with_files(e, &files))?;
-        let tol = Tolerance { atol, rtol };
-        // fused-coop multiplies in f16: by default its output is held to FlashAttention's
-        // rule (twice the error of f16 attention on the CPU), as in the tests, and its LSE
-        // to the tolerance against the reference on the inputs rounded to f16 (with
-        // --precision f16 on float32 inputs, rounding them moves the scores themselves).
-        let f16_rule =
-            result.plan.path == "fused-coop" && args.atol.is_none() && args.rtol.is_none();
-        let mut f16_check = None;
-        if f16_rule {
-            let c = reference::check_f16(&q, &k, &v, &opts, &result.out)
-                .map_err(|e| with_files(e, &files))?;
-            println!(
-                "check out: max abs err {:.3e}, f16 attention on the CPU {:.3e} (fused-coop computes in f16: at most twice that): {}",
-                c.error,
-                c.cpu_f16_error,
-                if c.passed() { "ok" } else { "FAILED" }
-            );
-            failed_check |= !c.passed();
-            f16_check = Some(c);
-        }
-        let mut pairs = Vec::new();
-        if f16_check.is_none() {
-            pairs.push(("out", &result.out, &expected.out));
-        }
-        let lse_want = f16_check.as_ref().map_or(&expected.lse, |c| &c.rounded.lse);
-        if let (Some(g), Some(e)) = (&result.lse, lse_want) {
-            pairs.push(("lse", g, e));
-        }
-        if let (Some(g), Some(e)) = (&result.weights, &expected.weights) {
-            pairs.push(("weights", g, e));
-        }
-        for (name, got, want) in pairs {
-            let c = check::compare(&got.view(), &want.view(), tol);
-            println!(
-                "check {name}: max abs err {:.3e}, max rel err {:.3e}, {} of {} outside atol {atol:e} + rtol {rtol:e}: {}",
-                c.max_abs_err,
-                c.max_rel_err,
-                c.n_outside,
-                c.n_total,
-                if c.passed() { "ok" } else { "FAILED" }
-            );
-            if !c.passed() {
-                println!(
-                    "  worst at {:?}: got {}, expected {}",
-                    c.worst_index, c.worst_actual, c.worst_expected
-                );
-                failed_check = true;
-            }
-        }
-    }
+    // fused-coop multiplies in f16: by default it is held to FlashAttention's rule.
+    let f16_rule = result.plan.path == "fused-coop" && args.atol.is_none() && args.rtol.is_none();
+    let failed_check = args.check
+        && !check_outputs(
+            [&q, &k, &v],
+            &opts,
+            &result,
+            Tolerance { atol, rtol },
+            f16_rule,
+        )
+        .map_err(|e| with_files(e, &files))?;
     if failed_check {
         return Err(Failure {
             code: 1,
@@ -365,4 +322,65 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// `--check`: prints how `result` compares with the reference on `q`, `k`, `v` and `opts`
+/// (out, LSE and weights where computed, at `tol`), and says whether every one passed.
+/// With `f16_rule` (fused-coop ran, which multiplies in f16, and no tolerance was given)
+/// the output is held to FlashAttention's rule instead, twice the error of f16 attention on
+/// the CPU, as in the tests, and the LSE to `tol` against the reference on the inputs
+/// rounded to f16 (with --precision f16 on float32 inputs, rounding them moves the scores
+/// themselves).
+fn check_outputs(
+    [q, k, v]: [&ArrayD<f32>; 3],
+    opts: &AttentionOptions<'_>,
+    result: &AttentionOutput,
+    tol: Tolerance,
+    f16_rule: bool,
+) -> Result<bool, Error> {
+    let expected = reference::attention(q, k, v, opts)?;
+    let mut passed = true;
+    let mut f16_check = None;
+    if f16_rule {
+        let c = reference::check_f16(q, k, v, opts, &result.out)?;
+        println!(
+            "check out: max abs err {:.3e}, f16 attention on the CPU {:.3e} (fused-coop computes in f16: at most twice that): {}",
+            c.error,
+            c.cpu_f16_error,
+            if c.passed() { "ok" } else { "FAILED" }
+        );
+        passed &= c.passed();
+        f16_check = Some(c);
+    }
+    let mut pairs = Vec::new();
+    if f16_check.is_none() {
+        pairs.push(("out", &result.out, &expected.out));
+    }
+    let lse_want = f16_check.as_ref().map_or(&expected.lse, |c| &c.rounded.lse);
+    if let (Some(g), Some(e)) = (&result.lse, lse_want) {
+        pairs.push(("lse", g, e));
+    }
+    if let (Some(g), Some(e)) = (&result.weights, &expected.weights) {
+        pairs.push(("weights", g, e));
+    }
+    let Tolerance { atol, rtol } = tol;
+    for (name, got, want) in pairs {
+        let c = check::compare(&got.view(), &want.view(), tol);
+        println!(
+            "check {name}: max abs err {:.3e}, max rel err {:.3e}, {} of {} outside atol {atol:e} + rtol {rtol:e}: {}",
+            c.max_abs_err,
+            c.max_rel_err,
+            c.n_outside,
+            c.n_total,
+            if c.passed() { "ok" } else { "FAILED" }
+        );
+        if !c.passed() {
+            println!(
+                "  worst at {:?}: got {}, expected {}",
+                c.worst_index, c.worst_actual, c.worst_expected
+            );
+            passed = false;
+        }
+    }
+    Ok(passed)
 }
