@@ -193,6 +193,18 @@ PY
     if [ "$part" != tests ]; then
         step bench
         printf '%s\n\n' "$header" > "$out/h200.md"
+        # Before the tier's rows, the probe of its cooperative operations
+        # (src/fused/coop/probe.rs, a second or two): where it fails, its line names the
+        # operation, and auto's f16 rows below will not have taken fused-coop.
+        if [ "$part" != decode ]; then
+            step "the cooperative operations' probe"
+            for t in .h200/tests/suite-*; do
+                verdict=$(timeout 120 "$t" --exact coop::cooperative_operations_match_their_definitions 2>&1 \
+                    | grep -E "^test coop::|the cooperative operations' probe" | head -3 | tr '\n' ' ')
+                echo "$verdict"
+                printf 'Probe of the cooperative operations: %s\n\n' "${verdict:-no result}" >> "$out/h200.md"
+            done
+        fi
         echo "| shape | kv heads | causal | path | ms | GFLOP/s | GB/s | max err |" >> "$out/h200.md"
         echo "|---|---:|---|---|---:|---:|---:|---:|" >> "$out/h200.md"
         # First, as it matters most (issue 6): the cooperative-matrix tier on f16 inputs at
