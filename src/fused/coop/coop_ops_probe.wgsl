@@ -6,10 +6,12 @@
 // elsewhere, where CI runs it against the same definitions.
 //
 // Bindings (group 0):
-//   0 params : uniform CopyParams { n4: unused (the copy kernel's parameters, for its layout) }
+//   0 params : uniform CopyParams { n4: the values of dst to write (the copy kernel's
+//              parameters; a device's bindings may hold fewer than every subgroup's) }
 //   1 src    : storage read f32: K (32 x 32), then A (16 x 32), then L (16 x 32), row-major,
 //              values f16 holds exactly
-//   2 dst    : storage read_write f32: per subgroup 4 blocks of 16 x 16, row-major
+//   2 dst    : storage read_write f32: per subgroup 4 blocks of 16 x 16, row-major, the
+//              first p.n4 values
 //
 // Dispatch: one workgroup of 128 invocations, 128 / SG subgroups (SLOTS, written per
 // pipeline with LANE_ELEMS, as for the tier's kernels). Every subgroup runs every
@@ -49,11 +51,13 @@ var<workgroup> ps: array<In, PS_LEN>;
 var<workgroup> prs: array<In, PRS_LEN>;
 var<workgroup> ss: array<f32, SS_LEN>;
 
-// dst[to .. to + 256] = the 16 x 16 block of ss from `at`, rows `stride` apart; each lane
-// every SG-th value (after a barrier: other lanes' values).
+// dst[to .. to + 256] = the 16 x 16 block of ss from `at`, rows `stride` apart, as far as
+// p.n4; each lane every SG-th value (after a barrier: other lanes' values).
 fn copy_out(at: u32, stride: u32, to: u32, lane: u32) {
     for (var e = lane; e < 256u; e = e + SG) {
-        dst[to + e] = ss[at + e / 16u * stride + e % 16u];
+        if (to + e < p.n4) {
+            dst[to + e] = ss[at + e / 16u * stride + e % 16u];
+        }
     }
 }
 
@@ -92,7 +96,8 @@ fn main(@builtin(local_invocation_index) local_index: u32) {
     copy_out(scratch, 16u, out + 512u, lane);
     workgroupBarrier();
     // 4.
-    let split = add_pv_split(acc_zero(), load_a(0u, 16u, lane), load_low(0u, 16u, lane), 0u, 0u, lane);
+    let low = load_low(0u, 16u, lane);
+    let split = add_pv_split(acc_zero(), load_a(0u, 16u, lane), low, 0u, 0u, lane);
     acc_store(split, scratch, lane);
     workgroupBarrier();
     copy_out(scratch, 16u, out + 768u, lane);
