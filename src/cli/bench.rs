@@ -31,8 +31,9 @@ before it is timed (all query rows, or 16 spread over Lq when the problem is lar
 Per path: median ms (GPU timestamps where the adapter has them, wall clock beside), GFLOP/s \
 (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error against the \
 reference. A path that cannot run the shape is reported as skipped with the reason (on \
-stderr with --json). With decode, a plain copy kernel of the same bytes is timed beside it \
-(the bandwidth baseline) and the decode row gives tokens/s.";
+stderr with --json); where no path asked for can, bench exits 2. With decode, a plain copy \
+kernel of the same bytes is timed beside it (the bandwidth baseline) and the decode row \
+gives tokens/s.";
 
 /// `wgpu-attention bench`'s options.
 #[derive(Debug, clap::Args)]
@@ -267,6 +268,15 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         progress.step();
     }
     progress.finish();
+    // Every path asked for was skipped (each said why as it was): nothing to report, and
+    // a caller scripting `bench` should not read an empty table as success.
+    if table.is_empty() {
+        let asked: Vec<&str> = chosen.iter().map(|(name, _)| name.as_str()).collect();
+        return Err(Failure::input(format!(
+            "no path asked for ran this shape here ({}: each one's reason above)",
+            asked.join(", ")
+        )));
+    }
     // The decode path reads K and V once: say how many query positions a second one call's
     // time gives (tokens/s of one layer), and compare with a plain copy of the same bytes.
     let tokens = sh.b * sh.lq;

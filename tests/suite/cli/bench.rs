@@ -62,7 +62,8 @@ fn bench_json_and_plot() {
 }
 
 /// `bench --mask` gives every path the mask and checks it against the reference with the
-/// same mask: each kind runs on three paths with the error of f32, and the JSON names it.
+/// same mask: each kind runs on three paths with the error of f32, and the JSON names it; a
+/// path that takes no mask is skipped, and bench fails where it was the only one asked for.
 #[test]
 fn bench_with_masks() {
     if common::ctx().is_none() {
@@ -103,6 +104,38 @@ fn bench_with_masks() {
     ];
     o.usage_error("--mask sometimes", &said);
     assert!(o.stdout.is_empty(), "nothing timed");
+
+    // The CPU baseline takes no mask. Alone, it is skipped with that reason and bench
+    // fails (exit 2) rather than print an empty table; beside a path that runs, that
+    // path's row stands and bench succeeds.
+    let cpu_alone = [
+        "bench",
+        "--shape",
+        "1,1,8,8,4",
+        "--mask",
+        "bias",
+        "--reps",
+        "1",
+    ];
+    let o = ran(tool().args(cpu_alone).args(["--path", "cpu-ndarray"]));
+    o.usage_error(
+        "cpu-ndarray alone with a mask",
+        &["no path asked for ran", "cpu-ndarray"],
+    );
+    let skipped = "skipped: the CPU baseline takes no mask";
+    assert!(o.stdout.contains(skipped), "{}", o.stdout);
+    let o = ran(tool()
+        .args(cpu_alone)
+        .args(["--path", "cpu-ndarray,unfused", "--json"]));
+    assert!(o.success(), "{}\n{}", o.stdout, o.stderr);
+    let rows: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(rows.len(), 1, "{}", o.stdout);
+    assert!(rows[0].contains("\"path\": \"unfused\""), "{}", rows[0]);
+    assert!(
+        o.stderr.contains(&format!("cpu-ndarray: {skipped}")),
+        "{}",
+        o.stderr
+    );
 }
 
 /// Bad bench options: exit 2 before any work, one line naming the option and saying what
