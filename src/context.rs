@@ -355,7 +355,9 @@ impl Context {
         self.inner.profile.features
     }
 
-    /// Whether and how the cooperative-matrix tier runs here.
+    /// Whether and how the cooperative-matrix tier runs here, as the adapter and the
+    /// context's options offer it. [`Context::check_coop`] checks its operations on the
+    /// device and says whether it still runs after that.
     pub fn coop(&self) -> &CoopSupport {
         &self.inner.profile.coop
     }
@@ -401,6 +403,16 @@ impl Context {
             }
         }
         self.checked_profile()
+    }
+
+    /// Whether the pipeline of `key` passed its check of the tier on this context (for the
+    /// unit tests of the check).
+    #[cfg(test)]
+    pub(crate) fn coop_passed(&self, key: &PipelineKey) -> bool {
+        let passed = self.inner.coop_passed.lock();
+        passed
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(key)
     }
 
     /// Limits of the device (what was requested, not the adapter's maxima).

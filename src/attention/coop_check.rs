@@ -7,10 +7,13 @@
 //! of a few units, so that a wrong score does not hide in a one-hot softmax, and ten times
 //! as large in every third row, so that the accumulators go through their rescaling; a
 //! fully masked row where the pipeline reads allow bits. It compares the output and the LSE
-//! with the f64 reference. Where one fails or errors, the context plans without the tier
-//! from then on, and every plan says why. It costs one small dispatch and a CPU reference
-//! of up to 2 x 77 x 600 scores per pipeline per context; the call then reuses the built
-//! pipeline.
+//! with the f64 reference. Before the first of them, once a context, a probe of the
+//! cooperative operations themselves (`fused::coop::probe`) runs, so that where the
+//! hardware's operations differ from what the kernels assume, the reason names which
+//! ([`Context::check_coop`] runs it on demand). Where one fails or errors, the context
+//! plans without the tier from then on, and every plan says why. It costs one small
+//! dispatch and a CPU reference of up to 2 x 77 x 600 scores per pipeline per context; the
+//! call then reuses the built pipeline.
 
 use super::execute::execute_one;
 use super::prepare::{estimate, plan_call, plan_one, plan_segment, Inputs, Prepared};
@@ -146,8 +149,19 @@ fn checked_plan<T>(
     if plan.path != Path::Fused(fused::Tier::Coop) {
         return Ok(planned);
     }
-    let keys = pipeline_keys(dev, plan);
-    let dev = ctx.check_coop_pipelines(&keys, |key| check(ctx, key));
+    // The probe of the cooperative operations first, once a context: where it fails, its
+    // verdict names the operation, which the pipelines' own checks could not.
+    let probe = probe_key(ctx);
+    let keys: Vec<PipelineKey> = std::iter::once(probe.clone())
+        .chain(pipeline_keys(dev, plan))
+        .collect();
+    let dev = ctx.check_coop_pipelines(&keys, |key| {
+        if *key == probe {
+            probe_guarded(ctx)
+        } else {
+            check(ctx, key)
+        }
+    });
     if matches!(dev.coop, CoopSupport::Unavailable(_)) {
         let again = plan_on(dev)?;
         afford(prepared(&again))?;
@@ -168,6 +182,58 @@ fn pipeline_keys(dev: &DeviceProfile, plan: &Prepared) -> Vec<PipelineKey> {
     keys
 }
 
+/// The pipeline of the probe of the cooperative operations on `ctx` (at the tier's
+/// subgroup size), which the context keeps among those that passed their check.
+fn probe_key(ctx: &Context) -> PipelineKey {
+    fused::coop::probe::key(ctx, fused::coop::subgroup_lanes(ctx))
+}
+
+/// The probe of the cooperative operations (`fused::coop::probe`, one dispatch of one
+/// workgroup), which names the operation where one differs from what the kernels assume;
+/// a panic while building or running it fails it, as in [`check_guarded`].
+fn probe_guarded(ctx: &Context) -> Result<(), String> {
+    let lanes = fused::coop::subgroup_lanes(ctx);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fused::coop::probe::check(ctx, lanes)
+    }))
+    .unwrap_or_else(|_| {
+        Err("the cooperative operations' probe: building or running it panicked".to_string())
+    })
+}
+
+impl Context {
+    /// Checks the cooperative-matrix tier's operations on this device now, and returns how
+    /// the tier runs here after the check. Without it the first call whose plan takes the
+    /// tier runs the same check first; this is for a caller (or `wgpu-attention devices`)
+    /// that wants the verdict before any call.
+    ///
+    /// Where [`Context::coop`] says the tier runs (on the hardware, or emulated), this
+    /// runs a probe of each cooperative operation the tier's kernels use, on blocks of
+    /// values whose products and sums f32 holds exactly, once per context: one small
+    /// dispatch. Where a result differs from its definition, the answer is
+    /// [`CoopSupport::Unavailable`] with the operation, the subgroup and the first value
+    /// off, and every later plan on this context runs without the tier, saying so. Each of
+    /// the tier's pipelines is still checked on a small problem before the first call
+    /// that runs it (a failure there takes the tier away the same way).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), wgpu_attention::Error> {
+    /// let ctx = wgpu_attention::Context::new()?;
+    /// match ctx.check_coop() {
+    ///     wgpu_attention::CoopSupport::Unavailable(why) => println!("f32 tiers only: {why}"),
+    ///     how => println!("fused-coop runs: {how:?}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check_coop(&self) -> &CoopSupport {
+        if !matches!(self.checked_profile().coop, CoopSupport::Unavailable(_)) {
+            self.check_coop_pipelines(&[probe_key(self)], |_| probe_guarded(self));
+        }
+        &self.checked_profile().coop
+    }
+}
+
 /// [`check_pipeline`], where a shader translator panic while building the pipeline (naga 30
 /// has had one for cooperative stores, shared/probes) fails the check instead of taking
 /// the caller down.
@@ -181,14 +247,11 @@ fn check_guarded(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
         })
 }
 
-/// Runs the probe of the cooperative operations themselves (`fused::coop::probe`, which
-/// names the operation where one differs from what the kernels assume), then the small
-/// problem of `key` ([`CheckCase::for_key`]) on the device, and holds its output to the
-/// f16 rule (reference::check_f16) and its LSE to f32 accuracy against the reference on
-/// the f16-rounded inputs, as tests/suite/coop.rs does. The probe is one dispatch of one
-/// workgroup; it runs with each pipeline's check, which a context runs once a pipeline.
+/// Runs the small problem of `key` ([`CheckCase::for_key`]) on the device, and holds its
+/// output to the f16 rule (reference::check_f16) and its LSE to f32 accuracy against the
+/// reference on the f16-rounded inputs, as tests/suite/coop.rs does. The probe of the
+/// cooperative operations has passed before ([`checked_plan`] checks it first).
 fn check_pipeline(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
-    fused::coop::probe::check(ctx, fused::coop::subgroup_lanes(ctx))?;
     let what = |e: &dyn std::fmt::Display| format!("{}: {e}", describe(key));
     let case =
         CheckCase::for_key(ctx, key).ok_or_else(|| what(&"no small problem runs it to check"))?;

@@ -1,5 +1,6 @@
 //! `wgpu-attention devices`: every adapter with backend, type, key features, cooperative
-//! matrices, limits and device memory.
+//! matrices, limits and device memory, and whether the tensor-core tier runs (its
+//! operations probed where it would).
 
 use wgpu_attention::{
     chosen_adapter, describe_adapter, enumerate_adapters, Context, ContextOptions, CoopMode,
@@ -71,12 +72,19 @@ pub fn run() -> i32 {
         match Context::from_adapter(a, &options) {
             Ok(ctx) => {
                 println!("    memory: {}", ctx.device_memory());
-                let coop = match ctx.coop() {
+                let offered = match ctx.coop() {
                     CoopSupport::Hardware { subgroup } => {
                         format!("on the hardware, {subgroup}-lane subgroups")
                     }
                     CoopSupport::Emulated => "emulated (WGPU_ATTENTION_COOP=emulate)".into(),
                     CoopSupport::Unavailable(why) => format!("unavailable: {why}"),
+                };
+                // Where the tier runs, its operations' probe says whether they are what
+                // the kernels assume (a small dispatch): the verdict a call would meet.
+                let coop = match (ctx.coop(), ctx.check_coop()) {
+                    (CoopSupport::Unavailable(_), _) => offered,
+                    (_, CoopSupport::Unavailable(why)) => format!("{offered}, but {why}"),
+                    _ => format!("{offered}; its operations' probe passed"),
                 };
                 println!("    fused-coop: {coop}");
             }

@@ -580,6 +580,9 @@ fn cooperative_operations_match_their_definitions() {
     for &lanes in &lanes {
         probe::check(&ctx, lanes).unwrap_or_else(|e| panic!("{lanes} lanes: {e}"));
     }
+    // The public check runs the same probe at the tier's subgroup size, and the tier still
+    // runs after it.
+    assert_eq!(ctx.check_coop(), ctx.coop());
     // Where a binding holds fewer than every subgroup's results (8 KiB: two subgroups'),
     // the probe writes and checks what fits, rather than failing the tier.
     let mut limits = ctx.limits();

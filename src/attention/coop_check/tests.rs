@@ -260,8 +260,9 @@ fn later_key_segments_are_checked() {
     );
 }
 
-/// Each pipeline is checked once per context, before the first call that runs it; where
-/// one fails, that call and every later one plan without the tier and say why.
+/// Each pipeline is checked once per context, before the first call that runs it, after
+/// the probe of the cooperative operations; where one fails, that call and every later one
+/// plan without the tier and say why, as does [`Context::check_coop`].
 #[test]
 fn a_failed_check_takes_the_tier_out_of_every_plan() {
     let Some(ctx) = emulated() else { return };
@@ -272,11 +273,15 @@ fn a_failed_check_takes_the_tier_out_of_every_plan() {
     };
     let llama = [32, 8, 4096, 4096, 128, 128];
     let causal_f16 = (true, 0, true);
+    assert!(!ctx.coop_passed(&probe_key(&ctx)));
     for _ in 0..2 {
         let plan = plan_call_of(&ctx, llama, causal_f16, Some(&record));
         assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
     }
     assert_eq!(checked.borrow().len(), 1, "one pipeline, checked once");
+    // The probe of the cooperative operations ran (and passed) before it, once.
+    assert!(ctx.coop_passed(&probe_key(&ctx)));
+    assert_eq!(ctx.check_coop(), &CoopSupport::Emulated);
     let plan = plan_call_of(&ctx, llama, (false, 0, true), Some(&record));
     assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
     assert_eq!(checked.borrow().len(), 2, "a pipeline of its own");
@@ -291,9 +296,15 @@ fn a_failed_check_takes_the_tier_out_of_every_plan() {
         "{}",
         plan.reason
     );
-    // Later calls, on pipelines that passed too, plan without the tier.
+    // Later calls, on pipelines that passed too, plan without the tier, and the context
+    // says why when asked.
     let plan = plan_call_of(&ctx, llama, causal_f16, Some(&record));
     assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
     assert!(plan.reason.contains("failed its check"), "{}", plan.reason);
     assert_eq!(checked.borrow().len(), 2);
+    let after = ctx.check_coop();
+    assert!(
+        matches!(after, CoopSupport::Unavailable(why) if why.contains("max error 1e0")),
+        "{after:?}"
+    );
 }

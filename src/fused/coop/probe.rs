@@ -3,7 +3,8 @@
 //! acc_load, load_low, add_pv_split) run on blocks of known values, multiples of 1/4 and
 //! 1/64 whose products and sums f32 holds exactly, so that every result must equal its
 //! definition exactly, whatever the order of the additions. On a device with matrix units
-//! the tier's check runs it before each pipeline's (crate::attention's coop_check), so that
+//! the tier's check runs it once a context, before the first pipeline's (crate::attention's
+//! coop_check; or when the caller asks, `Context::check_coop`), so that
 //! where the hardware's operations differ from what the kernels assume (a layout, a stride,
 //! the numbering of the subgroups) the plan's reason says which, not only that an output
 //! was off; CI runs it on the emulated operations (tests/suite/coop.rs).
@@ -105,23 +106,30 @@ const STEPS: [&str; 4] = [
     "P V with the weights' low parts (load_low, add_pv_split)",
 ];
 
-/// Runs the probe on `ctx` with subgroups of `lanes` (the tier's SG) and `inputs`: the
-/// hardware operations where the context has them, else the emulated ones. Returns what the
-/// subgroups wrote, in order: every subgroup's four blocks, or as many values as one of
-/// the device's bindings holds.
-fn run(ctx: &Context, lanes: u32, inputs: &[Vec<f32>; 3]) -> Result<Vec<f32>> {
+/// The probe's pipeline on `ctx` with subgroups of `lanes`: the hardware operations where
+/// the context has them, else the emulated ones. The tier's check keeps it among the
+/// pipelines that passed, so that a context runs the probe once.
+pub(crate) fn key(ctx: &Context, lanes: u32) -> PipelineKey {
     let kernel = match ctx.coop() {
         CoopSupport::Emulated => COOP_OPS_PROBE_EMULATED,
         _ => COOP_OPS_PROBE,
     };
     let slots = subgroups(lanes);
     let lanes = 128 / slots;
-    let key = PipelineKey {
+    PipelineKey {
         kernel,
         constants: vec![("SG", lanes)],
         sizes: vec![("SLOTS", slots), ("LANE_ELEMS", 256 / lanes)],
-    };
-    let pipe = ctx.pipeline(&key)?;
+    }
+}
+
+/// Runs the probe on `ctx` with subgroups of `lanes` (the tier's SG) and `inputs`: the
+/// hardware operations where the context has them, else the emulated ones. Returns what the
+/// subgroups wrote, in order: every subgroup's four blocks, or as many values as one of
+/// the device's bindings holds.
+fn run(ctx: &Context, lanes: u32, inputs: &[Vec<f32>; 3]) -> Result<Vec<f32>> {
+    let slots = subgroups(lanes);
+    let pipe = ctx.pipeline(&key(ctx, lanes))?;
     let src = ctx.upload("coop probe inputs", &inputs.concat())?;
     let budget = DeviceBudget::from_limits(&ctx.limits());
     let n = (slots as usize * PER_SUBGROUP).min((budget.max_binding / 4) as usize);

@@ -168,6 +168,19 @@ fn devices_marks_the_adapter_a_context_opens() {
     let lines = marked(&o.stdout);
     assert_eq!(lines.len(), 1, "{}", o.stdout);
     assert!(lines[0].contains(&name), "{} should name {name}", lines[0]);
+    // Its tensor-core line: where the tier runs, after the probe of its operations.
+    let coop = o
+        .stdout
+        .lines()
+        .skip_while(|l| !l.ends_with(" (default)"))
+        .find_map(|l| l.trim().strip_prefix("fused-coop: "))
+        .unwrap_or_else(|| panic!("no fused-coop line: {}", o.stdout));
+    match ctx.coop() {
+        wgpu_attention::CoopSupport::Unavailable(_) => {
+            assert!(coop.starts_with("unavailable: "), "{coop}")
+        }
+        _ => assert!(coop.ends_with("its operations' probe passed"), "{coop}"),
+    }
     let o = ran(tool()
         .arg("devices")
         .env("WGPU_ADAPTER_NAME", "no-adapter-is-named-this"));
