@@ -223,12 +223,15 @@ PY
         # row's keys in N ranges side by side, merged (WGPU_ATTENTION_COOP_KEY_SPLITS=N),
         # beside the default (coop::key_splits: at 1,8,1024,1024,64 two ranges, where 128
         # workgroups are about one a multiprocessor; "+k1" is the one range of before).
+        # Heads of 256 (since 2026-12-07, the session after the probe) run the 32 x 256
+        # variant, beside the tiled tier's wide variant that auto took before.
         if [ "$part" != decode ]; then
             cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
 4,32,4096,4096,128 top-left 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128
 1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 32x128 16x128
 1,8,1024,1024,64 none 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 16x64+k1 64x32
-1,8,1024,1024,64 top-left 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64}"
+1,8,1024,1024,64 top-left 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64
+2,16,2048,2048,256 none 16 32x256 32x256+s1}"
             # First auto and the tiled tier on every shape (the rows the comparison needs
             # most), then the forced variants; a variant's row is skipped, and says so, once
             # the run is past H200_COOP_DEADLINE seconds (default 360), so that PyTorch's

@@ -84,6 +84,7 @@ pub(crate) const COOP_VARIANT: Switch = Switch {
         "32x128",
         "16x64",
         "16x128",
+        "32x256",
         "64x64k64",
         "64x128k64",
         "32x128k64",

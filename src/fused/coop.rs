@@ -52,11 +52,13 @@ impl Variant {
     /// of workgroup memory: NVIDIA's 48 KiB, Apple's and lavapipe's 32); then for less
     /// workgroup memory the most rows and the narrowest width, down to 16 x 128 (15.4 KiB)
     /// within WebGPU's default 16 KiB (tests/suite/coop.rs,
-    /// coop_fits_less_workgroup_memory). Last, blocks of 64 keys, which halve the barriers
+    /// coop_fits_less_workgroup_memory); then D or Dv from 129 to 256 (heads of 256, as
+    /// Gemma's) in blocks of 32 rows (25.2 KiB, 27.6 with the weights in two parts). Last,
+    /// blocks of 64 keys, which halve the barriers
     /// and softmax rounds a key and need more memory (64 x 128 x 64: 44.9 KiB): never the
     /// first that fits, so only timed (`WGPU_ATTENTION_COOP_VARIANT`) until a GPU run says
     /// whether they are faster.
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::new(64, 64, 32),
         Variant::new(64, 128, 32),
         Variant::new(64, 32, 32),
@@ -64,6 +66,7 @@ impl Variant {
         Variant::new(32, 128, 32),
         Variant::new(16, 64, 32),
         Variant::new(16, 128, 32),
+        Variant::new(32, 256, 32),
         Variant::new(64, 64, 64),
         Variant::new(64, 128, 64),
         Variant::new(32, 128, 64),
@@ -194,6 +197,12 @@ impl Variant {
                 COOP_32X64_EMULATED,
                 COOP_32X64_F16,
                 COOP_32X64_F16_EMULATED,
+            ],
+            (32, 256) => [
+                COOP_32X256,
+                COOP_32X256_EMULATED,
+                COOP_32X256_F16,
+                COOP_32X256_F16_EMULATED,
             ],
             (16, 64) => [
                 COOP_16X64,
@@ -365,7 +374,7 @@ pub(crate) fn split_weights(dev: &DeviceProfile, p: &Problem) -> bool {
 }
 
 /// Largest D and Dv the tier takes.
-pub const COOP_MAX_WIDTH: usize = 128;
+pub const COOP_MAX_WIDTH: usize = 256;
 
 /// Why the adapter cannot run the tier: no cooperative matrices (nor emulation), too little
 /// workgroup memory or too few invocations for the narrowest variant.

@@ -74,7 +74,8 @@ fn assert_coop_parity(
 
 /// Every option the API has, on shapes that are not tile multiples, on each width of the
 /// tier's variants (up to 64 and 128, in blocks of 64 rows, as on GPUs with 32 KiB of
-/// workgroup memory or more; the smaller variants in coop_fits_less_workgroup_memory): both
+/// workgroup memory or more; up to 256 in blocks of 32 rows; the smaller variants in
+/// coop_fits_less_workgroup_memory): both
 /// causal alignments, bool and float masks broadcast over
 /// heads, a fully masked row (zeros, LSE -inf), GQA, Lq != Lk both ways, Dv != D, widths
 /// padded to 4, a custom scale, large logits.
@@ -89,6 +90,9 @@ fn coop_matches_the_reference_with_every_option() {
         [1, 1, 1, 129, 65, 5, 7],
         // Few rows a head, 4 query heads a kv head: the group's rows share blocks (UNITS).
         [1, 8, 2, 7, 129, 80, 80],
+        // Heads of 256 (Gemma's) and widths between 128 and 256: the 32 x 256 variant.
+        [1, 4, 2, 37, 70, 256, 200],
+        [1, 2, 1, 33, 65, 136, 256],
     ] {
         let q = rng.array(&[b, hq, lq, d], 1.0);
         let k = rng.array(&[b, hkv, lk, d], 1.0);
@@ -444,13 +448,13 @@ fn coop_refusals_say_why() {
     let Some(ctx) = coop_ctx(None) else { return };
     let wide = wgpu_attention::plan(
         &ctx,
-        &[1, 1, 4, 256],
-        &[1, 1, 4, 256],
-        &[1, 1, 4, 256],
+        &[1, 1, 4, 257],
+        &[1, 1, 4, 257],
+        &[1, 1, 4, 257],
         &opts,
     );
     assert!(
-        matches!(&wide, Err(Error::PathUnavailable { reason, .. }) if reason.contains("at most 128")),
+        matches!(&wide, Err(Error::PathUnavailable { reason, .. }) if reason.contains("at most 256")),
         "{wide:?}"
     );
     let weights = wgpu_attention::plan(
@@ -473,9 +477,10 @@ fn coop_refusals_say_why() {
 /// next: 16 rows at widths 64 and 128, 32 rows at 64 and 128, 64 rows at 32 (16 x 64 not
 /// with subgroups of 16, whose 8 subgroups outnumber its 4 output blocks); and a byte short
 /// of the least a variant of width 128 declares, a head of 128 is refused with the bytes it
-/// would need. With subgroups of 32 or more, D and Dv up to 128 run in WebGPU's default
-/// 16 KiB. Each against the reference, causal, and with large logits (the accumulators'
-/// rescaling). The test's widths are multiples of 4, as `takes` assumes. The limits
+/// would need, as is a head of 256 a byte short of its one variant (32 x 256). With
+/// subgroups of 32 or more, D and Dv up to 128 run in WebGPU's default 16 KiB. Each
+/// against the reference, causal, and with large logits (the accumulators' rescaling). The
+/// test's widths are multiples of 4, as `takes` assumes. The limits
 /// follow from the lanes since 2026-12-06 (the session after): at 16 lanes the scratch of
 /// 8 subgroups needs more than the fixed 12 to 19 KiB written for 32, and the test failed
 /// there (`WGPU_ATTENTION_COOP_LANES=16`), as it would on a GPU with subgroups of 16.
@@ -539,27 +544,32 @@ fn coop_fits_less_workgroup_memory() {
         }
     }
     assert!(ran >= 4, "{ran} variants at {lanes} lanes");
-    let head = [1, 1, 4, 128];
-    let wide = |limit: u32| {
+    let wide = |width: usize, limit: u32| {
+        let head = [1, 1, 4, width];
         let mut limits = base.limits();
         limits.max_compute_workgroup_storage_size = limit;
         let ctx = coop_ctx(Some(limits)).expect("context");
         let opts = AttentionOptions::default().path(PathChoice::FusedCoop);
         wgpu_attention::plan(&ctx, &head, &head, &head, &opts)
     };
-    let least = Variant::ALL
-        .iter()
-        .filter(|&&v| takes(v, 128, 128))
-        .map(|&v| bytes(v))
-        .min()
-        .expect("a variant of width 128");
-    let refused = wide(least - 1);
-    assert!(
-        matches!(&refused, Err(Error::PathUnavailable { reason, .. }) if reason.contains("bytes of workgroup memory")),
-        "{least} bytes less one: {refused:?}"
-    );
+    for width in [128, 256] {
+        let least = Variant::ALL
+            .iter()
+            .filter(|&&v| takes(v, width, width))
+            .map(|&v| bytes(v))
+            .min()
+            .expect("a variant of the width");
+        let refused = wide(width, least - 1);
+        let said = format!("needs {least} bytes of workgroup memory at D and Dv up to {width}");
+        assert!(
+            matches!(&refused, Err(Error::PathUnavailable { reason, .. }) if reason.contains(&said)),
+            "width {width}, {least} bytes less one: {refused:?}"
+        );
+        let taken = wide(width, least).expect("the variant's bytes");
+        assert_eq!(taken.path, "fused-coop", "{}", taken.reason);
+    }
     if lanes >= 32 {
-        let taken = wide(16 << 10).expect("D 128 in 16 KiB");
+        let taken = wide(128, 16 << 10).expect("D 128 in 16 KiB");
         assert!(taken.reason.contains("16 query rows"), "{}", taken.reason);
     }
 }

@@ -258,6 +258,44 @@ kernels! {
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `coop_ops_16.wgsl`), 32 rows x D and Dv up to 256 (`coop_tile_32x256.wgsl`),
+    /// reading f32 K and V.
+    COOP_32X256 {
+        label: "fused_coop_32x256",
+        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`COOP_32X256`] with its cooperative operations in scalar code
+    /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    COOP_32X256_EMULATED {
+        label: "fused_coop_32x256_emulated",
+        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
+    /// `coop_ops_16.wgsl`), 32 rows x D and Dv up to 256 (`coop_tile_32x256.wgsl`),
+    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    COOP_32X256_F16 {
+        label: "fused_coop_32x256_f16",
+        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_16"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: COOP,
+    }
+    /// [`COOP_32X256_F16`] with its cooperative operations in scalar code
+    /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
+    COOP_32X256_F16_EMULATED {
+        label: "fused_coop_32x256_f16_emulated",
+        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_emulated"),
+        bindings: ONE_PASS,
+        params: FusedParams,
+        features: F16,
+    }
+    /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 16 rows x D and Dv up to 64 (`coop_tile_16x64.wgsl`),
     /// reading f32 K and V.
     COOP_16X64 {
