@@ -190,14 +190,11 @@ fn probe_key(ctx: &Context) -> PipelineKey {
 
 /// The probe of the cooperative operations (`fused::coop::probe`, one dispatch of one
 /// workgroup), which names the operation where one differs from what the kernels assume;
-/// a panic while building or running it fails it, as in [`check_guarded`].
+/// [`guarded`].
 fn probe_guarded(ctx: &Context) -> Result<(), String> {
     let lanes = fused::coop::subgroup_lanes(ctx);
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    guarded("the cooperative operations' probe", || {
         fused::coop::probe::check(ctx, lanes)
-    }))
-    .unwrap_or_else(|_| {
-        Err("the cooperative operations' probe: building or running it panicked".to_string())
     })
 }
 
@@ -234,17 +231,17 @@ impl Context {
     }
 }
 
-/// [`check_pipeline`], where a shader translator panic while building the pipeline (naga 30
-/// has had one for cooperative stores, shared/probes) fails the check instead of taking
-/// the caller down.
+/// [`check_pipeline`], [`guarded`].
 fn check_guarded(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_pipeline(ctx, key)))
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "{}: building or running it panicked",
-                describe(key)
-            ))
-        })
+    guarded(&describe(key), || check_pipeline(ctx, key))
+}
+
+/// `check`, where a shader translator panic while building a pipeline (naga 30 has had one
+/// for cooperative stores, shared/probes) fails the check, saying `what` panicked, instead
+/// of taking the caller down.
+fn guarded(what: &str, check: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(check))
+        .unwrap_or_else(|_| Err(format!("{what}: building or running it panicked")))
 }
 
 /// Runs the small problem of `key` ([`CheckCase::for_key`]) on the device, and holds its
