@@ -72,13 +72,16 @@ fn call_of<T>(
     plan(dims, (lk, storage), &opts)
 }
 
-const SHAPES: [[usize; 6]; 6] = [
+const SHAPES: [[usize; 6]; 8] = [
     [32, 32, 4096, 4096, 128, 128],
     [32, 8, 4096, 4096, 128, 128],
     [8, 8, 1024, 1024, 64, 64],
     [4, 1, 5, 300, 80, 48],
     [6, 2, 200, 33, 30, 100],
     [2, 1, 2048, 64, 96, 96],
+    // Heads of 256 (the 32 x 256 variant), with GQA units and without.
+    [16, 16, 2048, 2048, 256, 256],
+    [4, 1, 5, 300, 256, 200],
 ];
 
 /// The tier's pipelines that calls of every kind (each of [`SHAPES`], causal or not, each
@@ -115,7 +118,7 @@ fn pipelines_with_check_problems(
 }
 
 /// Every pipeline of the tier that calls of every kind plan on (at GPU sizes and small,
-/// widths padded, Dv != D, causal or not, each mask part, GQA with units and without,
+/// widths padded, Dv != D, heads of 256, causal or not, each mask part, GQA with units and without,
 /// f16 and f32 K/V) has a check problem, here (emulated).
 #[test]
 fn every_pipeline_of_the_tier_has_a_check_problem() {
