@@ -173,19 +173,21 @@ fn recorded_profiles_choose_their_tiers() {
 }
 
 /// 16-bit calls on the recorded H200, planned without it (`fp16::plan_half`), at the shapes
-/// of its table: f16 prefill runs on the matrix units (`fused-coop`), in 2 key ranges at B1
-/// H8 L1024 D64 (too few workgroups to fill it) and in one at the larger shapes; decode
+/// of its table: f16 prefill runs on the matrix units (`fused-coop`; heads of 256 on its
+/// 32x256 variant), in 2 key ranges at B1 H8 L1024 D64 (too few workgroups to fill it) and
+/// in one at the larger shapes; decode
 /// reads the f16 cache in the workgroup form; bf16, whose values may exceed f16's range,
 /// stays on the f32 tiers unless the call knows they fit. Elsewhere f16 prefill never
 /// plans the tier.
 #[test]
 fn recorded_profiles_plan_16_bit_calls() {
     use wgpu_attention::fp16::{plan_half, HalfFormat};
-    let prefill: [([usize; 7], Causal, bool); 4] = [
+    let prefill: [([usize; 7], Causal, bool); 5] = [
         ([4, 32, 32, 4096, 4096, 128, 128], Causal::None, false),
         ([4, 32, 32, 4096, 4096, 128, 128], Causal::TopLeft, false),
         ([1, 32, 8, 4096, 4096, 128, 128], Causal::TopLeft, false),
         ([1, 8, 8, 1024, 1024, 64, 64], Causal::None, true),
+        ([2, 16, 16, 2048, 2048, 256, 256], Causal::None, false),
     ];
     let decode = [
         [1, 32, 8, 1, 4096, 128, 128],
@@ -208,6 +210,10 @@ fn recorded_profiles_plan_16_bit_calls() {
                     f16.reason
                 );
                 assert_eq!(f16.reason.contains(split), splits, "{what}: {}", f16.reason);
+                if shape[5] > 128 {
+                    let wide = f16.reason.contains("variant 32x256");
+                    assert!(wide, "{what}: {}", f16.reason);
+                }
                 let bf16 = plan_half(&dev, HalfFormat::Bf16, &q, &k, &v, &opts).expect(&what);
                 assert_eq!(bf16.path, "fused-tiled", "{what}: {}", bf16.reason);
                 assert!(bf16.reason.contains("fused-coop: bf16"), "{}", bf16.reason);
