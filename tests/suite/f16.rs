@@ -93,13 +93,9 @@ fn f16_on_every_path_within_twice_the_cpu_f16_error() {
                 .causal(Causal::BottomRight)
                 .path(path)
                 .with_lse();
-            let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
-                Ok(g) => g,
-                Err(Error::PathUnavailable { path, reason }) => {
-                    eprintln!("{path} does not run here: {reason}");
-                    continue;
-                }
-                Err(e) => panic!("{path:?}: {e}"),
+            let called = attention_f16(&ctx, &q, &k, &v, &opts);
+            let Some(got) = common::unless_unavailable(&format!("{path:?}"), called) else {
+                continue;
             };
             assert_within_twice_cpu_f16(&format!("{path:?}"), &q, &k, &v, &opts, &got.out);
         }
@@ -222,13 +218,9 @@ fn fused_tiers_read_f16_keys_and_values() {
                     }
                     let opts = opts.clone().path(path).with_lse();
                     let what = format!("{:?} {path:?} {case} ({on})", [b, hq, hkv, lq, lk, d, dv]);
-                    let got = match attention_f16(context, &q, &k, &v, &opts) {
-                        Ok(g) => g,
-                        Err(Error::PathUnavailable { path, reason }) => {
-                            eprintln!("{path} does not run here: {reason}");
-                            break;
-                        }
-                        Err(e) => panic!("{what}: {e}"),
+                    let called = attention_f16(context, &q, &k, &v, &opts);
+                    let Some(got) = common::unless_unavailable(&what, called) else {
+                        break;
                     };
                     let direct = assert_half_reads(&what, "f16", &got.plan, false);
                     // Portable and tiled always; the subgroup tier from its textures only
@@ -299,13 +291,9 @@ fn wide_variants_read_16_bit_k_and_v_above_256() {
             .causal(Causal::BottomRight)
             .path(path);
         let what = format!("{path:?} D576 Dv512 f16");
-        let got = match attention_f16(&ctx, &q, &k, &v, &opts) {
-            Ok(g) => g,
-            Err(Error::PathUnavailable { path, reason }) => {
-                eprintln!("{path} does not run here: {reason}");
-                continue;
-            }
-            Err(e) => panic!("{what}: {e}"),
+        let called = attention_f16(&ctx, &q, &k, &v, &opts);
+        let Some(got) = common::unless_unavailable(&what, called) else {
+            continue;
         };
         let textures =
             path == PathChoice::FusedSubgroup && kv_textures_available(&ctx, Tier::Subgroup);
@@ -453,13 +441,9 @@ fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
                 .causal(Causal::BottomRight)
                 .path(path);
             let what = format!("{:?} {path:?}", [b, hq, hkv, lq, lk, d, dv]);
-            let got = match attention_bf16(&ctx, &q, &k, &v, &opts) {
-                Ok(g) => g,
-                Err(Error::PathUnavailable { path, reason }) => {
-                    eprintln!("{path} does not run here: {reason}");
-                    continue;
-                }
-                Err(e) => panic!("{what}: {e}"),
+            let called = attention_bf16(&ctx, &q, &k, &v, &opts);
+            let Some(got) = common::unless_unavailable(&what, called) else {
+                continue;
             };
             assert_half_reads(&what, "bf16", &got.plan, d % 4 != 0 || dv % 4 != 0);
             assert_within_twice_cpu_bf16(&what, [&q, &k, &v], &opts, &got.out);

@@ -195,13 +195,9 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
                     opts = opts.mask(Mask::Bool(mask.view()));
                 }
                 let what = format!("Dv {dv} Lq {lq} {causal:?} {path:?} mask {masked}");
-                let r = match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
-                    Err(Error::PathUnavailable { path, reason }) if path != "auto" => {
-                        eprintln!("{path} does not run here: {reason}");
-                        continue;
-                    }
-                    Err(e) => panic!("{what}: {e}"),
-                    Ok(r) => r,
+                let called = wgpu_attention::attention(&ctx, &q, &k, &v, &opts);
+                let Some(r) = common::unless_unavailable(&what, called) else {
+                    continue;
                 };
                 common::assert_matches_reference(
                     &what,
@@ -247,31 +243,26 @@ fn kv_heads_larger_than_a_binding_run_in_key_segments() {
         for path in PATHS {
             let opts = AttentionOptions::default().causal(causal).path(path);
             let what = format!("x50 {causal:?} {path:?}");
-            match wgpu_attention::attention(&ctx, &q, &k, &v, &opts) {
-                Err(Error::PathUnavailable { path, reason }) if path != "auto" => {
-                    eprintln!("{path} does not run here: {reason}");
-                    continue;
-                }
-                Err(e) => panic!("{what}: {e}"),
-                Ok(r) => {
-                    assert!(
-                        r.plan.reason.contains("segments"),
-                        "{what}: {}",
-                        r.plan.reason
-                    );
-                    // f16 compute: the f16 rule, which measures f16's own error on these
-                    // logits, rather than f32's perturbations.
-                    if r.plan.path == "fused-coop" {
-                        common::assert_matches_reference(
-                            &what,
-                            r.plan.path,
-                            (&q, &k, &v),
-                            &opts,
-                            (&r.out, r.lse.as_ref()),
-                        );
-                        continue;
-                    }
-                }
+            let called = wgpu_attention::attention(&ctx, &q, &k, &v, &opts);
+            let Some(r) = common::unless_unavailable(&what, called) else {
+                continue;
+            };
+            assert!(
+                r.plan.reason.contains("segments"),
+                "{what}: {}",
+                r.plan.reason
+            );
+            // f16 compute: the f16 rule, which measures f16's own error on these logits,
+            // rather than f32's perturbations.
+            if r.plan.path == "fused-coop" {
+                common::assert_matches_reference(
+                    &what,
+                    r.plan.path,
+                    (&q, &k, &v),
+                    &opts,
+                    (&r.out, r.lse.as_ref()),
+                );
+                continue;
             }
             common::assert_parity_conditioned(&ctx, &what, &q, &k, &v, &opts);
         }
@@ -351,12 +342,9 @@ fn caches_longer_than_a_binding_run_in_key_segments() {
                     .path(path)
                     .with_lse();
                 let what = format!("f16 {half} Lq {lq} {path:?}");
-                let gpu = match cache.attention(&ctx, &q, &opts) {
-                    Err(Error::PathUnavailable { path, reason }) if path != "auto" => {
-                        eprintln!("{path} does not run here: {reason}");
-                        continue;
-                    }
-                    r => r.unwrap_or_else(|e| panic!("{what}: {e}")),
+                let called = cache.attention(&ctx, &q, &opts);
+                let Some(gpu) = common::unless_unavailable(&what, called) else {
+                    continue;
                 };
                 assert!(
                     gpu.plan.reason.contains("segments"),

@@ -163,14 +163,7 @@ fn assert_cache_parity(
     (k, v): (&ArrayD<f32>, &ArrayD<f32>),
     opts: &AttentionOptions<'_>,
 ) -> Option<PlanInfo> {
-    let gpu = match cache.attention(ctx, q, opts) {
-        Ok(r) => r,
-        Err(Error::PathUnavailable { path, reason }) if opts.path != PathChoice::Auto => {
-            eprintln!("{path} does not run here: {reason}");
-            return None;
-        }
-        Err(e) => panic!("{what}: {e}"),
-    };
+    let gpu = common::unless_unavailable(what, cache.attention(ctx, q, opts))?;
     let cpu = reference::attention(q, k, v, opts).unwrap_or_else(|e| panic!("{what}: {e}"));
     // fused-coop (auto's choice for f16 caches where the adapter has cooperative
     // matrices) by the f16 rule, every other path at the f32 tolerance.

@@ -354,6 +354,20 @@ pub fn keys_in_a_binding(ctx: &Context, rows_of_keys: usize, width: usize, block
     binding / (rows_of_keys * width * 4) / block * block
 }
 
+/// A call's result where the test forced a path that this adapter may not run: `None` where
+/// the path was refused as unavailable here (its reason printed, the caller skips it), the
+/// result where it ran. Any other error, or auto refused, fails the test.
+pub fn unless_unavailable<T>(what: &str, result: wgpu_attention::Result<T>) -> Option<T> {
+    match result {
+        Ok(t) => Some(t),
+        Err(wgpu_attention::Error::PathUnavailable { path, reason }) if path != "auto" => {
+            eprintln!("{path} does not run here: {reason}");
+            None
+        }
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
 /// Whether a call on the path named `path` should read 16-bit K and V as they are rather
 /// than widen them to f32 first, for widths that need no padding (the caller checks that):
 /// decode in both forms and the portable and tiled fused tiers always; the subgroup tier
