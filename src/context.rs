@@ -438,24 +438,43 @@ impl Context {
         self.inner.memory.check(need, self.memory_in_use())
     }
 
-    /// Fails if the device was lost or an error escaped every error scope.
-    pub(crate) fn check_health(&self, during: &'static str) -> Result<()> {
+    /// Fails with [`Error::DeviceLost`] if the device was lost. wgpu reports a loss the
+    /// driver signals as it happens, but a destroyed device only at the next poll: where
+    /// an error was seen, the caller polls first ([`Context::lost_behind`]).
+    fn check_lost(&self, during: &'static str) -> Result<()> {
         if let Ok(slot) = self.inner.lost.lock() {
             if let Some(msg) = slot.as_ref() {
-                return Err(Error::Gpu {
+                return Err(Error::DeviceLost {
                     during,
                     message: msg.clone(),
                 });
             }
         }
-        if let Ok(mut v) = self.inner.uncaptured.lock() {
-            if !v.is_empty() {
-                let message = v.join("; ");
-                v.clear();
-                return Err(Error::Gpu { during, message });
-            }
-        }
         Ok(())
+    }
+
+    /// Where an error was seen: [`Error::DeviceLost`] if a loss lies behind it (the device
+    /// polled once, without waiting, so that wgpu reports a destroyed one), else `Ok`.
+    fn lost_behind(&self, during: &'static str) -> Result<()> {
+        let _ = self.inner.device.poll(wgpu::PollType::Poll);
+        self.check_lost(during)
+    }
+
+    /// Fails if the device was lost or an error escaped every error scope.
+    pub(crate) fn check_health(&self, during: &'static str) -> Result<()> {
+        self.check_lost(during)?;
+        let stray = match self.inner.uncaptured.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(_) => Vec::new(),
+        };
+        if stray.is_empty() {
+            return Ok(());
+        }
+        self.lost_behind(during)?;
+        Err(Error::Gpu {
+            during,
+            message: stray.join("; "),
+        })
     }
 
     /// Runs `f` inside validation and out-of-memory error scopes and turns what they catch
@@ -469,6 +488,9 @@ impl Context {
         let v_err = pollster::block_on(validation.pop());
         let o_err = pollster::block_on(oom.pop());
         if let Some(e) = v_err.or(o_err) {
+            // A device lost during `f`, or before, is what its errors then say ("buffer is
+            // invalid"), and what the caller must know: this context runs nothing more.
+            self.lost_behind(during)?;
             return Err(Error::Gpu {
                 during,
                 message: e.to_string(),

@@ -108,12 +108,24 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
-    /// wgpu reported a validation or out-of-memory error, or the device was lost.
+    /// wgpu reported a validation, out-of-memory or internal error.
     #[error("GPU error during {during}: {message}")]
     Gpu {
         /// What we were doing.
         during: &'static str,
         /// wgpu's message.
+        message: String,
+    },
+    /// The device was lost (a driver reset or failure, or `wgpu::Device::destroy`): this
+    /// context runs nothing more, and every later call on it fails the same way. Open a
+    /// new [`crate::Context`]; where the lost one ran the cooperative-matrix tier (an
+    /// experimental feature of wgpu), one opened with [`crate::CoopMode::Off`] runs the
+    /// same calls on the f32 tiers, as the command-line tool's `run` does by itself.
+    #[error("the GPU device was lost during {during}: {message}")]
+    DeviceLost {
+        /// What we were doing when the loss was seen (it may have happened earlier).
+        during: &'static str,
+        /// wgpu's reason and message.
         message: String,
     },
     /// A `.npy` file could not be read or written.

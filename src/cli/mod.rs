@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod devices;
 pub mod heatmap;
+pub mod lost;
 pub mod options;
 pub mod plot;
 pub mod progress;
@@ -70,7 +71,10 @@ pub fn check_output_path(flag: &str, path: &str) -> Result<(), Failure> {
 /// 2 for anything the user's input caused, 1 for the device or the environment.
 pub fn exit_code(e: &Error) -> i32 {
     match e {
-        Error::NoAdapter { .. } | Error::DeviceRequest { .. } | Error::Gpu { .. } => 1,
+        Error::NoAdapter { .. }
+        | Error::DeviceRequest { .. }
+        | Error::Gpu { .. }
+        | Error::DeviceLost { .. } => 1,
         _ => 2,
     }
 }

@@ -234,40 +234,36 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let ctx = Context::new().map_err(Failure::from_error)?;
     let started = std::time::Instant::now();
-    let (result, out16) = match (&halves, &brains) {
+    let call = |ctx: &Context| match (&halves, &brains) {
         (None, Some((qb, kb, vb))) => {
-            let r = attention_bf16(&ctx, qb, kb, vb, &opts).map_err(|e| with_files(e, &files))?;
+            let r = attention_bf16(ctx, qb, kb, vb, &opts)?;
             let plan = r.plan;
-            (
-                AttentionOutput {
-                    out: r.out.mapv(half::bf16::to_f32),
-                    lse: r.lse,
-                    weights: r.weights,
-                    plan,
-                },
-                None,
-            )
+            let out = AttentionOutput {
+                out: r.out.mapv(half::bf16::to_f32),
+                lse: r.lse,
+                weights: r.weights,
+                plan,
+            };
+            Ok((out, None))
         }
-        (None, None) => (
-            wgpu_attention::attention(&ctx, &q, &k, &v, &opts)
-                .map_err(|e| with_files(e, &files))?,
-            None,
-        ),
+        (None, None) => Ok((wgpu_attention::attention(ctx, &q, &k, &v, &opts)?, None)),
         (Some((q16, k16, v16)), _) => {
-            let r = attention_f16(&ctx, q16, k16, v16, &opts).map_err(|e| with_files(e, &files))?;
+            let r = attention_f16(ctx, q16, k16, v16, &opts)?;
             let out = r.out.mapv(half::f16::to_f32);
             let plan = r.plan;
-            (
-                AttentionOutput {
-                    out,
-                    lse: r.lse,
-                    weights: r.weights,
-                    plan,
-                },
-                Some(r.out),
-            )
+            let out32 = AttentionOutput {
+                out,
+                lse: r.lse,
+                weights: r.weights,
+                plan,
+            };
+            Ok((out32, Some(r.out)))
         }
     };
+    // Where the device is lost on a context with the tensor-core tier, once more without it.
+    let (ctx, (result, out16)) =
+        super::lost::with_tier_fallback(ctx, super::lost::without_tier, call)
+            .map_err(|e| with_files(e, &files))?;
     eprintln!(
         "ran on {}: path {} ({}), {} chunk(s)",
         ctx.adapter_name(),

@@ -57,7 +57,11 @@ fn cases() -> Vec<Case> {
     out
 }
 
-fn parity(ctx: &Context) -> Result<bool, Failure> {
+/// Each case on each path against the reference, a row each. Where a row loses the device
+/// on a context with the tensor-core tier, the row fails and the rows after it run on a new
+/// context without the tier (`ctx` replaced), so that one driver failure of the tier does
+/// not hide how every other path does.
+fn parity(ctx: &mut Context) -> Result<bool, Failure> {
     println!("Parity against the CPU reference (f64), tolerance atol 1e-5 + rtol 1e-4:");
     println!(
         "  {:<52} {:<16} {:>11} {:>11}  result",
@@ -89,6 +93,19 @@ fn parity(ctx: &Context) -> Result<bool, Failure> {
                             case.name, path_name
                         )
                     });
+                    progress.step();
+                    continue;
+                }
+                Err(e) if super::lost::lost_with_tier(ctx, &e) => {
+                    progress.suspend(|| {
+                        println!(
+                            "  {:<52} {:<16} FAILED: {e}; the rows after it run on a new \
+                             device without the tensor-core tier",
+                            case.name, path_name
+                        )
+                    });
+                    all_ok = false;
+                    *ctx = super::lost::without_tier().map_err(Failure::from_error)?;
                     progress.step();
                     continue;
                 }
@@ -343,7 +360,7 @@ fn time_rows(ctx: &Context, shapes: &[Shape]) -> Result<(), Failure> {
 }
 
 pub fn run() -> Result<(), Failure> {
-    let ctx = Context::new().map_err(Failure::from_error)?;
+    let mut ctx = Context::new().map_err(Failure::from_error)?;
     println!("wgpu-attention self-check on {}", ctx.adapter_name());
     if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
         // A first run on a machine spends most of its time compiling (lavapipe: about a
@@ -355,7 +372,7 @@ pub fn run() -> Result<(), Failure> {
         );
     }
     println!();
-    let mut ok = parity(&ctx)?;
+    let mut ok = parity(&mut ctx)?;
     ok &= cache_decode(&ctx)?;
     sentence_weights(&ctx)?;
     timing(&ctx)?;
@@ -367,4 +384,28 @@ pub fn run() -> Result<(), Failure> {
     }
     println!("\nAll paths agree with the reference.");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgpu_attention::{CoopMode, CoopSupport};
+
+    /// A row that loses the device on a context with the tensor-core tier (emulated here,
+    /// its device destroyed before the first row) fails, and the rows after it run on a
+    /// new context without the tier: the self-check goes on, and fails.
+    #[test]
+    fn a_lost_device_fails_its_row_and_the_rows_after_it_run_without_the_tier() {
+        let Some(mut ctx) = super::super::lost::test_context(CoopMode::Emulated) else {
+            return;
+        };
+        if let CoopSupport::Unavailable(why) = ctx.coop() {
+            eprintln!("not tested here: the tier is not emulated on this adapter ({why})");
+            return;
+        }
+        ctx.device().destroy();
+        let ok = parity(&mut ctx).expect("the rows after the loss ran");
+        assert!(!ok, "a lost row must fail the self-check");
+        assert!(matches!(ctx.coop(), CoopSupport::Unavailable(_)));
+    }
 }

@@ -197,7 +197,10 @@ fn lost_device_is_reported_and_stays_reported() {
     for attempt in 0..2 {
         let e = wgpu_attention::attention(&ctx, &q, &q, &q, &AttentionOptions::default())
             .expect_err("lost");
-        assert!(matches!(e, Error::Gpu { .. }), "attempt {attempt}: {e}");
+        assert!(
+            matches!(e, Error::DeviceLost { .. }),
+            "attempt {attempt}: {e}"
+        );
     }
 }
 
