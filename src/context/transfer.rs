@@ -303,34 +303,21 @@ impl Context {
         });
         device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu {
-                during: "readback",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| self.failure("readback", e.to_string()))?;
         let mapped = pollster::block_on(receiver.receive());
         match mapped {
             Some(Ok(())) => {}
-            Some(Err(e)) => {
-                return Err(Error::Gpu {
-                    during: "readback",
-                    message: e.to_string(),
-                })
-            }
+            Some(Err(e)) => return Err(self.failure("readback", e.to_string())),
             None => {
-                return Err(Error::Gpu {
-                    during: "readback",
-                    message: "the map callback never ran".to_string(),
-                })
+                let never = "the map callback never ran".to_string();
+                return Err(self.failure("readback", never));
             }
         }
         let out = {
             let view = staging
                 .slice(..)
                 .get_mapped_range()
-                .map_err(|e| Error::Gpu {
-                    during: "readback",
-                    message: e.to_string(),
-                })?;
+                .map_err(|e| self.failure("readback", e.to_string()))?;
             let all: &[T] = bytemuck::cast_slice(&view);
             all.get(..len).unwrap_or(all).to_vec()
         };
@@ -381,11 +368,18 @@ impl Context {
         self.inner
             .device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu {
-                during: "wait",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| self.failure("wait", e.to_string()))?;
         self.check_health("wait")
+    }
+
+    /// The error for a failure wgpu reported outside the error scopes (a poll, a mapping):
+    /// [`Error::DeviceLost`] where the device was lost, as a kernel that hangs or faults
+    /// is seen at the poll that waits for it, else [`Error::Gpu`] with `message`.
+    fn failure(&self, during: &'static str, message: String) -> Error {
+        match self.lost_behind(during) {
+            Err(lost) => lost,
+            Ok(()) => Error::Gpu { during, message },
+        }
     }
 }
 

@@ -193,7 +193,13 @@ fn lost_device_is_reported_and_stays_reported() {
     let q = arr(&[5, 4]);
     wgpu_attention::attention(&ctx, &q, &q, &q, &AttentionOptions::default())
         .expect("works before");
+    let kept = wgpu_attention::GpuTensor::from_array(&ctx, "kept", &q).expect("upload");
     ctx.device().destroy();
+    // Waiting, and reading back a tensor made before: the same error.
+    let waited = ctx.wait().expect_err("lost");
+    assert!(matches!(waited, Error::DeviceLost { .. }), "{waited}");
+    let read = kept.to_array(&ctx).expect_err("lost");
+    assert!(matches!(read, Error::DeviceLost { .. }), "{read}");
     for attempt in 0..2 {
         let e = wgpu_attention::attention(&ctx, &q, &q, &q, &AttentionOptions::default())
             .expect_err("lost");
