@@ -67,8 +67,9 @@ for line in sys.stdin:
     ;;
 device)
     # H200_PART: all (default), bench, tests, coop (the cooperative-matrix tier's grid
-    # and PyTorch's rows only: the first run where device time is short) or decode
-    # (decode's rows, decode_rows above, and PyTorch's). H200_GRID: a
+    # and PyTorch's rows only: the first run where device time is short), decode
+    # (decode's rows, decode_rows above, and PyTorch's) or run (`run --dtype f16` on
+    # GPU-sized problems beside PyTorch's f16 error, below). H200_GRID: a
     # different bench grid, one "B,H,Lq,Lk,D causal kv-heads paths" entry per line (to try
     # the script elsewhere).
     # Every step has a timeout and a failure does not stop the rest: one device run must
@@ -190,7 +191,7 @@ PY
 1,16,1,4096,512 none 1 auto,unfused
 2,16,2048,2048,512 none 16 unfused,fused-tiled
 1,2,256,256,128 none 2 fused-subgroup}"
-    if [ "$part" != tests ]; then
+    if [ "$part" != tests ] && [ "$part" != run ]; then
         step bench
         printf '%s\n\n' "$header" > "$out/h200.md"
         # Before the tier's rows, the probe of its cooperative operations
@@ -348,6 +349,17 @@ PY
             step "torch SDPA on the same GPU (CUDA) in f32, f16 and bf16, for comparison"
             timeout 240 python3 scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
         fi
+    fi
+    # The hidden cases' flow (issue 36), about a minute: GPU-sized f16 problems through
+    # `run --dtype f16 --path auto` (float16 .npy in and out), each against SDPA in f64 on
+    # the same inputs beside PyTorch's own f16 error (scripts/torch_run_f16.py; locally
+    # H200_PYTHON names a python with numpy, H200_RUN_CASES smaller cases). H200_PART=run
+    # runs this alone.
+    if [ "$part" = all ] || [ "$part" = tests ] || [ "$part" = run ]; then
+        [ "$part" = all ] || printf '%s\n\n' "$header" > "$out/h200.md"
+        step "run --dtype f16 --path auto, beside PyTorch's f16 error"
+        timeout 420 "${H200_PYTHON:-python3}" scripts/torch_run_f16.py ./.h200/wgpu-attention \
+            | tee -a "$out/h200.md"
     fi
     if [ "$part" = all ] || [ "$part" = tests ]; then
         step "self-check (every path against the reference)"
