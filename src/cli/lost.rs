@@ -26,6 +26,8 @@ pub fn with_tier_fallback<T>(
                 "{e}, on a context with the tensor-core tier (fused-coop); running the call \
                  again on a new device without it (as WGPU_ATTENTION_COOP=off)"
             );
+            // The lost device (and what it holds) goes before the new one opens.
+            drop(ctx);
             let again = reopen()?;
             let t = call(&again)?;
             Ok((again, t))
