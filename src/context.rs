@@ -1,7 +1,8 @@
 //! [`Context`]: adapter choice, device, queue, pipeline cache, upload and download.
 //!
-//! Every wgpu call whose signature tends to change between releases lives in this file, so a
-//! wgpu upgrade touches one place.
+//! Every wgpu call whose signature tends to change between releases lives in this module
+//! (this file, transfer.rs and health.rs: errors and a lost device), so a wgpu upgrade
+//! touches one place.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +12,7 @@ use crate::memory::{DeviceMemory, MemoryEstimate};
 use crate::profile::{coop_support, DeviceProfile, COOP_FEATURE};
 pub use crate::profile::{CoopMode, CoopSupport};
 
+mod health;
 mod transfer;
 
 /// Optional features we use when the adapter has them; never required.
@@ -436,68 +438,6 @@ impl Context {
     /// Fails with [`Error::OutOfMemory`] when `need` does not fit in what is free.
     pub(crate) fn check_memory(&self, need: &MemoryEstimate) -> Result<()> {
         self.inner.memory.check(need, self.memory_in_use())
-    }
-
-    /// Fails with [`Error::DeviceLost`] if the device was lost. wgpu reports a loss the
-    /// driver signals as it happens, but a destroyed device only at the next poll: where
-    /// an error was seen, the caller polls first ([`Context::lost_behind`]).
-    fn check_lost(&self, during: &'static str) -> Result<()> {
-        if let Ok(slot) = self.inner.lost.lock() {
-            if let Some(msg) = slot.as_ref() {
-                return Err(Error::DeviceLost {
-                    during,
-                    message: msg.clone(),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Where an error was seen: [`Error::DeviceLost`] if a loss lies behind it (the device
-    /// polled once, without waiting, so that wgpu reports a destroyed one), else `Ok`.
-    fn lost_behind(&self, during: &'static str) -> Result<()> {
-        let _ = self.inner.device.poll(wgpu::PollType::Poll);
-        self.check_lost(during)
-    }
-
-    /// Fails if the device was lost or an error escaped every error scope.
-    pub(crate) fn check_health(&self, during: &'static str) -> Result<()> {
-        self.check_lost(during)?;
-        let stray = match self.inner.uncaptured.lock() {
-            Ok(mut v) => std::mem::take(&mut *v),
-            Err(_) => Vec::new(),
-        };
-        if stray.is_empty() {
-            return Ok(());
-        }
-        self.lost_behind(during)?;
-        Err(Error::Gpu {
-            during,
-            message: stray.join("; "),
-        })
-    }
-
-    /// Runs `f` inside validation and out-of-memory error scopes and turns what they catch
-    /// into [`Error::Gpu`].
-    pub(crate) fn scoped<T>(&self, during: &'static str, f: impl FnOnce() -> T) -> Result<T> {
-        self.check_health(during)?;
-        let device = &self.inner.device;
-        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let value = f();
-        let v_err = pollster::block_on(validation.pop());
-        let o_err = pollster::block_on(oom.pop());
-        if let Some(e) = v_err.or(o_err) {
-            // A device lost during `f`, or before, is what its errors then say ("buffer is
-            // invalid"), and what the caller must know: this context runs nothing more.
-            self.lost_behind(during)?;
-            return Err(Error::Gpu {
-                during,
-                message: e.to_string(),
-            });
-        }
-        self.check_health(during)?;
-        Ok(value)
     }
 
     /// The compiled pipeline for a kernel and its specialisation constants, built once.

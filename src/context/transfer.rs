@@ -1,6 +1,6 @@
 //! Moving data and work to and from the device: buffers, uploads, submissions (with optional
 //! GPU timestamps), readback. Part of [`Context`]; the wgpu calls that change between
-//! releases live here and in the parent module.
+//! releases live here, in health.rs and in the parent module.
 
 use super::{Context, Timestamps};
 use crate::error::{Error, Result};
@@ -370,16 +370,6 @@ impl Context {
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| self.failure("wait", e.to_string()))?;
         self.check_health("wait")
-    }
-
-    /// The error for a failure wgpu reported outside the error scopes (a poll, a mapping):
-    /// [`Error::DeviceLost`] where the device was lost, as a kernel that hangs or faults
-    /// is seen at the poll that waits for it, else [`Error::Gpu`] with `message`.
-    fn failure(&self, during: &'static str, message: String) -> Error {
-        match self.lost_behind(during) {
-            Err(lost) => lost,
-            Ok(()) => Error::Gpu { during, message },
-        }
     }
 }
 
