@@ -234,7 +234,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     if cpu_vectors::suits_wide(sh.hq / sh.hkv.max(1) * sh.lq, sh.lk, sh.d, sh.d) {
         cpu_vectors::request_wide();
     }
-    let ctx = Context::new().map_err(Failure::from_error)?;
+    let mut ctx = Context::new().map_err(Failure::from_error)?;
     let gpu_timing = ctx.enable_gpu_timing().map_err(Failure::from_error)?;
     let settings = Settings {
         causal,
@@ -243,30 +243,13 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         dtype: args.dtype,
         mask: args.mask.kind(),
     };
-    let x = prepare(&ctx, sh, &settings)?;
-    let mut table: Vec<Row> = Vec::new();
-    // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
-    // runs the workgroup form: the planner says which form it would run.
-    let workgroup_decode = decode_runs_as_workgroup(&ctx, sh, causal);
+    let mut x = prepare(&ctx, sh, &settings)?;
     let progress = Progress::bar(chosen.len(), "bench");
     let notes = Notes {
         quiet: json,
         progress: &progress,
     };
-    for (name, choice) in &chosen {
-        if *name == "decode-workgroup"
-            && workgroup_decode
-            && chosen.iter().any(|(n, _)| *n == "decode")
-        {
-            progress.step();
-            continue;
-        }
-        progress.working_on(name.as_str());
-        if let Some(row) = measure(&ctx, &x, name, *choice, reps, &notes)? {
-            table.push(row);
-        }
-        progress.step();
-    }
+    let mut table = measure_paths(&mut ctx, &mut x, (sh, &settings), &chosen, reps, &notes)?;
     progress.finish();
     // Every path asked for was skipped (each said why as it was): nothing to report, and
     // a caller scripting `bench` should not read an empty table as success.
@@ -319,6 +302,53 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Each path of `chosen` checked, then timed: a row each that ran (a path that cannot run
+/// the shape is reported skipped). Where a path's call loses the device on a context with
+/// the tensor-core tier, the paths after it run on a new device without the tier (`ctx`
+/// and its inputs `x` made again), saying so: one driver failure of the tier does not
+/// take the other paths' rows with it.
+fn measure_paths(
+    ctx: &mut Context,
+    x: &mut inputs::Inputs,
+    (sh, settings): (Shape, &Settings),
+    chosen: &[(String, Option<PathChoice>)],
+    reps: usize,
+    notes: &Notes<'_>,
+) -> Result<Vec<Row>, Failure> {
+    // On GPUs, and on CPU adapters above the invocation form's widths, `decode` already
+    // runs the workgroup form: the planner says which form it would run.
+    let workgroup_decode = decode_runs_as_workgroup(ctx, sh, settings.causal);
+    let mut table = Vec::new();
+    for (name, choice) in chosen {
+        if *name == "decode-workgroup"
+            && workgroup_decode
+            && chosen.iter().any(|(n, _)| *n == "decode")
+        {
+            notes.progress.step();
+            continue;
+        }
+        notes.progress.working_on(name.as_str());
+        let row = measure(ctx, x, name, *choice, reps, notes);
+        if let Some(why) = super::lost::tier_context_lost(ctx) {
+            let text = format!(
+                "the GPU device was lost ({why}) on a context with the tensor-core tier; \
+                 the paths after it run on a new device without it (as WGPU_ATTENTION_COOP=off)"
+            );
+            measure::report(name, text, notes);
+            *ctx = super::lost::without_tier().map_err(Failure::from_error)?;
+            ctx.enable_gpu_timing().map_err(Failure::from_error)?;
+            *x = prepare(ctx, sh, settings)?;
+            notes.progress.step();
+            continue;
+        }
+        if let Some(row) = row? {
+            table.push(row);
+        }
+        notes.progress.step();
+    }
+    Ok(table)
+}
+
 /// Whether forcing `decode` on this shape runs decode's workgroup form (as on GPUs, and on
 /// CPU adapters above the invocation form's widths): then a `decode-workgroup` row would
 /// time the same kernel twice.
@@ -329,4 +359,60 @@ fn decode_runs_as_workgroup(ctx: &Context, sh: Shape, causal: Causal) -> bool {
     let q = [sh.b, sh.hq, sh.lq, sh.d];
     let kv = [sh.b, sh.hkv, sh.lk, sh.d];
     wgpu_attention::plan(ctx, &q, &kv, &kv, &opts).is_ok_and(|p| p.path == "decode-workgroup")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgpu_attention::{CoopMode, CoopSupport};
+
+    /// A path whose call loses the device on a context with the tensor-core tier
+    /// (emulated here, its device destroyed after the inputs were made) is skipped, and
+    /// the paths after it run on a new context without the tier, with their inputs made
+    /// again: their rows stand.
+    #[test]
+    fn a_lost_device_skips_its_path_and_the_paths_after_it_run_without_the_tier() {
+        let Some(mut ctx) = super::super::lost::test_context(CoopMode::Emulated) else {
+            return;
+        };
+        if let CoopSupport::Unavailable(why) = ctx.coop() {
+            eprintln!("not tested here: the tier is not emulated on this adapter ({why})");
+            return;
+        }
+        let sh = Shape {
+            b: 1,
+            hq: 2,
+            hkv: 1,
+            lq: 9,
+            lk: 40,
+            d: 8,
+        };
+        let settings = Settings {
+            causal: Causal::BottomRight,
+            precision: Precision::F32,
+            seed: 3,
+            dtype: Dtype::F32,
+            mask: None,
+        };
+        let mut x = prepare(&ctx, sh, &settings).expect("inputs");
+        ctx.device().destroy();
+        let chosen = [
+            ("unfused".to_string(), Some(PathChoice::Unfused)),
+            (
+                "fused-portable".to_string(),
+                Some(PathChoice::FusedPortable),
+            ),
+        ];
+        let progress = Progress::bar(chosen.len(), "test");
+        let notes = Notes {
+            quiet: true,
+            progress: &progress,
+        };
+        let table = measure_paths(&mut ctx, &mut x, (sh, &settings), &chosen, 1, &notes)
+            .expect("the paths after the loss ran");
+        let paths: Vec<&str> = table.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, ["fused-portable"]);
+        assert!(table.iter().all(|r| r.max_abs_err < 1e-4), "checked rows");
+        assert!(matches!(ctx.coop(), CoopSupport::Unavailable(_)));
+    }
 }

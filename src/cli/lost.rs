@@ -42,6 +42,15 @@ pub fn lost_with_tier(ctx: &Context, e: &Error) -> bool {
     matches!(e, Error::DeviceLost { .. }) && !matches!(ctx.coop(), CoopSupport::Unavailable(_))
 }
 
+/// Why `ctx`'s device was lost, where it was while `ctx` runs the tier: for a caller with
+/// no error in hand (`bench` reports a path's failed call as skipped).
+pub fn tier_context_lost(ctx: &Context) -> Option<String> {
+    if matches!(ctx.coop(), CoopSupport::Unavailable(_)) {
+        return None;
+    }
+    ctx.lost_reason()
+}
+
 /// A context as [`Context::new`] opens one, with the tensor-core tier off: the context
 /// [`with_tier_fallback`] runs a call again on.
 pub fn without_tier() -> Result<Context, Error> {

@@ -7,6 +7,16 @@ use super::Context;
 use crate::error::{Error, Result};
 
 impl Context {
+    /// Why this context's device was lost, where it was (a driver reset or failure, or
+    /// `wgpu::Device::destroy`, which wgpu reports at its next poll: this polls once,
+    /// without waiting). Every call on the context then fails with [`Error::DeviceLost`];
+    /// this is for a caller that has no error in hand, as a benchmark that reports a
+    /// failed call as a skipped row.
+    pub fn lost_reason(&self) -> Option<String> {
+        let _ = self.inner.device.poll(wgpu::PollType::Poll);
+        self.inner.lost.lock().ok().and_then(|slot| slot.clone())
+    }
+
     /// Fails with [`Error::DeviceLost`] if the device was lost. wgpu reports a loss the
     /// driver signals as it happens, but a destroyed device only at the next poll: where
     /// an error was seen, the caller polls first ([`Context::lost_behind`]).

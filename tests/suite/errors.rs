@@ -194,7 +194,10 @@ fn lost_device_is_reported_and_stays_reported() {
     wgpu_attention::attention(&ctx, &q, &q, &q, &AttentionOptions::default())
         .expect("works before");
     let kept = wgpu_attention::GpuTensor::from_array(&ctx, "kept", &q).expect("upload");
+    assert_eq!(ctx.lost_reason(), None);
     ctx.device().destroy();
+    // Before any call fails: the context says so (it polls, where wgpu reports it).
+    assert!(ctx.lost_reason().is_some());
     // Waiting, and reading back a tensor made before: the same error.
     let waited = ctx.wait().expect_err("lost");
     assert!(matches!(waited, Error::DeviceLost { .. }), "{waited}");

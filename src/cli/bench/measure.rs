@@ -34,11 +34,16 @@ pub(super) struct Notes<'a> {
 /// Reports a path that cannot run this shape. Quiet output (JSON, plots) keeps stdout
 /// machine-readable: the reason goes to stderr then, never nowhere.
 fn report_skip(name: &str, why: impl std::fmt::Display, notes: &Notes<'_>) {
+    report(name, format_args!("skipped: {why}"), notes);
+}
+
+/// A note on path `name`: on stdout, or on stderr where the output is quiet.
+pub(super) fn report(name: &str, text: impl std::fmt::Display, notes: &Notes<'_>) {
     notes.progress.suspend(|| {
         if notes.quiet {
-            eprintln!("{name}: skipped: {why}");
+            eprintln!("{name}: {text}");
         } else {
-            println!("{name:<16} skipped: {why}");
+            println!("{name:<16} {text}");
         }
     });
 }
