@@ -364,7 +364,7 @@ fn decode_runs_as_workgroup(ctx: &Context, sh: Shape, causal: Causal) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wgpu_attention::{CoopMode, CoopSupport};
+    use wgpu_attention::CoopSupport;
 
     /// A path whose call loses the device on a context with the tensor-core tier
     /// (emulated here, its device destroyed after the inputs were made) is skipped, and
@@ -372,13 +372,9 @@ mod tests {
     /// again: their rows stand.
     #[test]
     fn a_lost_device_skips_its_path_and_the_paths_after_it_run_without_the_tier() {
-        let Some(mut ctx) = super::super::lost::test_context(CoopMode::Emulated) else {
+        let Some(mut ctx) = super::super::lost::emulated_test_context() else {
             return;
         };
-        if let CoopSupport::Unavailable(why) = ctx.coop() {
-            eprintln!("not tested here: the tier is not emulated on this adapter ({why})");
-            return;
-        }
         let sh = Shape {
             b: 1,
             hq: 2,

@@ -21,7 +21,7 @@ pub fn with_tier_fallback<T>(
 ) -> Result<(Context, T), Error> {
     match call(&ctx) {
         Ok(t) => Ok((ctx, t)),
-        Err(e) if lost_with_tier(&ctx, &e) => {
+        Err(e) if tier_context_lost(&ctx).is_some() => {
             eprintln!(
                 "{e}, on a context with the tensor-core tier (fused-coop); running the call \
                  again on a new device without it (as WGPU_ATTENTION_COOP=off)"
@@ -36,14 +36,8 @@ pub fn with_tier_fallback<T>(
     }
 }
 
-/// Whether `e` is the loss of `ctx`'s device while `ctx` runs the tier (where a context
-/// without it may run what failed).
-pub fn lost_with_tier(ctx: &Context, e: &Error) -> bool {
-    matches!(e, Error::DeviceLost { .. }) && !matches!(ctx.coop(), CoopSupport::Unavailable(_))
-}
-
-/// Why `ctx`'s device was lost, where it was while `ctx` runs the tier: for a caller with
-/// no error in hand (`bench` reports a path's failed call as skipped).
+/// Why `ctx`'s device was lost, where it was while `ctx` runs the tier (and so where a
+/// context without the tier may run what failed).
 pub fn tier_context_lost(ctx: &Context) -> Option<String> {
     if matches!(ctx.coop(), CoopSupport::Unavailable(_)) {
         return None;
@@ -82,6 +76,18 @@ pub fn test_context(mode: CoopMode) -> Option<Context> {
     }
 }
 
+/// For the tool's tests: [`test_context`] with the tier emulated, or `None` (saying why)
+/// where the adapter cannot emulate it.
+#[cfg(test)]
+pub fn emulated_test_context() -> Option<Context> {
+    let ctx = test_context(CoopMode::Emulated)?;
+    if let CoopSupport::Unavailable(why) = ctx.coop() {
+        eprintln!("not tested here: the tier is not emulated on this adapter ({why})");
+        return None;
+    }
+    Some(ctx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,13 +104,9 @@ mod tests {
     /// caller's, and the call runs once.
     #[test]
     fn a_lost_device_runs_the_call_again_without_the_tier() {
-        let Some(ctx) = open(CoopMode::Emulated) else {
+        let Some(ctx) = emulated_test_context() else {
             return;
         };
-        if let CoopSupport::Unavailable(why) = ctx.coop() {
-            eprintln!("not tested here: the tier is not emulated on this adapter ({why})");
-            return;
-        }
         let mut rng = Rng::new(7);
         let q = rng.array(&[1, 4, 37, 16], 1.0);
         let k = rng.array(&[1, 2, 53, 16], 1.0);

@@ -96,7 +96,7 @@ fn parity(ctx: &mut Context) -> Result<bool, Failure> {
                     progress.step();
                     continue;
                 }
-                Err(e) if super::lost::lost_with_tier(ctx, &e) => {
+                Err(e) if super::lost::tier_context_lost(ctx).is_some() => {
                     progress.suspend(|| {
                         println!(
                             "  {:<52} {:<16} FAILED: {e}; the rows after it run on a new \
@@ -389,20 +389,16 @@ pub fn run() -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wgpu_attention::{CoopMode, CoopSupport};
+    use wgpu_attention::CoopSupport;
 
     /// A row that loses the device on a context with the tensor-core tier (emulated here,
     /// its device destroyed before the first row) fails, and the rows after it run on a
     /// new context without the tier: the self-check goes on, and fails.
     #[test]
     fn a_lost_device_fails_its_row_and_the_rows_after_it_run_without_the_tier() {
-        let Some(mut ctx) = super::super::lost::test_context(CoopMode::Emulated) else {
+        let Some(mut ctx) = super::super::lost::emulated_test_context() else {
             return;
         };
-        if let CoopSupport::Unavailable(why) = ctx.coop() {
-            eprintln!("not tested here: the tier is not emulated on this adapter ({why})");
-            return;
-        }
         ctx.device().destroy();
         let ok = parity(&mut ctx).expect("the rows after the loss ran");
         assert!(!ok, "a lost row must fail the self-check");
