@@ -6,8 +6,8 @@ use ndarray::ArrayD;
 use wgpu_attention::perf::{forward_flops, time_gpu};
 use wgpu_attention::rng::Rng;
 use wgpu_attention::{
-    check, cpu_vectors, reference, AttentionOptions, Causal, Context, Error, GpuTensor, KvCache,
-    Mask, PathChoice, Tolerance,
+    check, cpu_vectors, reference, AttentionOptions, Causal, Context, CoopSupport, Error,
+    GpuTensor, KvCache, Mask, PathChoice, Precision, Tolerance,
 };
 
 use super::progress::Progress;
@@ -279,13 +279,25 @@ fn timing(ctx: &Context) -> Result<(), Failure> {
         );
     }
     println!(
-        "  {:<40} {:<16} {:>10} {:>10}",
+        "  {:<44} {:<16} {:>10} {:>10}",
         "shape", "path", "ms", "GFLOP/s"
     );
     if !(wide_child && prefill_elsewhere()) {
-        time_rows(ctx, &PREFILL)?;
+        time_rows(ctx, &PREFILL, Precision::F32)?;
     }
-    time_rows(ctx, &DECODE)
+    if tier_on_hardware(ctx) {
+        time_rows(ctx, &PREFILL, Precision::F16)?;
+    }
+    time_rows(ctx, &DECODE, Precision::F32)
+}
+
+/// Whether the tensor-core tier runs on this context's hardware, its operations checked
+/// ([`Context::check_coop`]): then the prefill rows are timed again with f16 compute, on
+/// the matrix units, which is what GPU users run. An emulated tier is not timed (its
+/// operations are WGSL loops, slow on lavapipe and no measure of anything).
+fn tier_on_hardware(ctx: &Context) -> bool {
+    matches!(ctx.coop(), CoopSupport::Hardware { .. })
+        && !matches!(ctx.check_coop(), CoopSupport::Unavailable(_))
 }
 
 /// Runs [`ROWS_COMMAND`] in a child process, which asks lavapipe for 512-bit vectors before
@@ -321,42 +333,61 @@ pub fn prefill_rows() -> Result<(), Failure> {
     cpu_vectors::request_wide();
     let ctx = Context::new().map_err(Failure::from_error)?;
     ctx.enable_gpu_timing().map_err(Failure::from_error)?;
-    time_rows(&ctx, &PREFILL)
+    time_rows(&ctx, &PREFILL, Precision::F32)
 }
 
-/// Times the planner's choice on each shape and prints one row each.
-fn time_rows(ctx: &Context, shapes: &[Shape]) -> Result<(), Failure> {
+/// Times the planner's choice on each shape, computing in `precision` (f32 inputs; f16
+/// compute lets auto take the tensor-core tier), and prints one row each.
+fn time_rows(ctx: &Context, shapes: &[Shape], precision: Precision) -> Result<(), Failure> {
     let mut rng = Rng::new(7);
-    for &(b, hq, hkv, lq, lk, d, causal) in shapes {
+    for &shape in shapes {
+        let (b, hq, hkv, lq, lk, d, causal) = shape;
         let progress = Progress::spinner(format!(
             "timing B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d} {causal:?}"
         ));
-        let up = |a: ArrayD<f32>, name| {
-            GpuTensor::from_array(ctx, name, &a).map_err(Failure::from_error)
-        };
-        let q = up(rng.array(&[b, hq, lq, d], 1.0), "q")?;
-        let k = up(rng.array(&[b, hkv, lk, d], 1.0), "k")?;
-        let v = up(rng.array(&[b, hkv, lk, d], 1.0), "v")?;
-        let opts = AttentionOptions::default().causal(causal);
-        let path = wgpu_attention::attention_gpu(ctx, &q, &k, &v, &opts)
-            .map_err(Failure::from_error)?
-            .plan
-            .path;
-        let t = time_gpu(ctx, &q, &k, &v, &opts, 2, 5).map_err(Failure::from_error)?;
-        let ms = t.median_gpu_ms().unwrap_or(t.median_ms());
+        let (path, ms) = time_row(ctx, &mut rng, shape, precision)?;
         let gflops = forward_flops(b, hq, lq, lk, d, d, causal) / (ms * 1e6);
         progress.finish();
         let shape = format!(
-            "B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d}{}",
+            "B{b} Hq{hq} Hkv{hkv} Lq{lq} Lk{lk} D{d}{}{}",
             if causal == Causal::None {
                 ""
             } else {
                 " causal"
+            },
+            match precision {
+                Precision::F32 => "",
+                Precision::F16 => ", f16 compute",
             }
         );
-        println!("  {shape:<40} {path:<15} {ms:>10.2} {gflops:>10.2}");
+        println!("  {shape:<44} {path:<15} {ms:>10.2} {gflops:>10.2}");
     }
     Ok(())
+}
+
+/// The path the planner takes on `shape` (inputs drawn from `rng`) and its median time in
+/// milliseconds: GPU timestamps where the context has them, else the wall clock.
+fn time_row(
+    ctx: &Context,
+    rng: &mut Rng,
+    (b, hq, hkv, lq, lk, d, causal): Shape,
+    precision: Precision,
+) -> Result<(&'static str, f64), Failure> {
+    let mut up = |shape: &[usize], name| {
+        GpuTensor::from_array(ctx, name, &rng.array(shape, 1.0)).map_err(Failure::from_error)
+    };
+    let q = up(&[b, hq, lq, d], "q")?;
+    let k = up(&[b, hkv, lk, d], "k")?;
+    let v = up(&[b, hkv, lk, d], "v")?;
+    let opts = AttentionOptions::default()
+        .causal(causal)
+        .precision(precision);
+    let path = wgpu_attention::attention_gpu(ctx, &q, &k, &v, &opts)
+        .map_err(Failure::from_error)?
+        .plan
+        .path;
+    let t = time_gpu(ctx, &q, &k, &v, &opts, 2, 5).map_err(Failure::from_error)?;
+    Ok((path, t.median_gpu_ms().unwrap_or(t.median_ms())))
 }
 
 pub fn run() -> Result<(), Failure> {
@@ -389,7 +420,6 @@ pub fn run() -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wgpu_attention::CoopSupport;
 
     /// A row that loses the device on a context with the tensor-core tier (emulated here,
     /// its device destroyed before the first row) fails, and the rows after it run on a
@@ -403,5 +433,23 @@ mod tests {
         let ok = parity(&mut ctx).expect("the rows after the loss ran");
         assert!(!ok, "a lost row must fail the self-check");
         assert!(matches!(ctx.coop(), CoopSupport::Unavailable(_)));
+    }
+
+    /// The timing rows with f16 compute take the tensor-core tier where auto's f32 rows do
+    /// not (an emulated context, a small shape); they are printed only where the tier runs
+    /// on the hardware, which an emulated one is not.
+    #[test]
+    fn f16_compute_rows_take_the_tier() {
+        let Some(ctx) = super::super::lost::emulated_test_context() else {
+            return;
+        };
+        assert!(!tier_on_hardware(&ctx));
+        let mut rng = Rng::new(7);
+        let shape = (1, 2, 1, 40, 70, 32, Causal::TopLeft);
+        let (path, ms) = time_row(&ctx, &mut rng, shape, Precision::F16).expect("timed");
+        assert_eq!(path, "fused-coop");
+        assert!(ms > 0.0);
+        let (path, _) = time_row(&ctx, &mut rng, shape, Precision::F32).expect("timed");
+        assert_ne!(path, "fused-coop");
     }
 }
