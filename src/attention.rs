@@ -216,7 +216,7 @@ pub(crate) fn estimate_over_rows(
     let q_assumed = Some(0.0);
     let promoted = bf16_in_f16_range(storage, [q_assumed, k.max_abs, v.max_abs], opts);
     let opts = promoted.as_ref().unwrap_or(opts);
-    let mut plan = plan_call(ctx, dims, (kv_rows, storage), opts, None)?;
+    let mut plan = plan_call(ctx.checked_profile(), dims, (kv_rows, storage), opts, None)?;
     say_promoted(&mut plan, promoted.is_some());
     let info = plan.info();
     Ok((
@@ -270,7 +270,14 @@ pub fn memory_estimate(
         check_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
-    let plan = plan_call(ctx, dims, (dims.lk, KvStorage::F32), opts, None)?;
+    // As the call plans: without the tensor-core tier once its check failed here.
+    let plan = plan_call(
+        ctx.checked_profile(),
+        dims,
+        (dims.lk, KvStorage::F32),
+        opts,
+        None,
+    )?;
     let info = plan.info();
     Ok((
         estimate(ctx, &plan, opts.return_weights, Inputs::Host),

@@ -364,9 +364,12 @@ impl Context {
         &self.inner.profile.coop
     }
 
-    /// The profile calls plan with: this device's, or without the cooperative-matrix tier
-    /// once one of its pipelines failed [`Context::check_coop_pipelines`].
-    pub(crate) fn checked_profile(&self) -> &DeviceProfile {
+    /// The profile this context's calls plan with now: [`Context::profile`] until the
+    /// tensor-core tier fails its check on this device ([`Context::check_coop`]), then the
+    /// same without the tier, its coop support saying why. [`crate::plan()`] given it says
+    /// what a call would run here now (given `&ctx`, what the device offers);
+    /// [`crate::memory_estimate`] plans with it.
+    pub fn checked_profile(&self) -> &DeviceProfile {
         self.inner.coop_failed.get().unwrap_or(&self.inner.profile)
     }
 

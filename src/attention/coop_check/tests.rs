@@ -311,3 +311,39 @@ fn a_failed_check_takes_the_tier_out_of_every_plan() {
         "{after:?}"
     );
 }
+
+/// What [`crate::memory_estimate`] and [`crate::plan`] on [`Context::checked_profile`]
+/// say a call runs follows the check: the tier before it fails on the device, not after.
+#[test]
+fn estimates_and_plans_follow_a_failed_check() {
+    let Some(ctx) = emulated() else { return };
+    let (q, kv) = ([1, 32, 4096, 128], [1, 8, 4096, 128]);
+    let opts = AttentionOptions::default()
+        .precision(Precision::F16)
+        .causal(Causal::TopLeft);
+    // A cache of 600 keys (its estimate plans over its rows, crate::attention's
+    // estimate_over_rows), with q of 600 rows.
+    let mut cache = crate::KvCache::new(&ctx, 1, 8, 600, 128, 128).expect("cache");
+    let rows = crate::rng::Rng::new(3).array(&[1, 8, 600, 128], 1.0);
+    cache.append(&ctx, &rows, &rows).expect("append");
+    let cached_q = [1, 32, 600, 128];
+    let runs = |ctx: &Context| {
+        let (_, estimated) = crate::memory_estimate(ctx, &q, &kv, &kv, &opts).expect("estimate");
+        let planned = crate::plan(ctx.checked_profile(), &q, &kv, &kv, &opts).expect("plan");
+        let (_, cached) = cache
+            .memory_estimate(ctx, &cached_q, &opts)
+            .expect("estimate");
+        (estimated.path, planned.path, cached.path)
+    };
+    assert_eq!(runs(&ctx), ("fused-coop", "fused-coop", "fused-coop"));
+    let fail = |_: &Context, _: &PipelineKey| Err("max error 1e0".to_string());
+    let plan = plan_call_of(
+        &ctx,
+        [32, 8, 4096, 4096, 128, 128],
+        (true, 0, false),
+        Some(&fail),
+    );
+    assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
+    let after = plan.path.name();
+    assert_eq!(runs(&ctx), (after, after, after));
+}
