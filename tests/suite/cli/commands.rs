@@ -2,6 +2,7 @@
 //! soak and devices.
 
 use super::*;
+use wgpu_attention::CoopSupport;
 
 /// `heatmap --demo` and `heatmap` on .npy files with labels write PNGs; bad input is exit 2.
 #[test]
@@ -67,13 +68,16 @@ fn heatmap_takes_the_demo_or_files() {
 /// A short soak: mixed calls, results sampled against the reference, memory reported.
 /// The main job (no arguments): every path agrees with the reference, and the timing table
 /// has its three rows (two prefill, one decode), each with a path and positive ms and
-/// GFLOP/s. On CPUs with AVX-512 the prefill rows come from a second process at 512-bit
-/// vectors (`self-check-rows`), which must print the same two rows.
+/// GFLOP/s; where the tensor-core tier runs on the hardware, two more, the prefill rows with
+/// f16 compute on fused-coop. On CPUs with AVX-512 the prefill rows come from a second
+/// process at 512-bit vectors (`self-check-rows`), which must print the same two rows.
 #[test]
 fn self_check_passes_and_times_three_rows() {
-    if common::ctx().is_none() {
+    let Some(ctx) = common::ctx() else {
         return;
-    }
+    };
+    let f16_rows = matches!(ctx.coop(), CoopSupport::Hardware { .. })
+        && !matches!(ctx.check_coop(), CoopSupport::Unavailable(_));
     let o = ran(&mut tool());
     let stdout = &o.stdout;
     assert!(o.success(), "{stdout}{}", o.stderr);
@@ -95,10 +99,21 @@ fn self_check_passes_and_times_three_rows() {
             .collect()
     };
     let rows = timed(stdout);
-    assert_eq!(rows.len(), 3, "{stdout}");
+    assert_eq!(rows.len(), if f16_rows { 5 } else { 3 }, "{stdout}");
     for (path, ms, gflops) in &rows {
         assert!(!path.is_empty() && *ms > 0.0 && *gflops > 0.0, "{stdout}");
     }
+    let f16_lines = stdout.lines().filter(|l| l.contains(", f16 compute"));
+    let f16_paths: Vec<String> = timed(&f16_lines.collect::<Vec<_>>().join("\n"))
+        .into_iter()
+        .map(|(path, _, _)| path)
+        .collect();
+    let expected = if f16_rows {
+        vec!["fused-coop"; 2]
+    } else {
+        vec![]
+    };
+    assert_eq!(f16_paths, expected, "{stdout}");
     let o = ran(tool().arg("self-check-rows"));
     let rows_out = &o.stdout;
     assert!(o.success(), "{rows_out}");
