@@ -27,10 +27,10 @@ mod paths;
 mod prepare;
 mod run_segments;
 mod segments;
-use coop_check::prepare_checked;
+use coop_check::{plan_as_calls, prepare_checked};
 use execute::execute_one;
 pub use paths::{plan, plan_half, plan_paths, PathReport};
-use prepare::{estimate, plan_call, Inputs, Prepared};
+use prepare::{estimate, Inputs, Prepared};
 
 /// Scaled dot-product attention on the GPU, on host arrays; returns owned arrays.
 ///
@@ -216,7 +216,7 @@ pub(crate) fn estimate_over_rows(
     let q_assumed = Some(0.0);
     let promoted = bf16_in_f16_range(storage, [q_assumed, k.max_abs, v.max_abs], opts);
     let opts = promoted.as_ref().unwrap_or(opts);
-    let mut plan = plan_call(ctx.checked_profile(), dims, (kv_rows, storage), opts, None)?;
+    let mut plan = plan_as_calls(ctx, dims, (kv_rows, storage), opts)?;
     say_promoted(&mut plan, promoted.is_some());
     let info = plan.info();
     Ok((
@@ -270,14 +270,8 @@ pub fn memory_estimate(
         check_problem(dims, opts, None)?;
         return Ok((MemoryEstimate::default(), empty::plan(reason)));
     }
-    // As the call plans: without the tensor-core tier once its check failed here.
-    let plan = plan_call(
-        ctx.checked_profile(),
-        dims,
-        (dims.lk, KvStorage::F32),
-        opts,
-        None,
-    )?;
+    // As the call plans: without the tensor-core tier where its check failed here.
+    let plan = plan_as_calls(ctx, dims, (dims.lk, KvStorage::F32), opts)?;
     let info = plan.info();
     Ok((
         estimate(ctx, &plan, opts.return_weights, Inputs::Host),

@@ -80,17 +80,21 @@ pub struct Context {
     inner: Arc<Inner>,
 }
 
+/// The cooperative-matrix tier's pipelines checked on a device, each with its verdict.
+type CoopVerdicts = std::collections::HashMap<PipelineKey, std::result::Result<(), String>>;
+
 struct Inner {
     device: wgpu::Device,
     queue: wgpu::Queue,
     /// What planning reads of the device (crate::profile).
     profile: DeviceProfile,
-    /// Where a pipeline of the cooperative-matrix tier failed its check on the device
+    /// Where the probe of the cooperative-matrix tier's operations failed on the device
     /// (crate::attention's coop_check): `profile` without the tier, which calls then plan
     /// with.
     coop_failed: std::sync::OnceLock<DeviceProfile>,
-    /// The tier's pipelines that passed that check.
-    coop_passed: Mutex<std::collections::HashSet<PipelineKey>>,
+    /// The tier's pipelines checked on this device, each with its verdict: `Err` says what
+    /// went wrong, and calls that would run that pipeline plan without the tier.
+    coop_checked: Mutex<CoopVerdicts>,
     registry: KernelRegistry,
     /// Whether pipelines are built with wgpu's shader runtime checks.
     checked: bool,
@@ -305,7 +309,7 @@ impl Context {
                 queue,
                 profile,
                 coop_failed: std::sync::OnceLock::new(),
-                coop_passed: Mutex::new(std::collections::HashSet::new()),
+                coop_checked: Mutex::new(std::collections::HashMap::new()),
                 registry: KernelRegistry::default(),
                 checked: options.shader_runtime_checks,
                 lost,
@@ -364,60 +368,86 @@ impl Context {
         &self.inner.profile.coop
     }
 
-    /// The profile this context's calls plan with now: [`Context::profile`] until the
-    /// tensor-core tier fails its check on this device ([`Context::check_coop`]), then the
-    /// same without the tier, its coop support saying why. [`crate::plan()`] given it says
-    /// what a call would run here now (given `&ctx`, what the device offers);
-    /// [`crate::memory_estimate`] plans with it.
-    pub fn checked_profile(&self) -> &DeviceProfile {
+    /// The profile calls plan with: this device's, or without the cooperative-matrix tier
+    /// once the probe of its operations failed ([`Context::check_coop_probe`]).
+    pub(crate) fn checked_profile(&self) -> &DeviceProfile {
         self.inner.coop_failed.get().unwrap_or(&self.inner.profile)
     }
 
+    /// Runs `probe` (the probe of the cooperative-matrix tier's operations, whose pipeline
+    /// is `key`) unless it ran on this context before. Where it fails, with what it says
+    /// went wrong, the tier is out of every later plan on this context
+    /// ([`Context::checked_profile`]), which this returns.
+    pub(crate) fn check_coop_probe(
+        &self,
+        key: &PipelineKey,
+        probe: impl FnOnce() -> std::result::Result<(), String>,
+    ) -> &DeviceProfile {
+        let mut checked = self.coop_checked();
+        let runs = !matches!(self.checked_profile().coop, CoopSupport::Unavailable(_));
+        if runs && !checked.contains_key(key) {
+            let verdict = probe();
+            if let Err(why) = &verdict {
+                let _ = self.inner.coop_failed.set(self.without_coop(format!(
+                    "the tier failed its check on this device ({why}); please report it"
+                )));
+            }
+            checked.insert(key.clone(), verdict);
+        }
+        self.checked_profile()
+    }
+
     /// Runs `check` on each of `keys` (the cooperative-matrix tier's pipelines a call would
-    /// run) that has not passed it on this context yet, one check at a time. The first
-    /// failure, with what `check` says went wrong, takes the tier out of every later plan on
-    /// this context ([`Context::checked_profile`]), which this returns.
+    /// run) that has not been checked on this context yet, one check at a time, and keeps
+    /// each verdict ([`Context::coop_failure`]).
     pub(crate) fn check_coop_pipelines(
         &self,
         keys: &[PipelineKey],
         mut check: impl FnMut(&PipelineKey) -> std::result::Result<(), String>,
-    ) -> &DeviceProfile {
-        let mut passed = self
-            .inner
-            .coop_passed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    ) {
+        let mut checked = self.coop_checked();
         for key in keys {
-            if self.inner.coop_failed.get().is_some() {
-                break;
-            }
-            if passed.contains(key) {
-                continue;
-            }
-            match check(key) {
-                Ok(()) => {
-                    passed.insert(key.clone());
-                }
-                Err(why) => {
-                    let mut profile = self.inner.profile.clone();
-                    profile.coop = CoopSupport::Unavailable(format!(
-                        "the tier failed its check on this device ({why}); please report it"
-                    ));
-                    let _ = self.inner.coop_failed.set(profile);
-                }
+            if !checked.contains_key(key) {
+                checked.insert(key.clone(), check(key));
             }
         }
-        self.checked_profile()
+    }
+
+    /// Where one of `keys` (pipelines of the cooperative-matrix tier) failed its check on
+    /// this context, the profile without the tier whose reason says which and why: a call
+    /// that would run it plans with that. Calls whose pipelines passed still take the tier
+    /// (a driver can miscompile one pipeline, and the others passed checks of their own).
+    pub(crate) fn coop_failure(&self, keys: &[PipelineKey]) -> Option<DeviceProfile> {
+        let checked = self.coop_checked();
+        let why = keys
+            .iter()
+            .find_map(|key| checked.get(key)?.as_ref().err())?;
+        Some(self.without_coop(format!(
+            "a pipeline of the tier this call runs failed its check on this device ({why}); \
+             please report it"
+        )))
+    }
+
+    /// This device's profile without the cooperative-matrix tier, saying `why`.
+    fn without_coop(&self, why: String) -> DeviceProfile {
+        let mut profile = self.inner.profile.clone();
+        profile.coop = CoopSupport::Unavailable(why);
+        profile
+    }
+
+    /// The tier's pipelines checked on this context, with their verdicts.
+    fn coop_checked(&self) -> std::sync::MutexGuard<'_, CoopVerdicts> {
+        self.inner
+            .coop_checked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether the pipeline of `key` passed its check of the tier on this context (for the
     /// unit tests of the check).
     #[cfg(test)]
     pub(crate) fn coop_passed(&self, key: &PipelineKey) -> bool {
-        let passed = self.inner.coop_passed.lock();
-        passed
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(key)
+        matches!(self.coop_checked().get(key), Some(Ok(())))
     }
 
     /// Limits of the device (what was requested, not the adapter's maxima).

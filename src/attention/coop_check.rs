@@ -10,8 +10,11 @@
 //! with the f64 reference. Before the first of them, once a context, a probe of the
 //! cooperative operations themselves (`fused::coop::probe`) runs, so that where the
 //! hardware's operations differ from what the kernels assume, the reason names which
-//! ([`Context::check_coop`] runs it on demand). Where one fails or errors, the context
-//! plans without the tier from then on, and every plan says why. It costs one small
+//! ([`Context::check_coop`] runs it on demand). Where the probe fails or errors, the
+//! context plans without the tier from then on; where a pipeline's check does, the calls
+//! that would run that pipeline plan without the tier, while calls whose pipelines passed
+//! their own checks keep it (a driver can miscompile one variant; the order of calls then
+//! does not decide which calls take the tier). Every such plan says why. It costs one small
 //! dispatch and a CPU reference of up to 2 x 77 x 600 scores per pipeline per context; the
 //! call then reuses the built pipeline.
 
@@ -92,6 +95,24 @@ fn device_check(ctx: &Context) -> Option<PipelineCheck<'static>> {
     checked.then_some(&check_guarded)
 }
 
+/// The plan a call would run on `ctx` after the checks of the tier so far (those of the
+/// pipelines it would run included), without running a check: for [`crate::memory_estimate`]
+/// and the cache's, which run nothing.
+pub(super) fn plan_as_calls(
+    ctx: &Context,
+    dims: Dims,
+    kv: (usize, KvStorage),
+    opts: &AttentionOptions<'_>,
+) -> Result<Prepared> {
+    checked_plan(
+        ctx,
+        None,
+        |dev| plan_call(dev, dims, kv, opts, None),
+        |p| p,
+        |_| Ok(()),
+    )
+}
+
 /// The call's plan on the context's checked profile; where it takes the tier and `check`
 /// is given (on the hardware), the pipelines it runs are checked first, and the plan made
 /// again without the tier if one fails ([`prepare_checked`] without the memory; for the
@@ -130,8 +151,10 @@ fn plan_segment_checking(
 
 /// What `plan_on` plans on the context's checked profile, `afford` passed (the call's
 /// memory), then its pipelines of the tier (`prepared` finds the plan in it) checked where
-/// `check` is given, and planned again on the profile without the tier, `afford` passed
-/// again, if one fails.
+/// `check` is given; where the probe of the operations or one of those pipelines failed
+/// its check (now, or on an earlier call), planned again on the profile without the tier,
+/// `afford` passed again. Without `check` (a context whose tier is not checked, or a
+/// memory estimate) only the verdicts of earlier checks count.
 fn checked_plan<T>(
     ctx: &Context,
     check: Option<PipelineCheck<'_>>,
@@ -142,32 +165,32 @@ fn checked_plan<T>(
     let dev = ctx.checked_profile();
     let planned = plan_on(dev)?;
     afford(prepared(&planned))?;
-    let Some(check) = check else {
-        return Ok(planned);
-    };
     let plan = prepared(&planned);
     if plan.path != Path::Fused(fused::Tier::Coop) {
         return Ok(planned);
     }
-    // The probe of the cooperative operations first, once a context: where it fails, its
-    // verdict names the operation, which the pipelines' own checks could not.
-    let probe = probe_key(ctx);
-    let keys: Vec<PipelineKey> = std::iter::once(probe.clone())
-        .chain(pipeline_keys(dev, plan))
-        .collect();
-    let dev = ctx.check_coop_pipelines(&keys, |key| {
-        if *key == probe {
-            probe_guarded(ctx)
-        } else {
-            check(ctx, key)
+    let keys = pipeline_keys(dev, plan);
+    let without = match check {
+        Some(check) => {
+            // The probe of the cooperative operations first, once a context: where it
+            // fails, its verdict names the operation, which the pipelines' own checks
+            // could not, and the tier is out of every plan.
+            let dev = ctx.check_coop_probe(&probe_key(ctx), || probe_guarded(ctx));
+            if matches!(dev.coop, CoopSupport::Unavailable(_)) {
+                Some(dev.clone())
+            } else {
+                ctx.check_coop_pipelines(&keys, |key| check(ctx, key));
+                ctx.coop_failure(&keys)
+            }
         }
-    });
-    if matches!(dev.coop, CoopSupport::Unavailable(_)) {
-        let again = plan_on(dev)?;
-        afford(prepared(&again))?;
-        return Ok(again);
-    }
-    Ok(planned)
+        None => ctx.coop_failure(&keys),
+    };
+    let Some(without) = without else {
+        return Ok(planned);
+    };
+    let again = plan_on(&without)?;
+    afford(prepared(&again))?;
+    Ok(again)
 }
 
 /// The tier's pipelines a plan that takes it runs (one per chunk, most often the same).
@@ -211,7 +234,9 @@ impl Context {
     /// [`CoopSupport::Unavailable`] with the operation, the subgroup and the first value
     /// off, and every later plan on this context runs without the tier, saying so. Each of
     /// the tier's pipelines is still checked on a small problem before the first call
-    /// that runs it (a failure there takes the tier away the same way).
+    /// that runs it: a failure there takes the tier away from the calls that would run
+    /// that pipeline, saying so in their plans (which [`crate::memory_estimate`] gives
+    /// before a call), and not from the others, so this still says the tier runs.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), wgpu_attention::Error> {
@@ -224,10 +249,9 @@ impl Context {
     /// # }
     /// ```
     pub fn check_coop(&self) -> &CoopSupport {
-        if !matches!(self.checked_profile().coop, CoopSupport::Unavailable(_)) {
-            self.check_coop_pipelines(&[probe_key(self)], |_| probe_guarded(self));
-        }
-        &self.checked_profile().coop
+        &self
+            .check_coop_probe(&probe_key(self), || probe_guarded(self))
+            .coop
     }
 }
 

@@ -29,11 +29,11 @@ impl PathReport {
 
 /// The plan a call with these shapes and options would run on a device: its path, why, and
 /// its chunks, without uploading or running anything. `dev` is a context's profile (pass
-/// `&ctx`; or [`Context::checked_profile`](crate::Context::checked_profile), which knows
-/// whether the tensor-core tier failed its check on the device), or a recorded one
-/// ([`DeviceProfile::recorded`]) to plan for a device that is not here. Shapes broadcast as in
-/// [`crate::attention()`]; the value checks that need the data (non-finite values, score
-/// bounds) are left to the call.
+/// `&ctx`), or a recorded one ([`DeviceProfile::recorded`]) to plan for a device that is not
+/// here. It says what the device offers: on a GPU whose tensor-core tier failed its check
+/// for a call's pipeline, [`crate::memory_estimate`] says what that call runs instead.
+/// Shapes broadcast as in [`crate::attention()`]; the value checks that need the data
+/// (non-finite values, score bounds) are left to the call.
 pub fn plan(
     dev: &DeviceProfile,
     q_shape: &[usize],

@@ -3,10 +3,10 @@
 //!
 //! Why: the tier (`fused-coop`) uses an experimental feature of wgpu and the drivers'
 //! newest code paths, and checks its pipelines on the device before a call runs them
-//! (src/attention/coop_check.rs). A check that fails takes the tier out of the context's
-//! plans, but a driver that loses the device building or running a pipeline takes the
-//! context with it (NVIDIA's Vulkan driver lost it building the subgroup tier's pipeline,
-//! docs/h200.md), and the f32 tiers could have run the call.
+//! (src/attention/coop_check.rs). A check that fails takes the tier out of the plans that
+//! would run that pipeline, but a driver that loses the device building or running a
+//! pipeline takes the context with it (NVIDIA's Vulkan driver lost it building the
+//! subgroup tier's pipeline, docs/h200.md), and the f32 tiers could have run the call.
 
 use wgpu_attention::{Context, ContextOptions, CoopMode, CoopSupport, Error};
 

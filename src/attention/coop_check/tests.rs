@@ -264,10 +264,10 @@ fn later_key_segments_are_checked() {
 }
 
 /// Each pipeline is checked once per context, before the first call that runs it, after
-/// the probe of the cooperative operations; where one fails, that call and every later one
-/// plan without the tier and say why, as does [`Context::check_coop`].
+/// the probe of the cooperative operations; where one fails, the calls that would run it
+/// plan without the tier and say why, while calls on pipelines that passed keep the tier.
 #[test]
-fn a_failed_check_takes_the_tier_out_of_every_plan() {
+fn a_failed_check_takes_the_tier_out_of_the_plans_that_run_its_pipeline() {
     let Some(ctx) = emulated() else { return };
     let checked = std::cell::RefCell::new(Vec::new());
     let record = |_: &Context, key: &PipelineKey| {
@@ -291,59 +291,91 @@ fn a_failed_check_takes_the_tier_out_of_every_plan() {
     assert_ne!(checked.borrow()[0], checked.borrow()[1]);
 
     let fail = |_: &Context, _: &PipelineKey| Err("max error 1e0".to_string());
-    let plan = plan_call_of(&ctx, llama, (true, 1, true), Some(&fail));
+    let failing = (true, 1, true);
+    let plan = plan_call_of(&ctx, llama, failing, Some(&fail));
     assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
-    assert!(
-        plan.reason
-            .contains("failed its check on this device (max error 1e0)"),
-        "{}",
-        plan.reason
-    );
-    // Later calls, on pipelines that passed too, plan without the tier, and the context
-    // says why when asked.
-    let plan = plan_call_of(&ctx, llama, causal_f16, Some(&record));
+    let said = "failed its check on this device (max error 1e0)";
+    assert!(plan.reason.contains(said), "{}", plan.reason);
+    // The verdict stays: the same call later plans without the tier, not checked again.
+    let plan = plan_call_of(&ctx, llama, failing, Some(&record));
     assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
-    assert!(plan.reason.contains("failed its check"), "{}", plan.reason);
+    assert!(plan.reason.contains(said), "{}", plan.reason);
     assert_eq!(checked.borrow().len(), 2);
+    // Calls on the pipelines that passed keep the tier; the probe's verdict stands.
+    for options in [causal_f16, (false, 0, true)] {
+        let plan = plan_call_of(&ctx, llama, options, Some(&record));
+        assert_eq!(plan.path, Path::Fused(fused::Tier::Coop), "{options:?}");
+    }
+    assert_eq!(checked.borrow().len(), 2);
+    assert_eq!(ctx.check_coop(), &CoopSupport::Emulated);
+}
+
+/// Where the probe of the cooperative operations fails, every plan on the context is
+/// without the tier, pipelines that passed their checks included, and
+/// [`Context::check_coop`] says why.
+#[test]
+fn a_failed_probe_takes_the_tier_out_of_every_plan() {
+    let Some(ctx) = emulated() else { return };
+    let record = |_: &Context, _: &PipelineKey| Ok(());
+    let llama = [32, 8, 4096, 4096, 128, 128];
+    let plan = plan_call_of(&ctx, llama, (true, 0, true), Some(&record));
+    assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
+    // The probe ran with that plan; a context whose probe fails, as on a driver whose
+    // operations differ (its verdict given here, as the probe passes on lavapipe):
+    let Some(ctx) = emulated() else { return };
+    let dev = ctx.check_coop_probe(&probe_key(&ctx), || Err("coopMultiplyAdd off".into()));
+    assert!(matches!(dev.coop, CoopSupport::Unavailable(_)));
+    for options in [(true, 0, true), (false, 0, true)] {
+        let plan = plan_call_of(&ctx, llama, options, Some(&record));
+        assert_ne!(plan.path, Path::Fused(fused::Tier::Coop), "{options:?}");
+        assert!(
+            plan.reason.contains("coopMultiplyAdd off"),
+            "{}",
+            plan.reason
+        );
+    }
     let after = ctx.check_coop();
     assert!(
-        matches!(after, CoopSupport::Unavailable(why) if why.contains("max error 1e0")),
+        matches!(after, CoopSupport::Unavailable(why) if why.contains("coopMultiplyAdd off")),
         "{after:?}"
     );
 }
 
-/// What [`crate::memory_estimate`] and [`crate::plan`] on [`Context::checked_profile`]
-/// say a call runs follows the check: the tier before it fails on the device, not after.
+/// What [`crate::memory_estimate`] and the cache's say a call runs follows the checks:
+/// the tier before its pipeline fails its check on the device, not after, while a call on
+/// another pipeline keeps it; [`crate::plan`] on the context says what the device offers.
 #[test]
-fn estimates_and_plans_follow_a_failed_check() {
+fn estimates_follow_a_failed_check() {
     let Some(ctx) = emulated() else { return };
     let (q, kv) = ([1, 32, 4096, 128], [1, 8, 4096, 128]);
-    let opts = AttentionOptions::default()
+    let causal = AttentionOptions::default()
         .precision(Precision::F16)
         .causal(Causal::TopLeft);
+    let plain = AttentionOptions::default().precision(Precision::F16);
     // A cache of 600 keys (its estimate plans over its rows, crate::attention's
     // estimate_over_rows), with q of 600 rows.
     let mut cache = crate::KvCache::new(&ctx, 1, 8, 600, 128, 128).expect("cache");
     let rows = crate::rng::Rng::new(3).array(&[1, 8, 600, 128], 1.0);
     cache.append(&ctx, &rows, &rows).expect("append");
     let cached_q = [1, 32, 600, 128];
-    let runs = |ctx: &Context| {
-        let (_, estimated) = crate::memory_estimate(ctx, &q, &kv, &kv, &opts).expect("estimate");
-        let planned = crate::plan(ctx.checked_profile(), &q, &kv, &kv, &opts).expect("plan");
+    let runs = |opts: &AttentionOptions<'_>| {
+        let (_, estimated) = crate::memory_estimate(&ctx, &q, &kv, &kv, opts).expect("estimate");
         let (_, cached) = cache
-            .memory_estimate(ctx, &cached_q, &opts)
+            .memory_estimate(&ctx, &cached_q, opts)
             .expect("estimate");
-        (estimated.path, planned.path, cached.path)
+        (estimated.path, cached.path)
     };
-    assert_eq!(runs(&ctx), ("fused-coop", "fused-coop", "fused-coop"));
+    assert_eq!(runs(&causal), ("fused-coop", "fused-coop"));
+    // The causal calls' pipelines fail their checks (the same problems as the estimates).
     let fail = |_: &Context, _: &PipelineKey| Err("max error 1e0".to_string());
-    let plan = plan_call_of(
-        &ctx,
-        [32, 8, 4096, 4096, 128, 128],
-        (true, 0, false),
-        Some(&fail),
-    );
-    assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
-    let after = plan.path.name();
-    assert_eq!(runs(&ctx), (after, after, after));
+    let mut after = "";
+    for shape in [[32, 8, 4096, 4096, 128, 128], [32, 8, 600, 600, 128, 128]] {
+        let plan = plan_call_of(&ctx, shape, (true, 0, false), Some(&fail));
+        assert_ne!(plan.path, Path::Fused(fused::Tier::Coop));
+        after = plan.path.name();
+    }
+    assert_eq!(runs(&causal), (after, after));
+    assert_eq!(runs(&plain), ("fused-coop", "fused-coop"));
+    let offered = crate::plan(&ctx, &q, &kv, &kv, &causal).expect("plan");
+    assert_eq!(offered.path, "fused-coop");
 }
