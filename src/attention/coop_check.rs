@@ -104,20 +104,13 @@ pub(super) fn plan_as_calls(
     kv: (usize, KvStorage),
     opts: &AttentionOptions<'_>,
 ) -> Result<Prepared> {
-    checked_plan(
-        ctx,
-        None,
-        |dev| plan_call(dev, dims, kv, opts, None),
-        |p| p,
-        |_| Ok(()),
-    )
+    plan_checking(ctx, dims, kv, opts, None, None)
 }
 
 /// The call's plan on the context's checked profile; where it takes the tier and `check`
 /// is given (on the hardware), the pipelines it runs are checked first, and the plan made
-/// again without the tier if one fails ([`prepare_checked`] without the memory; for the
-/// unit tests, which give the check).
-#[cfg(test)]
+/// again without the tier if one fails ([`prepare_checked`] without the memory; the unit
+/// tests give the check).
 fn plan_checking(
     ctx: &Context,
     dims: Dims,
