@@ -363,7 +363,15 @@ PY
     fi
     if [ "$part" = all ] || [ "$part" = tests ]; then
         step "self-check (every path against the reference)"
-        timeout 120 ./.h200/wgpu-attention
+        timeout 120 ./.h200/wgpu-attention | tee /tmp/selfcheck.txt
+        rc=${PIPESTATUS[0]}
+        # Its timing table into the page: where the tier runs on the matrix units, the
+        # prefill rows with f16 compute too (since 2026-12-07).
+        {
+            printf '\nThe self-check (`wgpu-attention`, no arguments), exit %s; its timing:\n\n```\n' "$rc"
+            sed -n '/^Timing of the planner/,$p' /tmp/selfcheck.txt
+            printf '```\n'
+        } >> "$out/h200.md"
         # Parity: the suite and lanes16 (the README doctest needs cargo and is skipped here).
         # H200_TESTS: test name filters for the suite (default all), e.g. 'coop:: f16::'.
         for t in .h200/tests/*; do
