@@ -368,7 +368,8 @@ PY
         # Its timing table into the page: where the tier runs on the matrix units, the
         # prefill rows with f16 compute too (since 2026-12-07).
         {
-            printf '\nThe self-check (`wgpu-attention`, no arguments), exit %s; its timing:\n\n```\n' "$rc"
+            printf '\nThe self-check (`wgpu-attention`, no arguments), exit %s; ' "$rc"
+            printf 'its timing:\n\n```\n'
             sed -n '/^Timing of the planner/,$p' /tmp/selfcheck.txt
             printf '```\n'
         } >> "$out/h200.md"
