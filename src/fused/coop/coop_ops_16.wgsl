@@ -24,6 +24,9 @@ alias In = f16;
 alias Acc = coop_mat16x16<f32, C>;
 // A 16x16 left operand: a block of Q (held across the key loop) or of the weights P.
 alias ATile = coop_mat16x16<f16, A>;
+// A 16x16 right operand of P V: a block of V, loaded once for every output block of its
+// column that the subgroup holds.
+alias BTile = coop_mat16x16<f16, B>;
 
 // Four values as staged: f16, saturated to its finite range (the host checks that inputs
 // fit it, crate::fused_coop; the clamp keeps a value past it finite rather than infinite).
@@ -54,21 +57,19 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     coopStoreT(sv, sp, SS);
 }
 
-// acc + pt · V[k0..k0+16, c0..c0+16].
-fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * KS + c0], KS);
-    return coopMultiplyAdd(pt, b, acc);
+// V[k0..k0+16, c0..c0+16].
+fn load_vt(k0: u32, c0: u32, lane: u32) -> BTile {
+    return coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * KS + c0], KS);
+}
+
+// acc + pt · vt.
+fn mul_pv(acc: Acc, pt: ATile, vt: BTile, lane: u32) -> Acc {
+    return coopMultiplyAdd(pt, vt, acc);
 }
 
 // The low parts of the weights at prs[r0.., c0..] (fused_coop.wgsl, SPLIT_P).
 fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
     return coopLoadT<coop_mat16x16<f16, A>>(&prs[r0 * PS + c0], PS);
-}
-
-// acc + (pt + lt) · V[k0..k0+16, c0..c0+16]: the weights' two parts, V's block loaded once.
-fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    let b = coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * KS + c0], KS);
-    return coopMultiplyAdd(lt, b, coopMultiplyAdd(pt, b, acc));
 }
 
 // ss[at .. at + 256] = acc, row-major.

@@ -22,6 +22,14 @@ struct ATile {
     a11: coop_mat8x8<f32, A>,
 }
 
+// A block of V as a right operand: `kj` is keys 8k.., columns 8j...
+struct BTile {
+    b00: coop_mat8x8<f32, B>,
+    b01: coop_mat8x8<f32, B>,
+    b10: coop_mat8x8<f32, B>,
+    b11: coop_mat8x8<f32, B>,
+}
+
 fn to_in(x: vec4<f32>) -> vec4<In> {
     return x;
 }
@@ -78,13 +86,16 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     coopStoreT(v11, p11, SS);
 }
 
-fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
+fn load_vt(k0: u32, c0: u32, lane: u32) -> BTile {
     let at = k0 * KS + c0;
-    return add_quarters(acc, pt,
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at], KS),
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u], KS),
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS], KS),
-                        coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
+    return BTile(coopLoadT<coop_mat8x8<f32, B>>(&kvs[at], KS),
+                 coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u], KS),
+                 coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS], KS),
+                 coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
+}
+
+fn mul_pv(acc: Acc, pt: ATile, vt: BTile, lane: u32) -> Acc {
+    return add_quarters(acc, pt, vt.b00, vt.b01, vt.b10, vt.b11);
 }
 
 // The low parts of the weights (fused_coop.wgsl, SPLIT_P; zeros here, where the inputs are
@@ -95,10 +106,6 @@ fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
                  coopLoadT<coop_mat8x8<f32, A>>(&prs[at + 8u], PS),
                  coopLoadT<coop_mat8x8<f32, A>>(&prs[at + 8u * PS], PS),
                  coopLoadT<coop_mat8x8<f32, A>>(&prs[at + 8u * PS + 8u], PS));
-}
-
-fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    return add_pv(add_pv(acc, pt, k0, c0, lane), lt, k0, c0, lane);
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {

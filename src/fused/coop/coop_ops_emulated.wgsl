@@ -23,6 +23,14 @@ alias In = f16;
 alias Acc = array<f32, LANE_ELEMS>;
 // The row of a left operand's block that this lane's elements lie in.
 alias ATile = array<In, 16>;
+// A right operand of P V: where its block starts in kvs, and whether that place keeps the
+// hardware's rules. Its values are read where it is multiplied, not copied into registers
+// (a lane would need 16 rows of its columns): the kernel multiplies a block of V before
+// any barrier after its load, so kvs still holds what the hardware's load would have read.
+struct BTile {
+    first: u32,
+    ok: bool,
+}
 
 // Vulkan asks a cooperative load's or store's pointer and stride to be aligned to the lesser
 // of 16 bytes and a row's (VUID-RuntimeSpirv-OpCooperativeMatrixLoadKHR-08986): 16 bytes
@@ -114,11 +122,16 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
     }
 }
 
-// B = V[k0..k0+16, c0..c0+16].
-fn add_pv(acc: Acc, pt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    let out = mul_add_b(acc, pt, k0 * KS + c0 + lane_col(lane), 1u, KS);
+// V[k0..k0+16, c0..c0+16].
+fn load_vt(k0: u32, c0: u32, lane: u32) -> BTile {
     let first = k0 * KS + c0;
-    return checked(out, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN), lane);
+    return BTile(first, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN));
+}
+
+// acc + pt · vt.
+fn mul_pv(acc: Acc, pt: ATile, vt: BTile, lane: u32) -> Acc {
+    let out = mul_add_b(acc, pt, vt.first + lane_col(lane), 1u, KS);
+    return checked(out, vt.ok, lane);
 }
 
 fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
@@ -129,10 +142,6 @@ fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
         a[j] = select(In(poison(lane)), prs[min(at + j, PRS_LEN - 1u)], ok);
     }
     return a;
-}
-
-fn add_pv_split(acc: Acc, pt: ATile, lt: ATile, k0: u32, c0: u32, lane: u32) -> Acc {
-    return add_pv(add_pv(acc, pt, k0, c0, lane), lt, k0, c0, lane);
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {

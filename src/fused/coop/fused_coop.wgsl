@@ -14,6 +14,11 @@
 //   coop_ops_16.wgsl or coop_ops_emulated.wgsl          In, Acc, ATile and the operations
 //   this file
 // The ops file is the only difference between a kernel and its emulation.
+// Invocations exchange values only through workgroup memory across workgroupBarrier().
+// naga 30 writes a module with cooperative matrices under the Vulkan memory model without
+// marking those accesses non-private (wgpu#8805), so this relies on drivers ordering
+// workgroup memory at a barrier as before; each pipeline's check on the device
+// (src/attention/coop_check.rs) is what catches one that does not.
 //
 // Bindings (group 0): those of fused_common.wgsl. Overrides: D, DV (multiples of 4, at most
 // WIDTH), CAUSAL, HAS_BIAS, HAS_ALLOW (fused_common.wgsl); SG, the lanes that share a
@@ -143,6 +148,8 @@ var<workgroup> ps: array<In, PS_LEN>;
 const PR_ROWS: u32 = 1u + (BR - 1u) * SPLIT_P;
 const PRS_LEN: u32 = PR_ROWS * PS;
 var<workgroup> prs: array<In, PRS_LEN>;
+// The low parts' blocks a subgroup holds at a time in P V (one, unused, without SPLIT_P).
+const LOW_TILES: u32 = 1u + (BR / 16u - 1u) * SPLIT_P;
 // Per row: the factor its output blocks are multiplied by (alpha, then 1 / l at the end).
 var<workgroup> row_scale: array<f32, BR>;
 // Per-invocation partial row maxima; before the key loop, with the first WG slots of ss,
@@ -472,19 +479,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             staged = fetch_keys(lindex, false, j0 + BC, k_row0, d4, D16 / 4u);
         }
         for (var k0 = 0u; k0 < BC; k0 = k0 + 16u) {
+            // The weights of the tile's rows of blocks first (with SPLIT_P their low parts
+            // too), then each block of V once, into every output block of its column: with
+            // two rows, per 16 keys 2 blocks of P and 4 of V for 8 multiply-adds (64x128).
+            var pts: array<ATile, BR / 16u>;
+            var lts: array<ATile, LOW_TILES>;
             for (var i = 0u; i < acc_rows; i = i + 1u) {
-                let t0 = i * acc_cols;
-                let pt = load_a((block_row0 + i) * 16u, k0, lane);
+                pts[i] = load_a((block_row0 + i) * 16u, k0, lane);
                 if (SPLIT_P != 0u) {
-                    let lt = load_low((block_row0 + i) * 16u, k0, lane);
-                    for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
-                        let col0 = (block_col0 + t - t0) * 16u;
-                        accs[t] = add_pv_split(accs[t], pt, lt, k0, col0, lane);
-                    }
-                } else {
-                    for (var t = t0; t < t0 + acc_cols; t = t + 1u) {
-                        let col0 = (block_col0 + t - t0) * 16u;
-                        accs[t] = add_pv(accs[t], pt, k0, col0, lane);
+                    lts[i] = load_low((block_row0 + i) * 16u, k0, lane);
+                }
+            }
+            for (var c = 0u; c < acc_cols; c = c + 1u) {
+                let vt = load_vt(k0, (block_col0 + c) * 16u, lane);
+                for (var i = 0u; i < acc_rows; i = i + 1u) {
+                    let t = i * acc_cols + c;
+                    accs[t] = mul_pv(accs[t], pts[i], vt, lane);
+                    if (SPLIT_P != 0u) {
+                        accs[t] = mul_pv(accs[t], lts[i], vt, lane);
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! The probe of the tier's cooperative operations (src/fused/coop/coop_ops_probe.wgsl):
-//! each operation the kernels use (load_a, add_qk, store_scores, add_pv, acc_store,
-//! acc_load, load_low, add_pv_split) run on blocks of known values, multiples of 1/4 and
-//! 1/64 whose products and sums f32 holds exactly, so that every result must equal its
+//! each operation the kernels use (load_a, add_qk, store_scores, load_vt, mul_pv, acc_store,
+//! acc_load, load_low) run on blocks of known values, multiples of 1/4 and 1/64 whose
+//! products and sums f32 holds exactly, so that every result must equal its
 //! definition exactly, whatever the order of the additions. On a device with matrix units
 //! the tier's check runs it once a context, before the first pipeline's (crate::attention's
 //! coop_check; or when the caller asks, `Context::check_coop`), so that
@@ -101,9 +101,9 @@ fn blocks([k, a, l]: &[Vec<f32>; 3], swapped: bool) -> [Vec<f32>; 4] {
 /// What each step of the probe checks, for its diagnosis.
 const STEPS: [&str; 4] = [
     "Q Kᵀ (load_a, add_qk, store_scores)",
-    "P V (add_pv, acc_store)",
-    "an accumulator stored, loaded and added to (acc_load, add_pv, acc_store)",
-    "P V with the weights' low parts (load_low, add_pv_split)",
+    "P V (load_vt, mul_pv, acc_store)",
+    "an accumulator stored, loaded and added to (acc_load, load_vt, mul_pv, acc_store)",
+    "P V with the weights' low parts (load_low, load_vt, mul_pv twice)",
 ];
 
 /// The probe's pipeline on `ctx` with subgroups of `lanes`: the hardware operations where
