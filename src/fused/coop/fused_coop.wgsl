@@ -9,7 +9,8 @@
 // Files, in the order the kernel table (src/fused/coop/kernels.rs) puts them:
 //   coop_enable_hw.wgsl or coop_enable_emulated.wgsl   the `enable` directives
 //   mask.wgsl, fused_common.wgsl                        parameters, bindings 0, 1, 4-7, masks
-//   kv_loads_f32/f16/bf16.wgsl                          bindings 2 (k) and 3 (v), load_k/load_v
+//   kv_loads_f32.wgsl and coop_kv_widened.wgsl, or      bindings 2 (k) and 3 (v), and
+//   coop_kv_f16.wgsl                                    stage_k/stage_v (as staged, vec4<In>)
 //   coop_tile_<BR>x<WIDTH>.wgsl                         BR, BC and WIDTH (the largest D, Dv)
 //   coop_ops_16.wgsl or coop_ops_emulated.wgsl          In, Acc, ATile and the operations
 //   this file
@@ -59,8 +60,10 @@ const_assert BR * SS >= WG;
 //      (through `part`), weights P = exp(s - m) -> ps (f16), with SPLIT_P what rounding
 //      them to f16 left -> prs (f16), row sums in f32 of the weights as multiplied (`part_sum`:
 //      the f16 parts' sum) and as computed.
-//   3. V block -> kvs; O += P V on the output blocks (with SPLIT_P, O += P V + P_low V), which
-//      stay in the subgroups' accumulators (registers) for the whole key loop.
+//   3. O += P V on the output blocks (with SPLIT_P, O += P V + P_low V), which stay in the
+//      subgroups' accumulators (registers) for the whole key loop. The V block goes to kvs
+//      during step 2 (kvs is free once every subgroup has its scores), so that the barrier
+//      that ends step 2 also publishes V: five barriers a block, not six.
 // The reference maximum m of a row moves only when a block's maximum passes it by more than
 // REBASE: weights then stay below e^REBASE (within f16), and O needs rescaling (alpha =
 // exp(m_old - m)) only in those blocks; after a row's first block with a visible key that is
@@ -177,13 +180,11 @@ fn fetch_keys(lindex: u32, is_v: bool, j0: u32, row0: u32, w4: u32, n4: u32) -> 
         if (t < BC * n4 && c < w4) {
             // Keys past Lk load the last key (finite) and are masked in step 2.
             let kj = min(j0 + t / n4, p.lk - 1u);
-            var x: vec4<f32>;
             if (is_v) {
-                x = load_v((row0 + kj) * w4 + c - p.v_win);
+                staged[i] = stage_v((row0 + kj) * w4 + c - p.v_win);
             } else {
-                x = load_k((row0 + kj) * w4 + c - p.k_win);
+                staged[i] = stage_k((row0 + kj) * w4 + c - p.k_win);
             }
-            staged[i] = to_in(x);
         }
     }
     return staged;
@@ -393,7 +394,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 store_scores(sacc[c], row0, col0, lane);
             }
         }
+        // After it, ss holds the scores and no one reads K: kvs takes V during step 2.
         workgroupBarrier();
+        if (PREFETCH != 0u) {
+            // V, loaded during S = Q Kᵀ; staged now, its registers are free for the softmax.
+            store_keys(lindex, DV16 / 4u, staged);
+        }
 
         // 2. Softmax of this invocation's ROW_KEYS keys of row r.
         let causal_block = j0 + BC > diag;
@@ -426,12 +432,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         var sum = vec2<f32>(0.0);
         for (var c = 0u; c < ROW_KEYS; c = c + 4u) {
+            // Weights lie in [0, e^REBASE], within f16's range: converted without to_in's
+            // clamp.
             let w = weights(row_scores[c / 4u], m_new);
-            let h = to_in(w);
+            let h = vec4<In>(w);
             var hw = vec4<f32>(h);
             let pa = r * PS + k_first + c;
             if (SPLIT_P != 0u) {
-                let low = to_in(w - hw);
+                let low = vec4<In>(w - hw);
                 hw = hw + vec4<f32>(low);
                 prs[pa] = low.x;
                 prs[pa + 1u] = low.y;
@@ -445,8 +453,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             ps[pa + 3u] = h.w;
         }
         part_sum[lindex] = sum;
-        // A barrier too: after it, ss is free, P, the factors and the row sums' parts are
-        // written.
+        if (PREFETCH == 0u) {
+            staged = fetch_keys(lindex, true, j0, k_row0, dv4, DV16 / 4u);
+            store_keys(lindex, DV16 / 4u, staged);
+        }
+        // A barrier too: after it, ss is free, P, the factors, the row sums' parts and the V
+        // block are written.
         let rescale = workgroupUniformLoad(&rescale_any);
         var row_sum = vec2<f32>(0.0);
         for (var t = 0u; t < ROW_THREADS; t = t + 1u) {
@@ -457,10 +469,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         m = m_new;
 
         // 3. O = alpha O + P V.
-        if (PREFETCH == 0u) {
-            staged = fetch_keys(lindex, true, j0, k_row0, dv4, DV16 / 4u);
-        }
-        store_keys(lindex, DV16 / 4u, staged);
         if (rescale != 0u) {
             for (var t = 0u; t < nb; t = t + 1u) {
                 let row0 = (block_row0 + t / acc_cols) * 16u;
@@ -474,7 +482,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 workgroupBarrier();
             }
         }
-        workgroupBarrier();
         if (PREFETCH != 0u && j0 + BC < key_stop) {
             staged = fetch_keys(lindex, false, j0 + BC, k_row0, d4, D16 / 4u);
         }

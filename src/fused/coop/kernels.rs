@@ -14,13 +14,26 @@ use crate::kernel::{kernels, wgsl};
 /// loads, its tile sizes and its operations (hardware or emulated) in front of
 /// fused_coop.wgsl.
 macro_rules! coop {
-    ($enable:literal, $loads:literal, $tile:literal, $ops:literal) => {
+    // f32 K and V: loaded as f32, rounded to the staged type (coop_kv_widened.wgsl).
+    ($enable:literal, f32, $tile:literal, $ops:literal) => {
+        coop!(
+            @files $enable,
+            ["shaders/kv_loads_f32", "src/fused/coop/coop_kv_widened"],
+            $tile,
+            $ops
+        )
+    };
+    // f16 K and V: loaded and staged as f16 (coop_kv_f16.wgsl).
+    ($enable:literal, f16, $tile:literal, $ops:literal) => {
+        coop!(@files $enable, ["src/fused/coop/coop_kv_f16"], $tile, $ops)
+    };
+    (@files $enable:literal, [$($loads:literal),+], $tile:literal, $ops:literal) => {
         wgsl!(
             $enable,
             "shaders/mask",
             "shaders/invocation_order",
             "src/fused/fused_common",
-            $loads,
+            $($loads,)+
             $tile,
             $ops,
             "src/fused/coop/fused_coop"
@@ -34,7 +47,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_64X64 {
         label: "fused_coop_64x64",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -43,17 +56,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_64X64_EMULATED {
         label: "fused_coop_64x64_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 64 rows x D and Dv up to 64 (`coop_tile_64x64.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_64X64_F16 {
         label: "fused_coop_64x64_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -62,7 +75,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_64X64_F16_EMULATED {
         label: "fused_coop_64x64_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_64x64", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -72,7 +85,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_64X128 {
         label: "fused_coop_64x128",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -81,17 +94,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_64X128_EMULATED {
         label: "fused_coop_64x128_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 64 rows x D and Dv up to 128 (`coop_tile_64x128.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_64X128_F16 {
         label: "fused_coop_64x128_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -100,7 +113,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_64X128_F16_EMULATED {
         label: "fused_coop_64x128_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_64x128", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -110,7 +123,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_32X128 {
         label: "fused_coop_32x128",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -119,17 +132,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_32X128_EMULATED {
         label: "fused_coop_32x128_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 32 rows x D and Dv up to 128 (`coop_tile_32x128.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_32X128_F16 {
         label: "fused_coop_32x128_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -138,7 +151,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_32X128_F16_EMULATED {
         label: "fused_coop_32x128_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_32x128", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -148,7 +161,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_64X32 {
         label: "fused_coop_64x32",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -157,17 +170,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_64X32_EMULATED {
         label: "fused_coop_64x32_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 64 rows x D and Dv up to 32 (`coop_tile_64x32.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_64X32_F16 {
         label: "fused_coop_64x32_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -176,7 +189,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_64X32_F16_EMULATED {
         label: "fused_coop_64x32_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_64x32", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -186,7 +199,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_32X64 {
         label: "fused_coop_32x64",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -195,17 +208,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_32X64_EMULATED {
         label: "fused_coop_32x64_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 32 rows x D and Dv up to 64 (`coop_tile_32x64.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_32X64_F16 {
         label: "fused_coop_32x64_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -214,7 +227,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_32X64_F16_EMULATED {
         label: "fused_coop_32x64_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_32x64", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -224,7 +237,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_16X128 {
         label: "fused_coop_16x128",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -233,17 +246,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_16X128_EMULATED {
         label: "fused_coop_16x128_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 16 rows x D and Dv up to 128 (`coop_tile_16x128.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_16X128_F16 {
         label: "fused_coop_16x128_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -252,7 +265,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_16X128_F16_EMULATED {
         label: "fused_coop_16x128_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_16x128", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -262,7 +275,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_32X256 {
         label: "fused_coop_32x256",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -271,17 +284,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_32X256_EMULATED {
         label: "fused_coop_32x256_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 32 rows x D and Dv up to 256 (`coop_tile_32x256.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_32X256_F16 {
         label: "fused_coop_32x256_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -290,7 +303,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_32X256_F16_EMULATED {
         label: "fused_coop_32x256_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_32x256", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -300,7 +313,7 @@ kernels! {
     /// reading f32 K and V.
     COOP_16X64 {
         label: "fused_coop_16x64",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f32, "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -309,17 +322,17 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_16X64_EMULATED {
         label: "fused_coop_16x64_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f32, "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
     }
     /// `fused_coop.wgsl` on cooperative matrices (16x16 f16, f32 accumulators:
     /// `coop_ops_16.wgsl`), 16 rows x D and Dv up to 64 (`coop_tile_16x64.wgsl`),
-    /// reading f16 K and V (`shaders/kv_loads_f16.wgsl`).
+    /// reading f16 K and V (`coop_kv_f16.wgsl`).
     COOP_16X64_F16 {
         label: "fused_coop_16x64_f16",
-        source: coop!("src/fused/coop/coop_enable_hw", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_16"),
+        source: coop!("src/fused/coop/coop_enable_hw", f16, "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_16"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP,
@@ -328,7 +341,7 @@ kernels! {
     /// (`coop_ops_emulated.wgsl`), for adapters without cooperative matrices.
     COOP_16X64_F16_EMULATED {
         label: "fused_coop_16x64_f16_emulated",
-        source: coop!("src/fused/coop/coop_enable_emulated", "shaders/kv_loads_f16", "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_emulated"),
+        source: coop!("src/fused/coop/coop_enable_emulated", f16, "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_emulated"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: F16,
@@ -359,7 +372,7 @@ kernels! {
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     COOP_16X64_SIMD8 {
         label: "fused_coop_16x64_simd8",
-        source: coop!("src/fused/coop/coop_enable_8", "shaders/kv_loads_f32", "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_8_f32"),
+        source: coop!("src/fused/coop/coop_enable_8", f32, "src/fused/coop/coop_tile_16x64", "src/fused/coop/coop_ops_8_f32"),
         bindings: ONE_PASS,
         params: FusedParams,
         features: COOP_8,
