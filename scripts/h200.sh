@@ -218,7 +218,9 @@ PY
         # WGPU_ATTENTION_COOP_PREFETCH=1) are never auto's choice until these rows say they
         # are faster: crate::fused::coop::Variant::ALL, coop::prefetch. "+r1" rows run the
         # output tiles of one row of blocks a subgroup (WGPU_ATTENTION_COOP_OUT_ROWS=1, the
-        # layout before 2026-12-06) beside the default two (coop::output_rows); "+s1" rows
+        # layout before 2026-12-06) beside the default two (coop::output_rows); "+q1" rows
+        # the score tiles of one row of blocks (WGPU_ATTENTION_COOP_SCORE_ROWS=1, the layout
+        # before 2026-12-07) beside the default two (coop::score_rows); "+s1" rows
         # the weights P in one f16 part (WGPU_ATTENTION_COOP_SPLIT_P=0, as before 2026-12-06)
         # beside the default two parts where they fit (coop::split_weights); "+kN" rows each
         # row's keys in N ranges side by side, merged (WGPU_ATTENTION_COOP_KEY_SPLITS=N),
@@ -227,10 +229,10 @@ PY
         # Heads of 256 (since 2026-12-07, the session after the probe) run the 32 x 256
         # variant, beside the tiled tier's wide variant that auto took before.
         if [ "$part" != decode ]; then
-            cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
-4,32,4096,4096,128 top-left 32 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 64x128k64+p 32x128
-1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+p 64x128k64 32x128 16x128
-1,8,1024,1024,64 none 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64 16x64+k1 64x32
+            cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+s1 64x128+r1 64x128+q1 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
+4,32,4096,4096,128 top-left 32 64x128 64x128+s1 64x128+r1 64x128+q1 64x128+p 64x128k64 64x128k64+p 32x128
+1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+q1 64x128+p 64x128k64 32x128 16x128
+1,8,1024,1024,64 none 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+q1 64x64+p 64x64k64 32x64 16x64 16x64+k1 64x32
 1,8,1024,1024,64 top-left 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64
 2,16,2048,2048,256 none 16 32x256 32x256+s1}"
             # First auto and the tiled tier on every shape (the rows the comparison needs
@@ -269,17 +271,20 @@ PY
                     name=${variant%%+*}
                     prefetch=0
                     out_rows=2
+                    score_rows=2
                     split=1
                     splits=""
                     [[ "$variant" =~ \+k([0-9]+) ]] && splits=${BASH_REMATCH[1]}
                     [[ "$variant" == *+p* ]] && prefetch=1
                     [[ "$variant" == *+r1* ]] && out_rows=1
+                    [[ "$variant" == *+q1* ]] && score_rows=1
                     [[ "$variant" == *+s1* ]] && split=0
                     args=(bench --shape "$shape" --kv-heads "$kvh" --path fused-coop --dtype f16 --reps 10 --json)
                     [ "$causal" != none ] && args+=(--causal "$causal")
-                    step "WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch WGPU_ATTENTION_COOP_OUT_ROWS=$out_rows WGPU_ATTENTION_COOP_SPLIT_P=$split WGPU_ATTENTION_COOP_KEY_SPLITS=$splits ${args[*]}"
+                    step "WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch WGPU_ATTENTION_COOP_OUT_ROWS=$out_rows WGPU_ATTENTION_COOP_SCORE_ROWS=$score_rows WGPU_ATTENTION_COOP_SPLIT_P=$split WGPU_ATTENTION_COOP_KEY_SPLITS=$splits ${args[*]}"
                     WGPU_ATTENTION_COOP_VARIANT=$name WGPU_ATTENTION_COOP_PREFETCH=$prefetch \
-                        WGPU_ATTENTION_COOP_OUT_ROWS=$out_rows WGPU_ATTENTION_COOP_SPLIT_P=$split \
+                        WGPU_ATTENTION_COOP_OUT_ROWS=$out_rows WGPU_ATTENTION_COOP_SCORE_ROWS=$score_rows \
+                        WGPU_ATTENTION_COOP_SPLIT_P=$split \
                         WGPU_ATTENTION_COOP_KEY_SPLITS=$splits timeout 180 ./.h200/wgpu-attention "${args[@]}" > /tmp/bench.json
                     echo "exit $?"
                     cat /tmp/bench.json

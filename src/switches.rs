@@ -100,6 +100,11 @@ pub(crate) const COOP_OUT_ROWS: Switch = Switch {
     name: "WGPU_ATTENTION_COOP_OUT_ROWS",
     takes: &["1", "2"],
 };
+/// The rows of score blocks a subgroup's tile spans (crate::fused::coop::score_rows).
+pub(crate) const COOP_SCORE_ROWS: Switch = Switch {
+    name: "WGPU_ATTENTION_COOP_SCORE_ROWS",
+    takes: &["1", "2"],
+};
 /// `0`: the tier's weights in one f16 part (crate::fused::coop::split_weights).
 pub(crate) const COOP_SPLIT_P: Switch = Switch {
     name: "WGPU_ATTENTION_COOP_SPLIT_P",
@@ -153,13 +158,14 @@ pub(crate) const PIPELINE_LOG: Switch = Switch {
 };
 
 /// Every switch.
-pub(crate) const ALL: [Switch; 15] = [
+pub(crate) const ALL: [Switch; 16] = [
     COOP,
     COOP_CHECK,
     COOP_LANES,
     COOP_VARIANT,
     COOP_PREFETCH,
     COOP_OUT_ROWS,
+    COOP_SCORE_ROWS,
     COOP_SPLIT_P,
     COOP_KEY_SPLITS,
     DECODE_BATCH,

@@ -49,6 +49,7 @@ ENVIRONMENT:
     variant where that fits, to time the variants side by side;
     WGPU_ATTENTION_COOP_PREFETCH=1 turns on its K/V prefetch into registers, likewise;
     WGPU_ATTENTION_COOP_OUT_ROWS=1 gives each subgroup one row of output blocks, not two;
+    WGPU_ATTENTION_COOP_SCORE_ROWS=1 one row of score blocks, not two;
     WGPU_ATTENTION_COOP_SPLIT_P=0 keeps its weights in one f16 part, not two;
     WGPU_ATTENTION_COOP_KEY_SPLITS=N (1 to 8) splits each row's keys into N
     ranges side by side, merged (by default, on GPUs, as many as fill them where the

@@ -19,7 +19,7 @@ pub mod kernels;
 pub mod probe;
 mod variant;
 
-pub use variant::Variant;
+pub use variant::{Layout, Variant};
 
 use super::{row_blocks, tiled_unit_heads_in, unit_heads_for};
 use crate::half_format::F16_MAX;
@@ -155,6 +155,21 @@ pub(crate) fn output_rows() -> u32 {
     }
 }
 
+/// The kernel's `SCORE_ROWS`, the rows of score blocks each subgroup's tile spans where its
+/// blocks allow two ([`Variant::score_rows`]): 2 unless `WGPU_ATTENTION_COOP_SCORE_ROWS=1`
+/// asks for the row-major runs of before 2026-12-07, to time them beside the default
+/// (`scripts/h200.sh`, "+q1" rows). Two rows of score blocks a subgroup load each block of
+/// K from workgroup memory once for two multiply-adds rather than one (64 x 128: 8 blocks a
+/// subgroup per key block, not 16), for twice its rows of Q in registers (16 left
+/// operands at D 128, not 8); not yet timed on a GPU.
+pub(crate) fn score_rows() -> u32 {
+    if switches::COOP_SCORE_ROWS.is("1") {
+        1
+    } else {
+        2
+    }
+}
+
 /// Whether `p`'s pipeline here multiplies the weights into V as two f16 parts (SPLIT_P in
 /// src/fused/coop/fused_coop.wgsl): where the variant's arrays fit the device's workgroup
 /// memory with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not the 16-row
@@ -240,15 +255,20 @@ pub(crate) fn kernel(dev: &DeviceProfile, p: &Problem) -> Kernel {
 /// The sizes written into the source of `p`'s pipeline here ([`Variant::array_sizes`]).
 pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u32); 6] {
     let split = split_weights(dev, p);
-    variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev), split)
+    let layout = Layout {
+        split,
+        score_rows: score_rows(),
+    };
+    variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev), layout)
 }
 
 /// The pipeline chunk `c` of `p` runs on here: the kernel ([`kernel`]) for the problem's
 /// widths, causal rule and mask parts (`PipelineKey::for_problem`), its arrays sized
 /// ([`array_sizes`]), and the overrides of the tier: `UNITS` where a block of rows holds
 /// several heads of a GQA group (as on the tiled tier), `SG` the lanes that share a matrix,
-/// `PREFETCH` ([`prefetch`]), `OUT_ROWS` ([`output_rows`]). The dispatch builds it; on
-/// hardware, the check of crate::attention's coop_check first runs a small problem on it.
+/// `PREFETCH` ([`prefetch`]), `OUT_ROWS` ([`output_rows`]), `SCORE_ROWS` ([`score_rows`]).
+/// The dispatch builds it; on hardware, the check of crate::attention's coop_check first
+/// runs a small problem on it.
 pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> PipelineKey {
     let mut key =
         PipelineKey::for_problem(kernel(dev, p), p).with_array_sizes(&array_sizes(dev, p));
@@ -257,6 +277,7 @@ pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> Pipel
     key.constants.push(("SG", subgroup_lanes(dev)));
     key.constants.push(("PREFETCH", u32::from(prefetch())));
     key.constants.push(("OUT_ROWS", output_rows()));
+    key.constants.push(("SCORE_ROWS", score_rows()));
     key
 }
 

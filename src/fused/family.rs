@@ -118,6 +118,9 @@ impl Family for Tier {
                 if coop::output_rows() == 1 {
                     parts.push("output blocks in one row a subgroup".to_string());
                 }
+                if coop::score_rows() == 1 {
+                    parts.push("score blocks in one row a subgroup".to_string());
+                }
                 parts.push(if coop::split_weights(dev, p) {
                     "the weights P multiplied into V as two f16 parts".to_string()
                 } else {

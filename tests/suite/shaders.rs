@@ -336,16 +336,18 @@ fn workgroup_memory_matches_the_planner() {
     // Each cooperative-matrix variant, which the planner picks by these bytes, with its key
     // block (BC), scratch (SLOTS), accumulators (NACC), blocks of Q (NQ), emulated lanes'
     // elements (LANE_ELEMS) and the weights in one part or two (SPLIT_P) written in for
-    // subgroups of 16, 32, 64 and 128.
-    use wgpu_attention::fused::coop::Variant;
+    // subgroups of 16, 32, 64 and 128, with score tiles of two rows of blocks where they fit
+    // so (SCORE_ROWS 2, the default) and with the one row of before (with the weights in
+    // one part).
+    use wgpu_attention::fused::coop::{Layout, Variant};
     use wgpu_attention::kernel::PipelineKey;
     let mut vulkan = VulkanModules::new("coop_variants");
     for v in Variant::ALL {
         for (f16, emulated) in [(false, false), (false, true), (true, false), (true, true)] {
             let kernel = v.kernel(f16, emulated);
-            for (lanes, split) in [16, 32, 64, 128]
+            for (lanes, split, score_rows) in [16, 32, 64, 128]
                 .into_iter()
-                .flat_map(|l| [(l, false), (l, true)])
+                .flat_map(|l| [(l, false, 2), (l, true, 2), (l, false, 1)])
             {
                 // The widest Dv the variant takes with these lanes: the most accumulators.
                 let Some(dv) = [v.width, 4]
@@ -354,13 +356,18 @@ fn workgroup_memory_matches_the_planner() {
                 else {
                     continue;
                 };
-                let sizes = v.array_sizes(v.width, dv, lanes, split);
+                let sizes = v.array_sizes(v.width, dv, lanes, Layout { split, score_rows });
                 let key = PipelineKey {
                     kernel,
-                    constants: vec![("D", v.width as u32), ("DV", dv as u32), ("SG", lanes)],
+                    constants: vec![
+                        ("D", v.width as u32),
+                        ("DV", dv as u32),
+                        ("SG", lanes),
+                        ("SCORE_ROWS", score_rows),
+                    ],
                     sizes: sizes.to_vec(),
                 };
-                let what = format!("{} with {sizes:?}", kernel.label());
+                let what = format!("{} with {sizes:?}, SCORE_ROWS {score_rows}", kernel.label());
                 let source = key.source();
                 let module = naga::front::wgsl::parse_str(&source)
                     .unwrap_or_else(|e| panic!("{what}: {}", e.emit_to_string(&source)));
@@ -382,7 +389,11 @@ fn workgroup_memory_matches_the_planner() {
                 if !emulated {
                     // With and without the K/V prefetch (its registers sized by BC), and
                     // with output tiles of one row of blocks and of two.
-                    for (prefetch, out_rows) in [(0, 2), (1, 2), (0, 1)] {
+                    let layouts: &[(u32, u32)] = match score_rows {
+                        2 => &[(0, 2), (1, 2), (0, 1)],
+                        _ => &[(0, 2)],
+                    };
+                    for &(prefetch, out_rows) in layouts {
                         let mut constants = key.constants.clone();
                         constants.extend([("PREFETCH", prefetch), ("OUT_ROWS", out_rows)]);
                         vulkan.write_with(

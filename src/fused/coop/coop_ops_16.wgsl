@@ -24,8 +24,8 @@ alias In = f16;
 alias Acc = coop_mat16x16<f32, C>;
 // A 16x16 left operand: a block of Q (held across the key loop) or of the weights P.
 alias ATile = coop_mat16x16<f16, A>;
-// A 16x16 right operand of P V: a block of V, loaded once for every output block of its
-// column that the subgroup holds.
+// A 16x16 right operand: a block of Kᵀ, loaded once for every row of score blocks that the
+// subgroup holds in its column, or of V, once for every output block of its column.
 alias BTile = coop_mat16x16<f16, B>;
 
 // Four values as staged: f16, saturated to its finite range (the host checks that inputs
@@ -43,11 +43,10 @@ fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
     return coopLoadT<coop_mat16x16<f16, A>>(&ps[r0 * PS + c0], PS);
 }
 
-// acc + qt · K[c0..c0+16, d0..d0+16]ᵀ (K stored as rows of keys, read column-major as the B
-// operand, so no transpose is stored).
-fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
-    let b = coopLoad<coop_mat16x16<f16, B>>(&kvs[c0 * KS + d0], KS);
-    return coopMultiplyAdd(qt, b, acc);
+// K[c0..c0+16, d0..d0+16]ᵀ as a right operand (K stored as rows of keys, read column-major,
+// so no transpose is stored).
+fn load_kt(c0: u32, d0: u32, lane: u32) -> BTile {
+    return coopLoad<coop_mat16x16<f16, B>>(&kvs[c0 * KS + d0], KS);
 }
 
 // ss[r0.., c0..] = acc.
@@ -62,9 +61,9 @@ fn load_vt(k0: u32, c0: u32, lane: u32) -> BTile {
     return coopLoadT<coop_mat16x16<f16, B>>(&kvs[k0 * KS + c0], KS);
 }
 
-// acc + pt · vt.
-fn mul_pv(acc: Acc, pt: ATile, vt: BTile, lane: u32) -> Acc {
-    return coopMultiplyAdd(pt, vt, acc);
+// acc + a · b: a block of Q times one of Kᵀ, or of P times one of V.
+fn mul_add(acc: Acc, a: ATile, b: BTile, lane: u32) -> Acc {
+    return coopMultiplyAdd(a, b, acc);
 }
 
 // The low parts of the weights at prs[r0.., c0..] (fused_coop.wgsl, SPLIT_P).

@@ -22,7 +22,7 @@ struct ATile {
     a11: coop_mat8x8<f32, A>,
 }
 
-// A block of V as a right operand: `kj` is keys 8k.., columns 8j...
+// A right operand (a block of Kᵀ or of V) as its quarters: `kj` is rows 8k.., columns 8j...
 struct BTile {
     b00: coop_mat8x8<f32, B>,
     b01: coop_mat8x8<f32, B>,
@@ -61,13 +61,12 @@ fn load_a(r0: u32, c0: u32, lane: u32) -> ATile {
 
 // Kᵀ's quarter kj (rows d0 + 8k.., columns c0 + 8j..) is K's rows c0 + 8j.. read
 // column-major.
-fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
+fn load_kt(c0: u32, d0: u32, lane: u32) -> BTile {
     let at = c0 * KS + d0;
-    return add_quarters(acc, qt,
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at], KS),
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS], KS),
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u], KS),
-                        coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
+    return BTile(coopLoad<coop_mat8x8<f32, B>>(&kvs[at], KS),
+                 coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS], KS),
+                 coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u], KS),
+                 coopLoad<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
@@ -94,8 +93,8 @@ fn load_vt(k0: u32, c0: u32, lane: u32) -> BTile {
                  coopLoadT<coop_mat8x8<f32, B>>(&kvs[at + 8u * KS + 8u], KS));
 }
 
-fn mul_pv(acc: Acc, pt: ATile, vt: BTile, lane: u32) -> Acc {
-    return add_quarters(acc, pt, vt.b00, vt.b01, vt.b10, vt.b11);
+fn mul_add(acc: Acc, a: ATile, b: BTile, lane: u32) -> Acc {
+    return add_quarters(acc, a, b.b00, b.b01, b.b10, b.b11);
 }
 
 // The low parts of the weights (fused_coop.wgsl, SPLIT_P; zeros here, where the inputs are

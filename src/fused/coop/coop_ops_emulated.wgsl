@@ -23,12 +23,15 @@ alias In = f16;
 alias Acc = array<f32, LANE_ELEMS>;
 // The row of a left operand's block that this lane's elements lie in.
 alias ATile = array<In, 16>;
-// A right operand of P V: where its block starts in kvs, and whether that place keeps the
-// hardware's rules. Its values are read where it is multiplied, not copied into registers
-// (a lane would need 16 rows of its columns): the kernel multiplies a block of V before
-// any barrier after its load, so kvs still holds what the hardware's load would have read.
+// A right operand (a block of Kᵀ or of V): where its element (k, column c) lies in kvs,
+// `first + c * col_step + k * k_step`, and whether its place keeps the hardware's rules.
+// Its values are read where it is multiplied, not copied into registers (a lane would need
+// 16 rows of its columns): the kernel multiplies a block of K or V before any barrier after
+// its load, so kvs still holds what the hardware's load would have read.
 struct BTile {
     first: u32,
+    col_step: u32,
+    k_step: u32,
     ok: bool,
 }
 
@@ -106,11 +109,10 @@ fn mul_add_b(acc: Acc, a_row: ATile, b0: u32, col_step: u32, k_step: u32) -> Acc
     return out;
 }
 
-// B = K[c0..c0+16, d0..d0+16]ᵀ: column i is key row c0 + i.
-fn add_qk(acc: Acc, qt: ATile, c0: u32, d0: u32, lane: u32) -> Acc {
-    let out = mul_add_b(acc, qt, (c0 + lane_col(lane)) * KS + d0, KS, 1u);
+// K[c0..c0+16, d0..d0+16]ᵀ: column i is key row c0 + i.
+fn load_kt(c0: u32, d0: u32, lane: u32) -> BTile {
     let first = c0 * KS + d0;
-    return checked(out, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN), lane);
+    return BTile(first, KS, 1u, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN));
 }
 
 fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
@@ -125,13 +127,13 @@ fn store_scores(acc: Acc, r0: u32, c0: u32, lane: u32) {
 // V[k0..k0+16, c0..c0+16].
 fn load_vt(k0: u32, c0: u32, lane: u32) -> BTile {
     let first = k0 * KS + c0;
-    return BTile(first, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN));
+    return BTile(first, 1u, KS, aligned(first, KS, 2u) && fits(first, KS, KVS_LEN));
 }
 
-// acc + pt · vt.
-fn mul_pv(acc: Acc, pt: ATile, vt: BTile, lane: u32) -> Acc {
-    let out = mul_add_b(acc, pt, vt.first + lane_col(lane), 1u, KS);
-    return checked(out, vt.ok, lane);
+// acc + a · b.
+fn mul_add(acc: Acc, a: ATile, b: BTile, lane: u32) -> Acc {
+    let out = mul_add_b(acc, a, b.first + lane_col(lane) * b.col_step, b.col_step, b.k_step);
+    return checked(out, b.ok, lane);
 }
 
 fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {

@@ -19,12 +19,13 @@
 // writes its own copy of the results, so that a subgroup whose invocations are not the
 // `lindex / SG` the kernel assumes shows as well. Per subgroup (K is kvs, A is ps, L is
 // prs; the blocks at the offsets the tier uses, columns and rows past 0):
-//   1. S = A K[16..32, 0..32]ᵀ: add_qk twice (two blocks of D), store_scores at column 4.
-//   2. O = A[.., 0..16] K[16..32, 16..32]: load_vt, mul_pv, acc_store into the subgroup's
+//   1. S = A K[16..32, 0..32]ᵀ: load_kt and mul_add for each of two blocks of D,
+//      store_scores at column 4.
+//   2. O = A[.., 0..16] K[16..32, 16..32]: load_vt, mul_add, acc_store into the subgroup's
 //      scratch.
-//   3. O + A[.., 16..32] K[0..16, 16..32]: acc_load of that scratch, load_vt, mul_pv,
+//   3. O + A[.., 16..32] K[0..16, 16..32]: acc_load of that scratch, load_vt, mul_add,
 //      acc_store.
-//   4. (A + L)[.., 16..32] K[0..16, 0..16]: load_low, one load_vt for two mul_pv, as the
+//   4. (A + L)[.., 16..32] K[0..16, 0..16]: load_low, one load_vt for two mul_add, as the
 //      kernel multiplies the weights' two parts.
 
 struct CopyParams {
@@ -82,18 +83,18 @@ fn main(@builtin(local_invocation_index) local_index: u32) {
     let out = sg * 1024u;
 
     // 1.
-    var s = add_qk(acc_zero(), load_a(0u, 0u, lane), 16u, 0u, lane);
-    s = add_qk(s, load_a(0u, 16u, lane), 16u, 16u, lane);
+    var s = mul_add(acc_zero(), load_a(0u, 0u, lane), load_kt(16u, 0u, lane), lane);
+    s = mul_add(s, load_a(0u, 16u, lane), load_kt(16u, 16u, lane), lane);
     store_scores(s, r0, 4u, lane);
     // 2.
-    let o = mul_pv(acc_zero(), load_a(0u, 0u, lane), load_vt(16u, 16u, lane), lane);
+    let o = mul_add(acc_zero(), load_a(0u, 0u, lane), load_vt(16u, 16u, lane), lane);
     acc_store(o, scratch, lane);
     workgroupBarrier();
     copy_out(r0 * SS + 4u, SS, out, lane);
     copy_out(scratch, 16u, out + 256u, lane);
     workgroupBarrier();
     // 3.
-    let again = mul_pv(acc_load(scratch, lane), load_a(0u, 16u, lane), load_vt(0u, 16u, lane),
+    let again = mul_add(acc_load(scratch, lane), load_a(0u, 16u, lane), load_vt(0u, 16u, lane),
                        lane);
     acc_store(again, scratch, lane);
     workgroupBarrier();
@@ -102,7 +103,7 @@ fn main(@builtin(local_invocation_index) local_index: u32) {
     // 4.
     let low = load_low(0u, 16u, lane);
     let vt = load_vt(0u, 0u, lane);
-    let split = mul_pv(mul_pv(acc_zero(), load_a(0u, 16u, lane), vt, lane), low, vt, lane);
+    let split = mul_add(mul_add(acc_zero(), load_a(0u, 16u, lane), vt, lane), low, vt, lane);
     acc_store(split, scratch, lane);
     workgroupBarrier();
     copy_out(scratch, 16u, out + 768u, lane);

@@ -26,7 +26,8 @@
 // cooperative matrix (the adapter's subgroup size; 32 when emulated); UNITS as in
 // fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
 // so that they share each K/V block); PREFETCH (1: K and V loaded a phase ahead); OUT_ROWS
-// (2: each subgroup's output blocks in two rows of blocks where they fit so). Sizes
+// (2: each subgroup's output blocks in two rows of blocks where they fit so); SCORE_ROWS (2:
+// its score blocks likewise). Sizes
 // written per pipeline (crate::fused::coop::array_sizes; the values below are the largest
 // case): BC, the keys a block (the tile file's 32, or 64); SLOTS, the subgroups (WG / SG);
 // NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS;
@@ -38,12 +39,12 @@
 // llvmpipe for its loop limit, or where asked to, to fill a GPU), the workgroups are
 // numbered range-major; range `split` visits the keys from key0 + split x its keys (a
 // multiple of 64, so of BC) and writes its partial output and LSE split x p.rows rows
-// further on, which merge.wgsl combines. Subgroup
-// `lindex / SG` computes a run of the 16x16 score blocks (holding its rows of Q in
-// registers) and owns a tile of the output blocks (over BR x DV16: two rows of blocks of
-// half a row each, or a row or part of one, so that each block of P and of V it loads
-// serves several of them; OUT_ROWS below). How many
-// blocks each takes depends only on constants, so every cooperative operation and barrier
+// further on, which merge.wgsl combines. Subgroup `lindex / SG` computes a tile of the
+// 16x16 score blocks (two rows of blocks where they fit so, else a run of them; holding
+// its rows of Q in registers; SCORE_ROWS below) and owns a tile of the output blocks (over
+// BR x DV16: two rows of blocks of half a row each, or a row or part of one, so that each
+// block of P and of V it loads serves several of them; OUT_ROWS below). How many blocks
+// each takes depends only on constants, so every cooperative operation and barrier
 // runs in uniform control flow. Where score blocks are fewer than subgroups, the last is
 // computed by several (the same values written by each); output blocks always divide
 // evenly (DV16).
@@ -114,6 +115,12 @@ override PREFETCH: u32 = 0u;
 // of V for its 8 multiply-adds, not 1 and 8. 1: the row-major runs of before 2026-12-06.
 // crate::fused::coop::output_rows.
 override OUT_ROWS: u32 = 2u;
+// 2: each subgroup's score blocks in two rows of blocks where they would be a run of an even
+// count in one row, so that each block of K serves two multiply-adds: per key block a
+// subgroup of 64 x 128 loads 8 blocks of K for its 16, not 16, for twice the rows of Q in
+// registers (16 left operands, not 8). 1: the row-major runs of before 2026-12-07.
+// crate::fused::coop::score_rows.
+override SCORE_ROWS: u32 = 2u;
 
 const WG: u32 = 128u;
 const SLOTS: u32 = 8u;
@@ -310,16 +317,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let scratch = sg * 256u;
 
-    // This subgroup's score blocks: ns of them from block first_score in row-major order over
-    // BR x BC, in s_rows rows of blocks of s_cols each (where blocks are fewer than
-    // subgroups, the last is computed by several, each writing the same values). Its rows of
-    // Q stay in registers for the whole key loop: s_rows x D16 / 16 left operands (NQ, per
-    // pipeline), so that per key block only K is loaded.
+    // This subgroup's score blocks: a tile of s_rows rows of s_cols blocks over the BR x BC
+    // grid of 16x16 blocks, from row block score_row0 and column block score_col0: ns blocks
+    // in row-major runs (whole rows of blocks where they are at least a row; where blocks are
+    // fewer than subgroups, the last is computed by several, each writing the same values),
+    // or with SCORE_ROWS 2, where a run would be one row of an even count, two rows of half
+    // as many, so that each block of K it loads serves both rows (k_rows; 64 x 128: 8 loads
+    // of K a subgroup per key block rather than 16). Its rows of Q stay in registers for the
+    // whole key loop: s_rows x D16 / 16 left operands (NQ, per pipeline), so that per key
+    // block only K is loaded.
     let score_blocks = (BR / 16u) * (BC / 16u);
     let ns = max(1u, score_blocks / nsg);
-    let s_rows = max(1u, ns / (BC / 16u));
-    let s_cols = ns / s_rows;
+    var s_rows = max(1u, ns / (BC / 16u));
+    var s_cols = ns / s_rows;
     let first_score = min(sg * ns, score_blocks - ns);
+    var score_row0 = first_score / (BC / 16u);
+    var score_col0 = first_score % (BC / 16u);
+    var k_rows = 1u;
+    if (SCORE_ROWS == 2u && s_rows == 1u && ns % 2u == 0u && (BR / 16u) % 2u == 0u) {
+        s_rows = 2u;
+        s_cols = ns / 2u;
+        k_rows = 2u;
+        let score_tiles_across = max(1u, (BC / 16u) / s_cols);
+        score_row0 = sg / score_tiles_across * 2u;
+        score_col0 = sg % score_tiles_across * s_cols;
+    }
     var qts: array<ATile, NQ>;
     for (var c0 = 0u; c0 < D16; c0 = c0 + BC) {
         // Columns c0.. of Q -> ps (zeros past D), then into this subgroup's registers; the
@@ -343,7 +365,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
         for (var i = 0u; i < s_rows; i = i + 1u) {
-            let row0 = (first_score + i * s_cols) / (BC / 16u) * 16u;
+            let row0 = (score_row0 + i) * 16u;
             for (var d = c0 / 16u; d < min(D16, c0 + BC) / 16u; d = d + 1u) {
                 qts[i * (D16 / 16u) + d] = load_a(row0, 16u * d - c0, lane);
             }
@@ -376,22 +398,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (PREFETCH != 0u) {
             staged = fetch_keys(lindex, true, j0, k_row0, dv4, DV16 / 4u);
         }
-        for (var i = 0u; i < s_rows; i = i + 1u) {
-            let row0 = (first_score + i * s_cols) / (BC / 16u) * 16u;
+        // k_rows rows of score blocks at a time (all of them where they share K's loads),
+        // whose accumulators are at most BC / 16 (ns).
+        for (var i0 = 0u; i0 < s_rows; i0 = i0 + k_rows) {
             var sacc: array<Acc, BC / 16u>;
-            for (var c = 0u; c < s_cols; c = c + 1u) {
-                sacc[c] = acc_zero();
+            for (var t = 0u; t < k_rows * s_cols; t = t + 1u) {
+                sacc[t] = acc_zero();
             }
             for (var d = 0u; d < D16 / 16u; d = d + 1u) {
-                let qt = qts[i * (D16 / 16u) + d];
                 for (var c = 0u; c < s_cols; c = c + 1u) {
-                    let col0 = (first_score + i * s_cols + c) % (BC / 16u) * 16u;
-                    sacc[c] = add_qk(sacc[c], qt, col0, 16u * d, lane);
+                    let kt = load_kt((score_col0 + c) * 16u, 16u * d, lane);
+                    for (var i = 0u; i < k_rows; i = i + 1u) {
+                        let t = i * s_cols + c;
+                        sacc[t] = mul_add(sacc[t], qts[(i0 + i) * (D16 / 16u) + d], kt, lane);
+                    }
                 }
             }
-            for (var c = 0u; c < s_cols; c = c + 1u) {
-                let col0 = (first_score + i * s_cols + c) % (BC / 16u) * 16u;
-                store_scores(sacc[c], row0, col0, lane);
+            for (var t = 0u; t < k_rows * s_cols; t = t + 1u) {
+                let row0 = (score_row0 + i0 + t / s_cols) * 16u;
+                store_scores(sacc[t], row0, (score_col0 + t % s_cols) * 16u, lane);
             }
         }
         // After it, ss holds the scores and no one reads K: kvs takes V during step 2.
@@ -501,9 +526,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let vt = load_vt(k0, (block_col0 + c) * 16u, lane);
                 for (var i = 0u; i < acc_rows; i = i + 1u) {
                     let t = i * acc_cols + c;
-                    accs[t] = mul_pv(accs[t], pts[i], vt, lane);
+                    accs[t] = mul_add(accs[t], pts[i], vt, lane);
                     if (SPLIT_P != 0u) {
-                        accs[t] = mul_pv(accs[t], lts[i], vt, lane);
+                        accs[t] = mul_add(accs[t], lts[i], vt, lane);
                     }
                 }
             }

@@ -1,5 +1,5 @@
 //! The probe of the tier's cooperative operations (src/fused/coop/coop_ops_probe.wgsl):
-//! each operation the kernels use (load_a, add_qk, store_scores, load_vt, mul_pv, acc_store,
+//! each operation the kernels use (load_a, load_kt, mul_add, store_scores, load_vt, acc_store,
 //! acc_load, load_low) run on blocks of known values, multiples of 1/4 and 1/64 whose
 //! products and sums f32 holds exactly, so that every result must equal its
 //! definition exactly, whatever the order of the additions. On a device with matrix units
@@ -100,10 +100,10 @@ fn blocks([k, a, l]: &[Vec<f32>; 3], swapped: bool) -> [Vec<f32>; 4] {
 
 /// What each step of the probe checks, for its diagnosis.
 const STEPS: [&str; 4] = [
-    "Q Kᵀ (load_a, add_qk, store_scores)",
-    "P V (load_vt, mul_pv, acc_store)",
-    "an accumulator stored, loaded and added to (acc_load, load_vt, mul_pv, acc_store)",
-    "P V with the weights' low parts (load_low, load_vt, mul_pv twice)",
+    "Q Kᵀ (load_a, load_kt, mul_add, store_scores)",
+    "P V (load_vt, mul_add, acc_store)",
+    "an accumulator stored, loaded and added to (acc_load, load_vt, mul_add, acc_store)",
+    "P V with the weights' low parts (load_low, load_vt, mul_add twice)",
 ];
 
 /// The probe's pipeline on `ctx` with subgroups of `lanes`: the hardware operations where

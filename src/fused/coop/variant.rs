@@ -11,6 +11,19 @@ fn subgroups(lanes: u32) -> u32 {
     (COOP_INVOCATIONS / lanes.max(1)).max(1)
 }
 
+/// How a pipeline of a variant lays out its work where that changes the sizes written into
+/// its source ([`Variant::array_sizes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Whether the weights go into P V as two f16 parts (SPLIT_P;
+    /// crate::fused::coop::split_weights), which sizes the array of their low parts.
+    pub split: bool,
+    /// The kernel's SCORE_ROWS (crate::fused::coop::score_rows): 2 where each subgroup's
+    /// score blocks may span two rows of blocks, which doubles its rows of Q in registers;
+    /// else 1.
+    pub score_rows: u32,
+}
+
 /// Tile sizes of a compiled variant: query rows a workgroup and the largest D and Dv
 /// (`src/fused/coop/coop_tile_<rows>x<width>.wgsl`), and keys a block (32, or 64 written
 /// into the pipeline's source).
@@ -83,36 +96,46 @@ impl Variant {
         (self.rows / 16) * (self.output_width(dv, lanes) / 16) / subgroups(lanes) as usize
     }
 
-    /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` (s_rows
-    /// in src/fused/coop/fused_coop.wgsl): one unless subgroups are fewer than half the
-    /// blocks.
-    pub fn score_rows(self, lanes: u32) -> usize {
+    /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` and the
+    /// kernel's SCORE_ROWS `asked` (s_rows in src/fused/coop/fused_coop.wgsl): whole rows
+    /// where subgroups are fewer than half the blocks; else, with `asked` 2, two where each
+    /// subgroup's run of a row would be an even count of blocks and the rows of blocks are
+    /// even (64 x 128: two rows of one block, not one row of two); else one.
+    pub fn score_rows(self, lanes: u32, asked: u32) -> usize {
         let across = self.keys / 16;
         let each = ((self.rows / 16) * across / subgroups(lanes) as usize).max(1);
-        (each / across).max(1)
+        let rows = (each / across).max(1);
+        let pair =
+            asked == 2 && rows == 1 && each.is_multiple_of(2) && (self.rows / 16).is_multiple_of(2);
+        if pair {
+            2
+        } else {
+            rows
+        }
     }
 
     /// The sizes written into the kernel's source for `d` and `dv` with subgroups of
     /// `lanes` (crate::kernel::PipelineKey::sizes): BC, the keys a block (the tile file
     /// says 32); SLOTS, the subgroups, whose scratch ss holds; NACC, the output blocks each
-    /// holds in its accumulators; NQ, the 16x16 blocks of Q each holds; LANE_ELEMS, the
-    /// elements of a block each lane holds where the operations are emulated; SPLIT_P,
-    /// `split` ([`super::split_weights`]). All follow from the variant, the pipeline's D,
-    /// DV and SG, and `split`.
+    /// holds in its accumulators; NQ, the 16x16 blocks of Q each holds
+    /// ([`Variant::score_rows`] of them a block of 16 columns); LANE_ELEMS, the elements of
+    /// a block each lane holds where the operations are emulated; SPLIT_P, the layout's
+    /// `split`. All follow from the variant, the pipeline's D, DV and SG, and `layout`.
     pub fn array_sizes(
         self,
         d: usize,
         dv: usize,
         lanes: u32,
-        split: bool,
+        layout: Layout,
     ) -> [(&'static str, u32); 6] {
+        let q_rows = self.score_rows(lanes, layout.score_rows);
         [
             ("BC", self.keys as u32),
             ("SLOTS", subgroups(lanes)),
             ("NACC", self.accumulators(dv, lanes).max(1) as u32),
-            ("NQ", (self.score_rows(lanes) * d.div_ceil(16)).max(1) as u32),
+            ("NQ", (q_rows * d.div_ceil(16)).max(1) as u32),
             ("LANE_ELEMS", (256 / lanes.clamp(16, 256)).max(1)),
-            ("SPLIT_P", u32::from(split)),
+            ("SPLIT_P", u32::from(layout.split)),
         ]
     }
 

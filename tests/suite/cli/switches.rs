@@ -14,7 +14,9 @@ use super::*;
 /// output tiles of one row of blocks (`WGPU_ATTENTION_COOP_OUT_ROWS=1`, the layout before
 /// 2026-12-06; the others run two rows where the blocks allow), and the weights in one f16
 /// part (`WGPU_ATTENTION_COOP_SPLIT_P=0`; the others two, but 32x128k64, whose low parts
-/// would not fit 32 KiB). Held to
+/// would not fit 32 KiB), and score tiles of one row of blocks
+/// (`WGPU_ATTENTION_COOP_SCORE_ROWS=1`, the layout before 2026-12-07; the others run two rows
+/// where the blocks allow, as at 32 lanes with 32-key and 64-key blocks). Held to
 /// the f16 rule by `run --check`, GQA, a bool mask, both causal alignments, Dv != D, large
 /// logits (the accumulators' rescaling).
 #[test]
@@ -44,20 +46,21 @@ fn coop_runs_with_other_subgroup_sizes() {
     ];
     // (lanes, the variant forced, the keys a block it runs, the K/V prefetch, the rows of
     // output blocks a subgroup's tile spans at most, the weights in two parts where they
-    // fit): a variant that cannot run the problem here (64x64k64: D 128, and 37 780 bytes)
-    // is not taken, and the reason says so.
-    for (lanes, variant, keys, prefetch, out_rows, split) in [
-        ("16", "", 32, "0", "2", "1"),
-        ("64", "", 32, "0", "2", "1"),
-        ("128", "", 32, "0", "2", "1"),
-        ("32", "32x128k64", 64, "0", "2", "1"),
-        ("128", "32x128k64", 64, "0", "2", "1"),
-        ("32", "64x64k64", 32, "0", "2", "1"),
-        ("32", "", 32, "1", "2", "1"),
-        ("16", "32x128k64", 64, "1", "2", "1"),
-        ("32", "", 32, "0", "1", "1"),
-        ("16", "", 32, "0", "1", "1"),
-        ("32", "", 32, "0", "2", "0"),
+    // fit, the rows of score blocks likewise): a variant that cannot run the problem here
+    // (64x64k64: D 128, and 37 780 bytes) is not taken, and the reason says so.
+    for (lanes, variant, keys, prefetch, out_rows, split, score_rows) in [
+        ("16", "", 32, "0", "2", "1", "2"),
+        ("64", "", 32, "0", "2", "1", "2"),
+        ("128", "", 32, "0", "2", "1", "2"),
+        ("32", "32x128k64", 64, "0", "2", "1", "2"),
+        ("128", "32x128k64", 64, "0", "2", "1", "2"),
+        ("32", "64x64k64", 32, "0", "2", "1", "2"),
+        ("32", "", 32, "1", "2", "1", "2"),
+        ("16", "32x128k64", 64, "1", "2", "1", "2"),
+        ("32", "", 32, "0", "1", "1", "2"),
+        ("16", "", 32, "0", "1", "1", "2"),
+        ("32", "", 32, "0", "2", "0", "2"),
+        ("32", "", 32, "0", "2", "1", "1"),
     ] {
         for case in &cases {
             let o = checked_coop_run(
@@ -68,12 +71,14 @@ fn coop_runs_with_other_subgroup_sizes() {
                     ("WGPU_ATTENTION_COOP_PREFETCH", prefetch),
                     ("WGPU_ATTENTION_COOP_OUT_ROWS", out_rows),
                     ("WGPU_ATTENTION_COOP_SPLIT_P", split),
+                    ("WGPU_ATTENTION_COOP_SCORE_ROWS", score_rows),
                 ],
             );
             let q = &case.0;
             let (stdout, stderr) = (&o.stdout, &o.stderr);
             let what = format!(
-                "{lanes} lanes, {variant} prefetch {prefetch} rows {out_rows} split {split}, {q}"
+                "{lanes} lanes, {variant} prefetch {prefetch} rows {out_rows} split {split} \
+                 score rows {score_rows}, {q}"
             );
             assert!(o.success(), "{what}: {stdout}{stderr}");
             assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
@@ -100,6 +105,11 @@ fn coop_runs_with_other_subgroup_sizes() {
             assert_eq!(
                 stderr.contains("output blocks in one row a subgroup"),
                 out_rows == "1",
+                "{what}: {stderr}"
+            );
+            assert_eq!(
+                stderr.contains("score blocks in one row a subgroup"),
+                score_rows == "1",
                 "{what}: {stderr}"
             );
             assert!(
