@@ -94,8 +94,8 @@ fn main(@builtin(local_invocation_index) local_index: u32) {
     copy_out(scratch, 16u, out + 256u, lane);
     workgroupBarrier();
     // 3.
-    let again = mul_add(acc_load(scratch, lane), load_a(0u, 16u, lane), load_vt(0u, 16u, lane),
-                       lane);
+    let again = mul_add(acc_load(scratch, lane), load_a(0u, 16u, lane),
+                        load_vt(0u, 16u, lane), lane);
     acc_store(again, scratch, lane);
     workgroupBarrier();
     copy_out(scratch, 16u, out + 512u, lane);
