@@ -252,13 +252,18 @@ PY
         # workgroups are about one a multiprocessor; "+k1" is the one range of before).
         # Heads of 256 (since 2026-12-07, the session after the probe) run the 32 x 256
         # variant, beside the tiled tier's wide variant that auto took before.
+        # The last three lines are the issue's decode targets on f16 K/V (auto takes
+        # decode there), so that the coop part's one call has them beside PyTorch's too.
         if [ "$part" != decode ]; then
             cgrid="${H200_COOP_GRID:-4,32,4096,4096,128 none 32 64x128 64x128+s1 64x128+r1 64x128+q1 64x128+p 64x128k64 64x128k64+p 32x128 32x128k64
 4,32,4096,4096,128 top-left 32 64x128 64x128+s1 64x128+r1 64x128+q1 64x128+p 64x128k64 64x128k64+p 32x128
 1,32,4096,4096,128 top-left 8 64x128 64x128+s1 64x128+r1 64x128+q1 64x128+p 64x128k64 32x128 16x128
 1,8,1024,1024,64 none 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+q1 64x64+p 64x64k64 32x64 16x64 16x64+k1 64x32
 1,8,1024,1024,64 top-left 8 64x64 64x64+k1 64x64+k4 64x64+s1 64x64+r1 64x64+p 64x64k64 32x64 16x64
-2,16,2048,2048,256 none 16 32x256 32x256+s1}"
+2,16,2048,2048,256 none 16 32x256 32x256+s1
+1,32,1,4096,128 none 8
+8,32,1,8192,128 none 8
+1,32,1,32768,128 none 8}"
             # First auto and the tiled tier on every shape (the rows the comparison needs
             # most), then the forced variants; a variant's row is skipped, and says so, once
             # the run is past H200_COOP_DEADLINE seconds, so that the call ends within its
@@ -295,6 +300,7 @@ PY
             if [ "$part" = coop ]; then
                 [ "${H200_COOP_RUN:-1}" != 0 ] && run_flow
                 torch_rows
+                echo >> "$out/h200.md"
                 echo "| shape | kv heads | causal | path | ms | GFLOP/s | GB/s | max err |" >> "$out/h200.md"
                 echo "|---|---:|---|---|---:|---:|---:|---:|" >> "$out/h200.md"
             fi
