@@ -167,12 +167,14 @@ PY
         echo >> "$out/h200.md"
     }
     # PyTorch's SDPA on the same GPU in f32, f16 and bf16 at the tier's target shapes and
-    # decode's (scripts/torch_gpu_sdpa.py), appended to the page; not where H200_LOCAL.
+    # decode's (scripts/torch_gpu_sdpa.py), appended to the page. Where H200_LOCAL, only
+    # with TORCH_SDPA_SHAPES (smaller shapes; H200_PYTHON a python with torch, which then
+    # runs them on the CPU: the rehearsal).
     torch_rows() {
-        if [ -z "${H200_LOCAL:-}" ]; then
+        if [ -z "${H200_LOCAL:-}" ] || [ -n "${TORCH_SDPA_SHAPES:-}" ]; then
             step "torch SDPA on the same GPU (CUDA) in f32, f16 and bf16, for comparison"
             echo >> "$out/h200.md"
-            timeout 240 python3 scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
+            timeout 240 "${H200_PYTHON:-python3}" scripts/torch_gpu_sdpa.py | tee -a "$out/h200.md"
             echo >> "$out/h200.md"
         fi
     }

@@ -7,7 +7,15 @@ f32 arithmetic. FLOPs are counted as in `bench`: 4*B*Hq*Lq*Lk*D, and only the un
 for causal. "max err" is PyTorch's error against SDPA in f64 on the first batch and kv
 group (the inputs rounded to the dtype first): the yardstick for the tier's accuracy rule
 (at most about twice PyTorch's own f16 error).
+
+Where torch has no CUDA device (a rehearsal of the device script on a machine without one),
+it runs on the CPU, timed by the wall clock, its rows labelled torch-sdpa-cpu-*, and
+TORCH_SDPA_SHAPES names smaller shapes, "B,Hq,Hkv,Lq,Lk,D causal" entries (causal none or
+top-left) separated by ";".
 """
+import os
+import time
+
 import torch
 import torch.nn.functional as F
 
@@ -25,7 +33,25 @@ SHAPES = [  # B, Hq, Hkv, Lq, Lk, D, causal
     (8, 32, 8, 1, 8192, 128, False),
     (1, 32, 8, 1, 32768, 128, False),
 ]
+if os.environ.get("TORCH_SDPA_SHAPES"):
+    SHAPES = [tuple(int(x) for x in dims.split(",")) + (causal == "top-left",)
+              for dims, causal in (e.split() for e in os.environ["TORCH_SDPA_SHAPES"].split(";"))]
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def time_ms(call):
+    """One call's time in ms: CUDA events on the GPU, the wall clock on the CPU."""
+    if DEV == "cpu":
+        start = time.perf_counter()
+        call()
+        return (time.perf_counter() - start) * 1e3
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    call()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e)
 
 
 def flops(b, hq, lq, lk, d, causal):
@@ -49,25 +75,19 @@ print("| shape | kv heads | causal | path | ms | GFLOP/s | GB/s | max err |")
 print("|---|---:|---|---|---:|---:|---:|---:|")
 for b, hq, hkv, lq, lk, d, causal in SHAPES:
     for name, dtype in DTYPES.items():
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q = torch.randn(b, hq, lq, d, device="cuda", generator=g).to(dtype)
-        k = torch.randn(b, hkv, lk, d, device="cuda", generator=g).to(dtype)
-        v = torch.randn(b, hkv, lk, d, device="cuda", generator=g).to(dtype)
+        g = torch.Generator(device=DEV).manual_seed(0)
+        q = torch.randn(b, hq, lq, d, device=DEV, generator=g).to(dtype)
+        k = torch.randn(b, hkv, lk, d, device=DEV, generator=g).to(dtype)
+        v = torch.randn(b, hkv, lk, d, device=DEV, generator=g).to(dtype)
         kw = dict(is_causal=causal, enable_gqa=hkv != hq)
         for _ in range(5):
             F.scaled_dot_product_attention(q, k, v, **kw)
-        times = []
-        for _ in range(20):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            F.scaled_dot_product_attention(q, k, v, **kw)
-            e.record()
-            torch.cuda.synchronize()
-            times.append(s.elapsed_time(e))
-        ms = sorted(times)[len(times) // 2]
+        times = sorted(time_ms(lambda: F.scaled_dot_product_attention(q, k, v, **kw))
+                       for _ in range(20))
+        ms = times[len(times) // 2]
         gf = flops(b, hq, lq, lk, d, causal) / (ms * 1e-3) / 1e9
         gb = q.element_size() * (q.numel() * 2 + k.numel() + v.numel()) / (ms * 1e-3) / 1e9
         err = error_vs_f64(q, k, v, kw)
         c = "top-left" if causal else "none"
-        print(f"| {b},{hq},{lq},{lk},{d} | {hkv} | {c} | torch-sdpa-cuda-{name} | {ms:.3f} "
+        print(f"| {b},{hq},{lq},{lk},{d} | {hkv} | {c} | torch-sdpa-{DEV}-{name} | {ms:.3f} "
               f"| {gf:.1f} | {gb:.1f} | {err:.1e} |", flush=True)

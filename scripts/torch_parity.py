@@ -11,7 +11,10 @@ with --dtype f16, and each output is held to the rule of tests/suite/f16.rs: its
 against PyTorch's f32 result on the rounded inputs is at most twice the largest error of
 rounding that result to f16 (what f16 storage on the CPU gives). PyTorch's own f16 SDPA error
 is printed beside it for comparison. --dtype bf16 does the same in bfloat16 (inputs and the
-output travel as float32 .npy holding bf16 values, as numpy has no bfloat16).
+output travel as float32 .npy holding bf16 values, as numpy has no bfloat16). The 16-bit runs
+add the tensor-core tier (fused-coop), which computes in f16; on lavapipe, with
+WGPU_ATTENTION_PLAN_AS=gpu WGPU_ATTENTION_COOP=emulate in the environment, its kernels run
+emulated and every path plans as on a GPU (docs/testing.md).
 """
 import os
 import subprocess
@@ -27,8 +30,13 @@ DTYPE = sys.argv[sys.argv.index("--dtype") + 1] if "--dtype" in sys.argv[1:] els
 F16 = DTYPE in ("f16", "bf16")
 HALF = torch.float16 if DTYPE == "f16" else torch.bfloat16
 TOOL = ARGS[0] if ARGS else "target/release/wgpu-attention"
-PATHS = ["auto", "unfused", "fused-subgroup", "fused-portable", "fused-tiled", "decode",
-         "decode-workgroup"]
+# The tensor-core tier (fused-coop) computes in f16, so it is held to the 16-bit rule only:
+# with --dtype f16 or bf16 (f32 inputs forced onto it are rounded to f16, which the f32 rule
+# does not allow). On an adapter without cooperative matrices it runs where
+# WGPU_ATTENTION_COOP=emulate emulates them (with WGPU_ATTENTION_PLAN_AS=gpu, as a GPU
+# plans), and is "n/a" otherwise.
+PATHS = ["auto", "unfused", "fused-subgroup", "fused-portable", "fused-tiled"] \
+    + (["fused-coop"] if F16 else []) + ["decode", "decode-workgroup"]
 ATOL, RTOL = 1e-4, 1e-3
 g = torch.Generator().manual_seed(0)
 
