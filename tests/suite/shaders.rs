@@ -10,6 +10,7 @@ use wgpu_attention::fused::coop::kernels as coop;
 use wgpu_attention::fused::kernels as fused;
 use wgpu_attention::kernel::{BindingKind, Kernel};
 
+mod coop_loops;
 mod vulkan;
 use vulkan::VulkanModules;
 

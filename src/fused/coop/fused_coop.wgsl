@@ -300,13 +300,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // are sized for nb (NACC, per pipeline).
     let blocks_across = DV16 / 16u;
     let nb = (BR / 16u) * blocks_across / nsg;
-    var acc_rows = max(1u, nb / blocks_across);
-    if (OUT_ROWS == 2u && acc_rows == 1u && nb % 2u == 0u && (BR / 16u) % 2u == 0u
-        && blocks_across % max(1u, nb / 2u) == 0u) {
-        acc_rows = 2u;
-    }
-    // (The max()es keep naga's evaluation of these constants from dividing by zero where a
-    // pipeline's branch is not taken.)
+    let out_pairs = (OUT_ROWS == 2u) & (nb / blocks_across <= 1u) & (nb % 2u == 0u)
+        & ((BR / 16u) % 2u == 0u) & (blocks_across % max(1u, nb / 2u) == 0u);
+    let acc_rows = select(max(1u, nb / blocks_across), 2u, out_pairs);
+    // These are `let`s of constants (select, not a `var` set in an `if`; `&`, which naga
+    // keeps an expression, where `&&` would become branches for its short circuit), so that
+    // naga folds them when it writes a pipeline's overrides in: every loop over the
+    // cooperative-matrix arrays (accs, qts, sacc, pts, lts) has a constant bound in the
+    // SPIR-V, so that a driver can unroll it fully without first carrying constants
+    // through the function's variables, and the arrays' indices become constants, which
+    // keeps them in registers (an array indexed at run time goes to memory). Until
+    // 2026-12-07 (fifth session) these bounds were variables set in `if`s and Q's
+    // staging loop ran from a variable. (The max()es keep naga's evaluation of these
+    // constants from dividing by zero where a pipeline's branch is not taken.)
     let acc_cols = max(1u, nb / acc_rows);
     let tiles_across = max(1u, blocks_across / acc_cols);
     let block_row0 = sg / tiles_across * acc_rows;
@@ -328,47 +334,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // block only K is loaded.
     let score_blocks = (BR / 16u) * (BC / 16u);
     let ns = max(1u, score_blocks / nsg);
-    var s_rows = max(1u, ns / (BC / 16u));
-    var s_cols = ns / s_rows;
+    let run_rows = max(1u, ns / (BC / 16u));
+    let score_pairs = (SCORE_ROWS == 2u) & (run_rows == 1u) & (ns % 2u == 0u)
+        & ((BR / 16u) % 2u == 0u);
+    // Constants, as acc_rows above.
+    let k_rows = select(1u, 2u, score_pairs);
+    let s_rows = select(run_rows, 2u, score_pairs);
+    let s_cols = ns / s_rows;
     let first_score = min(sg * ns, score_blocks - ns);
-    var score_row0 = first_score / (BC / 16u);
-    var score_col0 = first_score % (BC / 16u);
-    var k_rows = 1u;
-    if (SCORE_ROWS == 2u && s_rows == 1u && ns % 2u == 0u && (BR / 16u) % 2u == 0u) {
-        s_rows = 2u;
-        s_cols = ns / 2u;
-        k_rows = 2u;
-        let score_tiles_across = max(1u, (BC / 16u) / s_cols);
-        score_row0 = sg / score_tiles_across * 2u;
-        score_col0 = sg % score_tiles_across * s_cols;
-    }
+    let score_tiles_across = max(1u, (BC / 16u) / s_cols);
+    let score_row0 = select(first_score / (BC / 16u), sg / score_tiles_across * 2u,
+                            score_pairs);
+    let score_col0 = select(first_score % (BC / 16u), sg % score_tiles_across * s_cols,
+                            score_pairs);
     var qts: array<ATile, NQ>;
-    for (var c0 = 0u; c0 < D16; c0 = c0 + BC) {
-        // Columns c0.. of Q -> ps (zeros past D), then into this subgroup's registers; the
-        // barrier first keeps the last round's loads from reading this one's values.
-        workgroupBarrier();
-        for (var t = lindex; t < BR * (BC / 4u); t = t + WG) {
-            let rr = t / (BC / 4u);
-            let c = t % (BC / 4u);
-            var x = vec4<f32>(0.0);
-            if (c0 / 4u + c < d4) {
-                let s = min(block_first + rr, last_slot);
-                let bh = bh_first + s % heads;
-                x = q[(bh * p.lq + p.row0 + s / heads) * d4 + c0 / 4u + c - p.q_win];
+    // Block column by block column of Q (a constant count, as every loop over qts: acc_rows
+    // says why), staging BC columns into ps at the first of each round.
+    for (var d = 0u; d < D16 / 16u; d = d + 1u) {
+        let c0 = 16u * d / BC * BC;
+        if (16u * d == c0) {
+            // Columns c0.. of Q -> ps (zeros past D); the barrier first keeps the last
+            // round's loads from reading this one's values.
+            workgroupBarrier();
+            for (var t = lindex; t < BR * (BC / 4u); t = t + WG) {
+                let rr = t / (BC / 4u);
+                let c = t % (BC / 4u);
+                var x = vec4<f32>(0.0);
+                if (c0 / 4u + c < d4) {
+                    let s = min(block_first + rr, last_slot);
+                    let bh = bh_first + s % heads;
+                    x = q[(bh * p.lq + p.row0 + s / heads) * d4 + c0 / 4u + c - p.q_win];
+                }
+                let h = to_in(x);
+                let at = rr * PS + 4u * c;
+                ps[at] = h.x;
+                ps[at + 1u] = h.y;
+                ps[at + 2u] = h.z;
+                ps[at + 3u] = h.w;
             }
-            let h = to_in(x);
-            let at = rr * PS + 4u * c;
-            ps[at] = h.x;
-            ps[at + 1u] = h.y;
-            ps[at + 2u] = h.z;
-            ps[at + 3u] = h.w;
+            workgroupBarrier();
         }
-        workgroupBarrier();
+        // Into this subgroup's registers.
         for (var i = 0u; i < s_rows; i = i + 1u) {
-            let row0 = (score_row0 + i) * 16u;
-            for (var d = c0 / 16u; d < min(D16, c0 + BC) / 16u; d = d + 1u) {
-                qts[i * (D16 / 16u) + d] = load_a(row0, 16u * d - c0, lane);
-            }
+            qts[i * (D16 / 16u) + d] = load_a((score_row0 + i) * 16u, 16u * d - c0, lane);
         }
     }
 
