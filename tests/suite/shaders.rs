@@ -350,11 +350,7 @@ fn workgroup_memory_matches_the_planner() {
                 .into_iter()
                 .flat_map(|l| [(l, false, 2), (l, true, 2), (l, false, 1)])
             {
-                // The widest Dv the variant takes with these lanes: the most accumulators.
-                let Some(dv) = [v.width, 4]
-                    .into_iter()
-                    .find(|&dv| v.output_width(dv, lanes) <= v.width)
-                else {
+                let Some(dv) = widest_dv(v, lanes) else {
                     continue;
                 };
                 let sizes = v.array_sizes(v.width, dv, lanes, Layout { split, score_rows });
@@ -414,6 +410,15 @@ fn workgroup_memory_matches_the_planner() {
         }
     }
     vulkan.validate();
+}
+
+/// The widest Dv a cooperative-matrix variant takes with subgroups of `lanes`, the most
+/// accumulators: its width, or 4 where its width rounded up for the subgroups
+/// (`output_width`) is past it; none where neither fits.
+fn widest_dv(v: wgpu_attention::fused::coop::Variant, lanes: u32) -> Option<usize> {
+    [v.width, 4]
+        .into_iter()
+        .find(|&dv| v.output_width(dv, lanes) <= v.width)
 }
 
 /// Bytes of workgroup memory a kernel declares.

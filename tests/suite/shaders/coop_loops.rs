@@ -174,10 +174,7 @@ fn coop_arrays_are_indexed_by_loops_of_constant_bounds() {
                 (64, false, 2, 2, 0),
                 (64, true, 1, 1, 1),
             ] {
-                let Some(dv) = [v.width, 4]
-                    .into_iter()
-                    .find(|&dv| v.output_width(dv, lanes) <= v.width)
-                else {
+                let Some(dv) = super::widest_dv(v, lanes) else {
                     continue;
                 };
                 let sizes = v.array_sizes(v.width, dv, lanes, Layout { split, score_rows });
