@@ -108,13 +108,17 @@ fn locals_read(f: &Function, e: Handle<Expression>, out: &mut Vec<Handle<LocalVa
     }
 }
 
-/// Whether `ty` is an array of cooperative matrices.
+/// Whether `ty` is an array of cooperative matrices, or of structs of them (Metal's form
+/// holds a 16x16 block as four 8x8 matrices).
 fn matrix_array(module: &Module, ty: Handle<naga::Type>) -> bool {
+    let matrix = |t: Handle<naga::Type>| {
+        matches!(module.types[t].inner, TypeInner::CooperativeMatrix { .. })
+    };
     match module.types[ty].inner {
-        TypeInner::Array { base, .. } => matches!(
-            module.types[base].inner,
-            TypeInner::CooperativeMatrix { .. }
-        ),
+        TypeInner::Array { base, .. } => match module.types[base].inner {
+            TypeInner::Struct { ref members, .. } => members.iter().all(|m| matrix(m.ty)),
+            _ => matrix(base),
+        },
         _ => false,
     }
 }
@@ -213,4 +217,21 @@ fn coop_arrays_are_indexed_by_loops_of_constant_bounds() {
             }
         }
     }
+    // Metal's 8x8 form (simdgroup matrices), as its source declares it.
+    let kernel = wgpu_attention::fused::coop::kernels::COOP_16X64_SIMD8;
+    let (module, info) = super::module(kernel);
+    let mut constants = naga::back::PipelineConstants::default();
+    for (name, value) in [("D", 64.0), ("DV", 64.0), ("SG", 32.0)] {
+        constants.insert(name.to_string(), value);
+    }
+    let stage = Some((naga::ShaderStage::Compute, kernel.entry_point()));
+    let (module, _) =
+        naga::back::pipeline_constants::process_overrides(&module, &info, stage, &constants)
+            .unwrap_or_else(|e| panic!("{}: {e}", kernel.label()));
+    let checked = check_indices(&module, kernel.label());
+    assert!(
+        checked >= 8,
+        "{}: only {checked} indexings found",
+        kernel.label()
+    );
 }
