@@ -163,6 +163,27 @@ fn check_indices(module: &Module, what: &str) -> usize {
     checked
 }
 
+/// `module` with `constants` written in for the pipeline of `entry_point`, checked by
+/// [`check_indices`], which must find more than a handful of indexings wherever it found
+/// the arrays at all (accs initialised, rescaled, multiplied into and written; qts loaded
+/// and read; sacc zeroed, multiplied into and stored; pts and lts).
+fn check_specialised(
+    module: &Module,
+    info: &naga::valid::ModuleInfo,
+    (entry_point, constants): (&str, &[(&str, u32)]),
+    what: &str,
+) {
+    let mut pc = naga::back::PipelineConstants::default();
+    for (name, value) in constants {
+        pc.insert((*name).to_string(), f64::from(*value));
+    }
+    let stage = Some((naga::ShaderStage::Compute, entry_point));
+    let (module, _) = naga::back::pipeline_constants::process_overrides(module, info, stage, &pc)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let checked = check_indices(&module, what);
+    assert!(checked >= 8, "{what}: only {checked} indexings found");
+}
+
 #[test]
 fn coop_arrays_are_indexed_by_loops_of_constant_bounds() {
     for v in Variant::ALL {
@@ -193,45 +214,26 @@ fn coop_arrays_are_indexed_by_loops_of_constant_bounds() {
                     kernel.label()
                 );
                 let (module, info) = super::validated(&key.source(), &what);
-                let mut constants = naga::back::PipelineConstants::default();
-                for (name, value) in [
+                let constants = [
                     ("D", v.width as u32),
                     ("DV", dv as u32),
                     ("SG", lanes),
                     ("SCORE_ROWS", score_rows),
                     ("OUT_ROWS", out_rows),
                     ("PREFETCH", prefetch),
-                ] {
-                    constants.insert(name.to_string(), f64::from(value));
-                }
-                let stage = Some((naga::ShaderStage::Compute, kernel.entry_point()));
-                let (module, _) = naga::back::pipeline_constants::process_overrides(
-                    &module, &info, stage, &constants,
-                )
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-                // accs (initialised, rescaled, multiplied into, written), qts (loaded,
-                // read), sacc (zeroed, multiplied into, stored), pts and lts: more than
-                // a handful wherever the check found the arrays at all.
-                let checked = check_indices(&module, &what);
-                assert!(checked >= 8, "{what}: only {checked} indexings found");
+                ];
+                check_specialised(&module, &info, (kernel.entry_point(), &constants), &what);
             }
         }
     }
     // Metal's 8x8 form (simdgroup matrices), as its source declares it.
     let kernel = wgpu_attention::fused::coop::kernels::COOP_16X64_SIMD8;
     let (module, info) = super::module(kernel);
-    let mut constants = naga::back::PipelineConstants::default();
-    for (name, value) in [("D", 64.0), ("DV", 64.0), ("SG", 32.0)] {
-        constants.insert(name.to_string(), value);
-    }
-    let stage = Some((naga::ShaderStage::Compute, kernel.entry_point()));
-    let (module, _) =
-        naga::back::pipeline_constants::process_overrides(&module, &info, stage, &constants)
-            .unwrap_or_else(|e| panic!("{}: {e}", kernel.label()));
-    let checked = check_indices(&module, kernel.label());
-    assert!(
-        checked >= 8,
-        "{}: only {checked} indexings found",
-        kernel.label()
+    let constants = [("D", 64), ("DV", 64), ("SG", 32)];
+    check_specialised(
+        &module,
+        &info,
+        (kernel.entry_point(), &constants),
+        kernel.label(),
     );
 }
