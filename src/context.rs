@@ -98,8 +98,12 @@ struct Inner {
     registry: KernelRegistry,
     /// Whether pipelines are built with wgpu's shader runtime checks.
     checked: bool,
-    /// Set by the device-lost callback; once set every later call fails with it.
+    /// Set by the device-lost callback, or where a wait ran past its limit
+    /// ([`Context::with_wait_limit`]); once set every later call fails with it.
     lost: Arc<Mutex<Option<String>>>,
+    /// Whether a wait ran past its limit: the device may still be running the work that
+    /// did not end, so dropping the context must not wait for its queue (Drop below).
+    hung: std::sync::atomic::AtomicBool,
     /// Errors that escaped every error scope (kept instead of wgpu's default panic).
     uncaptured: Arc<Mutex<Vec<String>>>,
     /// GPU timestamps spanning the submissions between two reads, when enabled with
@@ -137,6 +141,22 @@ impl std::ops::Deref for Context {
     /// passes for one.
     fn deref(&self) -> &DeviceProfile {
         &self.inner.profile
+    }
+}
+
+/// Where a wait ran past its limit, the device's queue is kept alive, never dropped: wgpu
+/// waits for a queue to go idle when the last handle to it goes, and a device running a
+/// kernel that does not end would never be. So a context whose device hung costs its
+/// memory until the process ends, where dropping it would block for ever, and the caller
+/// can open another (the command-line tool's `run` then runs the call again without the
+/// tensor-core tier). Where the device came from the caller ([`Context::from_device`]),
+/// the caller's own handles to it still wait when dropped.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.hung.load(std::sync::atomic::Ordering::Acquire) {
+            std::mem::forget(self.queue.clone());
+            std::mem::forget(self.device.clone());
+        }
     }
 }
 
@@ -313,6 +333,7 @@ impl Context {
                 registry: KernelRegistry::default(),
                 checked: options.shader_runtime_checks,
                 lost,
+                hung: std::sync::atomic::AtomicBool::new(false),
                 uncaptured,
                 timestamps: Mutex::new(None),
                 placeholder: std::sync::OnceLock::new(),

@@ -116,7 +116,9 @@ pub enum Error {
         /// wgpu's message.
         message: String,
     },
-    /// The device was lost (a driver reset or failure, or `wgpu::Device::destroy`): this
+    /// The device was lost (a driver reset or failure, or `wgpu::Device::destroy`), or taken
+    /// for hung where the tensor-core tier's check had not finished after 20 s (a kernel
+    /// that does not end; the message says which): this
     /// context runs nothing more, and every later call on it fails the same way. Open a
     /// new [`crate::Context`]; where the lost one ran the cooperative-matrix tier (an
     /// experimental feature of wgpu), one opened with [`crate::CoopMode::Off`] runs the

@@ -67,6 +67,13 @@ pub(crate) const COOP_CHECK: Switch = Switch {
     name: "WGPU_ATTENTION_COOP_CHECK",
     takes: OFF_ON,
 };
+/// `0`: the tier's checks wait for the device no time at all, so that each is taken for a
+/// hang (for the tests of what follows one); `none`: they wait as long as the work takes
+/// (crate::attention::coop_check's `check_wait`).
+pub(crate) const COOP_CHECK_WAIT: Switch = Switch {
+    name: "WGPU_ATTENTION_COOP_CHECK_WAIT",
+    takes: &["0", "none"],
+};
 /// The lanes of the emulated tier's subgroups (crate::fused::coop::subgroup_lanes).
 pub(crate) const COOP_LANES: Switch = Switch {
     name: "WGPU_ATTENTION_COOP_LANES",
@@ -158,9 +165,10 @@ pub(crate) const PIPELINE_LOG: Switch = Switch {
 };
 
 /// Every switch.
-pub(crate) const ALL: [Switch; 16] = [
+pub(crate) const ALL: [Switch; 17] = [
     COOP,
     COOP_CHECK,
+    COOP_CHECK_WAIT,
     COOP_LANES,
     COOP_VARIANT,
     COOP_PREFETCH,

@@ -16,7 +16,10 @@
 //! their own checks keep it (a driver can miscompile one variant; the order of calls then
 //! does not decide which calls take the tier). Every such plan says why. It costs one small
 //! dispatch and a CPU reference of up to 2 x 77 x 600 scores per pipeline per context; the
-//! call then reuses the built pipeline.
+//! call then reuses the built pipeline. A check that has not finished on the device after
+//! [`CHECK_WAIT`] takes it for hung (a kernel that does not end, which a driver need not
+//! report as a lost device): the call fails with [`Error::DeviceLost`](crate::Error) rather
+//! than hang its caller ([`guarded`]).
 
 use super::execute::execute_one;
 use super::prepare::{estimate, plan_call, plan_one, plan_segment, Inputs, Prepared};
@@ -35,6 +38,7 @@ use crate::problem::Dims;
 use crate::profile::{CoopSupport, DeviceProfile};
 use crate::tensor::GpuTensor;
 use ndarray::ArrayD;
+use std::time::Duration;
 
 /// Checks one pipeline of the tier on the device: `Err` says what went wrong.
 type PipelineCheck<'a> = &'a dyn Fn(&Context, &PipelineKey) -> Result<(), String>;
@@ -209,7 +213,7 @@ fn probe_key(ctx: &Context) -> PipelineKey {
 /// [`guarded`].
 fn probe_guarded(ctx: &Context) -> Result<(), String> {
     let lanes = fused::coop::subgroup_lanes(ctx);
-    guarded("the cooperative operations' probe", || {
+    guarded(ctx, "the cooperative operations' probe", || {
         fused::coop::probe::check(ctx, lanes)
     })
 }
@@ -250,14 +254,50 @@ impl Context {
 
 /// [`check_pipeline`], [`guarded`].
 fn check_guarded(ctx: &Context, key: &PipelineKey) -> Result<(), String> {
-    guarded(&describe(key), || check_pipeline(ctx, key))
+    guarded(ctx, &describe(key), || check_pipeline(ctx, key))
+}
+
+/// How long a check of the tier may wait for the device on the hardware: it runs one small
+/// problem (at most 2 x 77 x 600 scores, or the probe's one workgroup), which a GPU
+/// finishes in well under a millisecond, so that only a kernel that does not end (a driver
+/// fault the emulation cannot show) waits this long, with room for a GPU that other
+/// processes share.
+pub(crate) const CHECK_WAIT: Duration = Duration::from_secs(20);
+
+/// The limit on a check's waits for the device: [`CHECK_WAIT`] on the hardware, none
+/// emulated (CI's runs are slow and their kernels known); `WGPU_ATTENTION_COOP_CHECK_WAIT`
+/// makes it 0 (every check is then taken for a hang, for the tests of what follows one) or
+/// none.
+fn check_wait(ctx: &Context) -> Option<Duration> {
+    match crate::switches::COOP_CHECK_WAIT.value().as_deref() {
+        Some("0") => Some(Duration::ZERO),
+        Some(_) => None,
+        None => matches!(ctx.coop(), CoopSupport::Hardware { .. }).then_some(CHECK_WAIT),
+    }
 }
 
 /// `check`, where a shader translator panic while building a pipeline (naga 30 has had one
 /// for cooperative stores, shared/probes) fails the check, saying `what` panicked, instead
-/// of taking the caller down.
-fn guarded(what: &str, check: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(check))
+/// of taking the caller down; and where a kernel does not end on the device, the check's
+/// wait for it ends after [`check_wait`], with the context taken for hung
+/// ([`Error::DeviceLost`](crate::Error::DeviceLost), which the call then fails with: the
+/// device may be running that kernel still) instead of the caller hanging. The work
+/// submitted before the check is waited for first, without a limit: it is not the
+/// check's, and may be long.
+fn guarded(
+    ctx: &Context,
+    what: &str,
+    check: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    let limited = || match check_wait(ctx) {
+        Some(limit) => {
+            ctx.wait().map_err(|e| format!("{what}: {e}"))?;
+            let work = format!("the tensor-core tier's check of {what}");
+            ctx.with_wait_limit(limit, &work, check)
+        }
+        None => check(),
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(limited))
         .unwrap_or_else(|_| Err(format!("{what}: building or running it panicked")))
 }
 

@@ -66,8 +66,9 @@ ENVIRONMENT:
     it as adapters with other subgroup sizes run it.
     WGPU_ATTENTION_PLAN_AS=gpu plans on a CPU adapter (lavapipe) as on a discrete GPU:
     the paths, tiers and splits a GPU takes, run on the CPU adapter (for testing).
-    WGPU_ATTENTION_COOP_CHECK, WGPU_ATTENTION_INVOCATION_ORDER and
-    WGPU_ATTENTION_PIPELINE_LOG serve the test suite (docs/testing.md). A WGPU_ATTENTION_
+    WGPU_ATTENTION_COOP_CHECK, WGPU_ATTENTION_COOP_CHECK_WAIT,
+    WGPU_ATTENTION_INVOCATION_ORDER and WGPU_ATTENTION_PIPELINE_LOG serve the test suite
+    (docs/testing.md). A WGPU_ATTENTION_
     variable that is none of these, or holds a value they do not list, is refused before
     any work (exit 2); an empty one means its default.
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with

@@ -5,6 +5,34 @@
 
 use super::Context;
 use crate::error::{Error, Result};
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// A limit on the waits for the device ([`Context::with_wait_limit`]).
+#[derive(Clone, Debug)]
+struct WaitLimit {
+    /// How long each wait may last.
+    time: Duration,
+    /// What the work waited for is, for the error.
+    work: String,
+}
+
+thread_local! {
+    /// This thread's limit on its waits for the device; `None`: they last as long as the
+    /// work takes.
+    static WAIT_LIMIT: RefCell<Option<WaitLimit>> = const { RefCell::new(None) };
+}
+
+/// Puts the thread's wait limit back as it was when dropped, also where the work panics.
+struct RestoreLimit(Option<WaitLimit>);
+
+impl Drop for RestoreLimit {
+    fn drop(&mut self) {
+        let before = self.0.take();
+        WAIT_LIMIT.with(|l| *l.borrow_mut() = before);
+    }
+}
 
 impl Context {
     /// Why this context's device was lost, where it was (a driver reset or failure, or
@@ -37,6 +65,70 @@ impl Context {
     fn lost_behind(&self, during: &'static str) -> Result<()> {
         let _ = self.inner.device.poll(wgpu::PollType::Poll);
         self.check_lost(during)
+    }
+
+    /// Runs `f` with the waits for the device that this thread makes in it (readbacks,
+    /// [`Context::wait`]) limited to `limit` each, where `f` runs `work` (named in the
+    /// error); where a wait runs past it, the device is taken for hung
+    /// ([`Context::wait_for_device`]). For work known to take a small fraction of the
+    /// limit: the tensor-core tier's checks (crate::attention's coop_check), where a kernel
+    /// that never ends on some driver would otherwise hang the caller for ever.
+    pub(crate) fn with_wait_limit<T>(
+        &self,
+        limit: Duration,
+        work: &str,
+        f: impl FnOnce() -> T,
+    ) -> T {
+        let limit = WaitLimit {
+            time: limit,
+            work: work.to_string(),
+        };
+        let _restore = RestoreLimit(WAIT_LIMIT.with(|l| l.borrow_mut().replace(limit)));
+        f()
+    }
+
+    /// Blocks until the work submitted so far has finished, or, within
+    /// [`Context::with_wait_limit`], until its limit has passed: the device is then taken
+    /// for hung, and this context, as after a lost device, runs nothing more
+    /// ([`Error::DeviceLost`], saying so). A lost device is reported before waiting.
+    pub(super) fn wait_for_device(&self, during: &'static str) -> Result<()> {
+        self.check_lost(during)?;
+        let limit = WAIT_LIMIT.with(|l| l.borrow().clone());
+        if let Some(limit) = limit.as_ref().filter(|l| l.time.is_zero()) {
+            // No time at all: the work is taken as unfinished without asking the device,
+            // which may have finished a small job already (how tests stand in for a hang).
+            return Err(self.hung(during, limit));
+        }
+        let wait = wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: limit.as_ref().map(|l| l.time),
+        };
+        match (self.inner.device.poll(wait), limit) {
+            (Ok(_), _) => Ok(()),
+            (Err(wgpu::PollError::Timeout), Some(limit)) => Err(self.hung(during, &limit)),
+            (Err(e), _) => Err(self.failure(during, e.to_string())),
+        }
+    }
+
+    /// Marks the device hung where a wait ran past `limit` ([`Context::wait_for_device`]).
+    fn hung(&self, during: &'static str, limit: &WaitLimit) -> Error {
+        let message = format!(
+            "the device had not finished {} after {} s, for work that takes a small fraction \
+             of that: a kernel that does not end (a driver fault or hang); this context runs \
+             nothing more",
+            limit.work,
+            limit.time.as_secs_f64()
+        );
+        self.inner.hung.store(true, Ordering::Release);
+        // A loss the driver reported first stays what this and every later call is told.
+        let told = match self.inner.lost.lock() {
+            Ok(mut slot) => slot.get_or_insert(message).clone(),
+            Err(_) => message,
+        };
+        Error::DeviceLost {
+            during,
+            message: told,
+        }
     }
 
     /// Fails if the device was lost or an error escaped every error scope.
@@ -89,3 +181,6 @@ impl Context {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

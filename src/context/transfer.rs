@@ -301,9 +301,7 @@ impl Context {
             // The receiver lives until after the poll below; a failed send cannot happen.
             let _ = sender.send(r);
         });
-        device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| self.failure("readback", e.to_string()))?;
+        self.wait_for_device("readback")?;
         let mapped = pollster::block_on(receiver.receive());
         match mapped {
             Some(Ok(())) => {}
@@ -363,12 +361,10 @@ impl Context {
     }
 
     /// Blocks until all submitted work has finished (for timing and for callers who share
-    /// buffers with other APIs).
+    /// buffers with other APIs). Fails at once, without waiting, on a context whose device
+    /// was lost or taken for hung ([`crate::Error::DeviceLost`]).
     pub fn wait(&self) -> Result<()> {
-        self.inner
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| self.failure("wait", e.to_string()))?;
+        self.wait_for_device("wait")?;
         self.check_health("wait")
     }
 }

@@ -265,3 +265,55 @@ fn run_computes_in_f16_where_asked() {
     assert!(!o.stderr.contains("path fused-coop"), "{}", o.stderr);
     assert!(o.stderr.contains("beyond f16's range"), "{}", o.stderr);
 }
+
+/// Where the tier's check does not end on the device (a kernel that never finishes on some
+/// driver; stood in for by `WGPU_ATTENTION_COOP_CHECK_WAIT=0`, which gives the check's
+/// wait no time), the context is taken for hung and `run` runs the call again on a new
+/// device without the tier, saying why, with the reference's result, rather than hanging.
+#[test]
+fn run_runs_again_without_the_tier_where_its_check_hangs() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("hang");
+    let mut rng = Rng::new(41);
+    let qp = save(&dir, "q.npy", &rng.array(&[1, 2, 19, 16], 1.0));
+    let kp = save(&dir, "k.npy", &rng.array(&[1, 2, 23, 16], 1.0));
+    let vp = save(&dir, "v.npy", &rng.array(&[1, 2, 23, 8], 1.0));
+    let args = [
+        "run",
+        "--q",
+        &qp,
+        "--k",
+        &kp,
+        "--v",
+        &vp,
+        "--precision",
+        "f16",
+    ];
+    let o = ran(tool()
+        .env("WGPU_ATTENTION_COOP", "emulate")
+        .env("WGPU_ATTENTION_COOP_CHECK", "1")
+        .env("WGPU_ATTENTION_COOP_CHECK_WAIT", "0")
+        .args(args)
+        .arg("--check"));
+    let (stdout, stderr) = (&o.stdout, &o.stderr);
+    assert!(o.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("had not finished the tensor-core tier's check of")
+            && stderr.contains("running the call again on a new device without it"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("path fused-coop"), "{stderr}");
+    assert!(
+        stdout.contains("check out") && !stdout.contains("FAILED"),
+        "{stdout}"
+    );
+    // Without the switch the same call takes the tier, its check passed.
+    let o = ran(tool()
+        .env("WGPU_ATTENTION_COOP", "emulate")
+        .env("WGPU_ATTENTION_COOP_CHECK", "1")
+        .args(args));
+    assert!(o.success(), "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("path fused-coop"), "{}", o.stderr);
+}
