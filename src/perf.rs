@@ -149,26 +149,9 @@ pub fn time_calls(
 /// as in [`time_gpu`]. Returns the timing of one copy; GB/s = 2 * bytes / time (read plus
 /// write).
 pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Result<(u64, Timing)> {
-    use crate::kernel::{shared, PipelineKey};
-    use crate::params::CopyParams;
-    use crate::plan::{whole, DeviceBudget};
-    let budget = DeviceBudget::from_limits(&ctx.limits());
-    let bytes = bytes.min(budget.max_binding) / 16 * 16;
-    let n4 = (bytes / 16).max(1);
-    let src = ctx.scratch_buffer("copy src", n4 * 16)?;
-    let dst = ctx.scratch_buffer("copy dst", n4 * 16)?;
-    let pipe = ctx.pipeline(&PipelineKey::plain(shared::COPY))?;
-    let params = ctx.uniform(
-        "copy params",
-        &CopyParams {
-            n4: n4 as u32,
-            pad: [0; 3],
-        },
-    );
-    let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(&src), whole(&dst)]);
-    let groups = n4.div_ceil(64);
+    let copy = CopyJob::new(ctx, bytes)?;
     let run = || -> Result<()> {
-        ctx.run_pass("copy", |pass| budget.dispatch(pass, &pipe, &bg, groups))?;
+        copy.submit(ctx)?;
         ctx.wait()
     };
     warm_up(warmup, run)?;
@@ -179,7 +162,56 @@ pub fn time_copy(ctx: &Context, bytes: u64, warmup: usize, reps: usize) -> Resul
         run()?;
         timing.record(t.elapsed().as_secs_f64() * 1e3, ctx.last_gpu_ms()?);
     }
-    Ok((n4 * 16, timing.finish()))
+    Ok((copy.bytes, timing.finish()))
+}
+
+/// The copy kernel's work over two buffers of its own, set up once: [`time_copy`] times it,
+/// and the context's tests submit it as work of known length.
+pub(crate) struct CopyJob {
+    /// Bytes it copies (whole vec4s, one binding at most).
+    pub(crate) bytes: u64,
+    budget: crate::plan::DeviceBudget,
+    pipe: std::sync::Arc<crate::kernel::Pipeline>,
+    bind_group: wgpu::BindGroup,
+    groups: u64,
+}
+
+impl CopyJob {
+    /// A copy of `bytes` bytes, rounded down to whole vec4s and capped at one binding.
+    pub(crate) fn new(ctx: &Context, bytes: u64) -> Result<CopyJob> {
+        use crate::kernel::{shared, PipelineKey};
+        use crate::params::CopyParams;
+        use crate::plan::{whole, DeviceBudget};
+        let budget = DeviceBudget::from_limits(&ctx.limits());
+        let bytes = bytes.min(budget.max_binding) / 16 * 16;
+        let n4 = (bytes / 16).max(1);
+        let src = ctx.scratch_buffer("copy src", n4 * 16)?;
+        let dst = ctx.scratch_buffer("copy dst", n4 * 16)?;
+        let pipe = ctx.pipeline(&PipelineKey::plain(shared::COPY))?;
+        let params = ctx.uniform(
+            "copy params",
+            &CopyParams {
+                n4: n4 as u32,
+                pad: [0; 3],
+            },
+        );
+        let bind_group = pipe.bind_group(ctx.device(), &[whole(&params), whole(&src), whole(&dst)]);
+        Ok(CopyJob {
+            bytes: n4 * 16,
+            budget,
+            pipe,
+            bind_group,
+            groups: n4.div_ceil(64),
+        })
+    }
+
+    /// Submits one copy, without waiting for it.
+    pub(crate) fn submit(&self, ctx: &Context) -> Result<()> {
+        ctx.run_pass("copy", |pass| {
+            self.budget
+                .dispatch(pass, &self.pipe, &self.bind_group, self.groups)
+        })
+    }
 }
 
 /// Attention on the CPU the way a Rust user would write it without this crate: per head,

@@ -68,9 +68,8 @@ ENVIRONMENT:
     the paths, tiers and splits a GPU takes, run on the CPU adapter (for testing).
     WGPU_ATTENTION_COOP_CHECK, WGPU_ATTENTION_COOP_CHECK_WAIT,
     WGPU_ATTENTION_INVOCATION_ORDER and WGPU_ATTENTION_PIPELINE_LOG serve the test suite
-    (docs/testing.md). A WGPU_ATTENTION_
-    variable that is none of these, or holds a value they do not list, is refused before
-    any work (exit 2); an empty one means its default.
+    (docs/testing.md). A WGPU_ATTENTION_ variable that is none of these, or holds a value
+    they do not list, is refused before any work (exit 2); an empty one means its default.
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
     AVX-512, `bench` (and `run` from 2 TFLOP) sets it to 512 (16-lane subgroups) except for
     decode shapes (few query rows per kv head over many keys), which run faster at

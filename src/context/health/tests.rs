@@ -19,29 +19,11 @@ fn context() -> Option<Context> {
     }
 }
 
-/// Submits a copy kernel over two buffers of `bytes` bytes each (one binding at most)
-/// without waiting for it: work that lavapipe takes tens of milliseconds over at 128 MiB.
-fn submit_copy(ctx: &Context, bytes: u64) {
-    use crate::kernel::{shared, PipelineKey};
-    use crate::params::CopyParams;
-    use crate::plan::{whole, DeviceBudget};
-    let budget = DeviceBudget::from_limits(&ctx.limits());
-    let n4 = (bytes.min(budget.max_binding) / 16).max(1);
-    let src = ctx.scratch_buffer("copy src", n4 * 16).expect("buffer");
-    let dst = ctx.scratch_buffer("copy dst", n4 * 16).expect("buffer");
-    let pipe = ctx
-        .pipeline(&PipelineKey::plain(shared::COPY))
-        .expect("pipeline");
-    let params = CopyParams {
-        n4: n4 as u32,
-        pad: [0; 3],
-    };
-    let params = ctx.uniform("copy params", &params);
-    let bg = pipe.bind_group(ctx.device(), &[whole(&params), whole(&src), whole(&dst)]);
-    ctx.run_pass("copy", |pass| {
-        budget.dispatch(pass, &pipe, &bg, n4.div_ceil(64))
-    })
-    .expect("submitted");
+/// Submits a copy of 2 x 128 MiB (one binding at most) without waiting for it: work that
+/// lavapipe takes tens of milliseconds over.
+fn submit_long_copy(ctx: &Context) {
+    let copy = crate::perf::CopyJob::new(ctx, 128 << 20).expect("copy");
+    copy.submit(ctx).expect("submitted");
 }
 
 /// The message of a [`Error::DeviceLost`], or a failure naming what came instead.
@@ -66,7 +48,7 @@ fn a_wait_past_its_limit_takes_the_device_for_hung() {
     let Some(ctx) = context() else {
         return;
     };
-    submit_copy(&ctx, 128 << 20);
+    submit_long_copy(&ctx);
     let limit = Duration::from_millis(1);
     let message = lost_message(ctx.with_wait_limit(limit, "a test's copy", || ctx.wait()));
     assert!(
@@ -83,7 +65,7 @@ fn a_wait_past_its_limit_takes_the_device_for_hung() {
     let Some(other) = context() else {
         return;
     };
-    submit_copy(&other, 128 << 20);
+    submit_long_copy(&other);
     other.wait().expect("no limit outside the closure");
     let message = lost_message(other.with_wait_limit(Duration::ZERO, "nothing", || other.wait()));
     assert!(
