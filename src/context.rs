@@ -109,7 +109,7 @@ struct Inner {
     /// GPU timestamps spanning the submissions between two reads, when enabled with
     /// [`Context::enable_gpu_timing`].
     timestamps: Mutex<Option<Timestamps>>,
-    /// A 4-byte buffer bound where a kernel's optional input (mask, bias) is absent.
+    /// A 16-byte buffer (one vec4) bound where a kernel's optional input (mask, bias) is absent.
     placeholder: std::sync::OnceLock<wgpu::Buffer>,
     /// [`NAN_SOURCE_BYTES`] of NaN, copied on the device into every new output buffer
     /// ([`Context::output_buffer`]); made by the first call that needs it.

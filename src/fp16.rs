@@ -7,7 +7,8 @@
 //! f16"): decode and the portable and tiled tiers through 16-bit loads
 //! (shaders/kv_loads_f16.wgsl, kv_loads_bf16.wgsl), the subgroup tier from 16-bit textures
 //! (rgba16float, or rg32uint for bf16: kv_loads_texture_bf16.wgsl), so there 16 bits halve
-//! the bytes read; q is widened to f32 on the device. The unfused path, widths that need
+//! the bytes read; q is widened to f32 on the device. The cooperative-matrix tier reads f16
+//! K and V as they are and bf16 ones from widened copies. The unfused path, widths that need
 //! padding and the subgroup tier's storage-buffer forms read f32: the call widens K and V
 //! on the device first, and those copies take f32 memory while it runs ("K/V widened from
 //! f16 to f32 first"). The f16 conversions use core WGSL `pack2x16float` /
@@ -76,8 +77,8 @@ where
 }
 
 /// [`attention_f16`] on bfloat16 arrays: bf16 output; decode and the fused tiers read K and
-/// V as bf16 (shaders/kv_loads_bf16.wgsl, kv_loads_texture_bf16.wgsl), the unfused path
-/// widens them first.
+/// V as bf16 (shaders/kv_loads_bf16.wgsl, kv_loads_texture_bf16.wgsl), the unfused path and
+/// the cooperative-matrix tier widen them first.
 pub fn attention_bf16<Sq, Sk, Sv, D>(
     ctx: &Context,
     q: &ArrayBase<Sq, D>,
@@ -118,8 +119,8 @@ fn attention_half<T: HalfElem>(
     need.scratch += need.inputs + need.outputs / 2;
     ctx.check_memory(&need)?;
     // q is widened on the device; K and V stay 16-bit for decode and the fused tiers, which
-    // read them so, and are widened by the call for the others (crate::attention's
-    // KvStorage::Half, crate::fused::reads_half).
+    // read them so (the cooperative-matrix tier f16 only), and are widened by the call for
+    // the others (crate::attention's KvStorage::Half, crate::fused::reads_half).
     let qt = upload_widened(ctx, "q", &q.view())?;
     let kt = upload_packed(ctx, "k", &k.view())?;
     let vt = upload_packed(ctx, "v", &v.view())?;

@@ -233,7 +233,8 @@ pub struct Chunk {
     pub mask_bias: Option<Window>,
     /// Window of the mask's allow bits; `None` without them.
     pub mask_allow: Option<Window>,
-    /// Bytes of path-specific scratch the chunk needs (the score matrix of the unfused path).
+    /// Bytes of path-specific scratch the chunk needs (the unfused path's scores, or the
+    /// partial outputs of decode's splits and of the fused tiers' key ranges).
     pub scratch_bytes: u64,
 }
 
@@ -433,13 +434,15 @@ fn largest<T>(
 }
 
 /// Splits the problem into chunks that fit the device, whole heads first, under a path's
-/// cost model. Every chunk holds a multiple of `head_multiple` heads; when `split_rows` is
-/// false a head's rows are never split (paths that need whole heads say so).
+/// cost model; a head's rows are split where one head does not fit.
 pub fn plan_chunks(p: &Problem, budget: &DeviceBudget, cost: CostFn<'_>) -> Result<Vec<Chunk>> {
     plan_chunks_with(p, budget, cost, 1, true)
 }
 
-/// [`plan_chunks`] with a head multiple and an option to forbid row splits.
+/// [`plan_chunks`] with a head multiple and an option to forbid row splits: every chunk
+/// holds a multiple of `head_multiple` heads, and a head's rows are never split where
+/// `split_rows` is false or `head_multiple` is above 1 (paths that need whole heads or GQA
+/// groups say so).
 pub fn plan_chunks_with(
     p: &Problem,
     budget: &DeviceBudget,

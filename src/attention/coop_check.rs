@@ -373,10 +373,10 @@ struct CheckCase {
 
 /// Keys (of one kv head) in a check problem, the first that plans the pipeline: not
 /// multiples of the blocks; 600 first, enough that a GPU's plan runs them in two ranges
-/// side by side (`fused::coop::key_splits`: 4 workgroups or fewer, 2 ranges of 320 keys
-/// at most), so that the check runs the split keys' path and its merge on the hardware
-/// too, as calls of few workgroups take them; 100 where 600 would not fit one segment of
-/// the device's bindings (a segmented call plans other pipelines).
+/// side by side (`fused::coop::key_splits`: a few workgroups, 4 with 64-row blocks, 2
+/// ranges of 320 keys at most), so that the check runs the split keys' path and its merge
+/// on the hardware too, as calls of few workgroups take them; 100 where 600 would not fit
+/// one segment of the device's bindings (a segmented call plans other pipelines).
 const CHECK_KEYS: [usize; 2] = [600, 100];
 
 /// The inputs of a [`CheckCase`]: q, k, v and the mask's arrays (shape `(Lq, Lk)`,

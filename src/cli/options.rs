@@ -55,9 +55,10 @@ ENVIRONMENT:
     ranges side by side, merged (by default, on GPUs, as many as fill them where the
     workgroups are few; 1 on CPU adapters).
     WGPU_ATTENTION_DECODE_BATCH=1..16 sets the K/V loads decode-workgroup issues together
-    (GPUs 8, CPU adapters 1), WGPU_ATTENTION_DECODE_STAGE=0 or 1 whether it stages K
-    through workgroup memory (GPUs 1, CPU adapters 0), and WGPU_ATTENTION_DECODE_V_KEYS=0
-    or 1 whether its output loop's invocation sets share out the keys (1) or the rows;
+    (GPUs 8, or 16 for f16 and bf16 K/V; CPU adapters 1), WGPU_ATTENTION_DECODE_STAGE=0
+    or 1 whether it stages K through workgroup memory (GPUs 1, CPU adapters 0), and
+    WGPU_ATTENTION_DECODE_V_KEYS=0 or 1 whether its output loop's invocation sets share
+    out the keys (1) or the rows;
     WGPU_ATTENTION_MERGE_LANES=1, 2, 4, 8 or 16 the invocations that share each output's
     splits in the merge of decode's splits (GPUs a lane for every 4 splits, up to 16; CPU
     adapters 1), to time them side by side.
@@ -73,9 +74,10 @@ ENVIRONMENT:
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
     AVX-512, `bench` (and `run` from 2 TFLOP) sets it to 512 (16-lane subgroups) except for
     decode shapes (few query rows per kv head over many keys), which run faster at
-    lavapipe's default 256, and widths above 128, whose pipelines compile four times slower
-    at 512. It then also sets MESA_SHADER_CACHE_DIR, when unset, to
-    ~/.cache/wgpu-attention-512-bit: Mesa's cache does not tell the two widths apart.";
+    lavapipe's default 256, and widths above 640 (only decode's workgroup form and the
+    unfused path take them; not measured at 512). It then also sets MESA_SHADER_CACHE_DIR,
+    when unset, to ~/.cache/wgpu-attention-512-bit: Mesa's cache does not tell the two
+    widths apart.";
 
 /// `wgpu-attention`: scaled dot-product attention on the GPU, checked against a CPU
 /// reference.

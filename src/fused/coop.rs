@@ -32,7 +32,7 @@ use crate::switches;
 /// Invocations per workgroup of the tier (WG in src/fused/coop/fused_coop.wgsl).
 pub const COOP_INVOCATIONS: u32 = 128;
 
-/// The variant `p` runs on here (the caller has checked [`problem_obstacle`]; the widest
+/// The variant `p` runs on here (the caller has checked [`problem_obstacle`]; 16 x 128
 /// otherwise).
 ///
 /// `WGPU_ATTENTION_COOP_VARIANT=<name>` (say `32x128`, `64x128k64`: [`Variant::name`])
@@ -197,8 +197,8 @@ pub(crate) fn split_weights(dev: &DeviceProfile, p: &Problem) -> bool {
 /// Largest D and Dv the tier takes.
 pub const COOP_MAX_WIDTH: usize = 256;
 
-/// Why the adapter cannot run the tier: no cooperative matrices (nor emulation), too little
-/// workgroup memory or too few invocations for the narrowest variant.
+/// Why the adapter cannot run the tier: no cooperative matrices (nor emulation), or too few
+/// invocations a workgroup (workgroup memory depends on the problem: [`problem_obstacle`]).
 pub(crate) fn adapter_obstacle(dev: &DeviceProfile) -> Option<String> {
     if let CoopSupport::Unavailable(why) = dev.coop() {
         return Some(why.clone());
@@ -310,7 +310,7 @@ mod tests {
     fn key_splits_fill_a_wave() {
         // B1 H8 L1024 D64 at 64 rows a workgroup: 128 workgroups, 2 ranges (256 of 264).
         assert_eq!(splits_for(128, 1024), 2);
-        // 211 workgroups and more fill 80%: none.
+        // 212 workgroups and more fill 80% (5 x 212 >= 4 x 264): none.
         assert_eq!(splits_for(212, 4096), 1);
         assert_eq!(splits_for(2048, 4096), 1);
         // Too few keys for two ranges of 256.

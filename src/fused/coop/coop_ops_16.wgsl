@@ -29,7 +29,8 @@ alias ATile = coop_mat16x16<f16, A>;
 alias BTile = coop_mat16x16<f16, B>;
 
 // Four values as staged: f16, saturated to its finite range (the host checks that inputs
-// fit it, crate::fused_coop; the clamp keeps a value past it finite rather than infinite).
+// fit it, crate::fused::coop::range_obstacle; the clamp keeps a value past it finite rather
+// than infinite).
 fn to_in(x: vec4<f32>) -> vec4<In> {
     return vec4<In>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
 }

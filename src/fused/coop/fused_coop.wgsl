@@ -8,7 +8,8 @@
 //
 // Files, in the order the kernel table (src/fused/coop/kernels.rs) puts them:
 //   coop_enable_hw.wgsl or coop_enable_emulated.wgsl   the `enable` directives
-//   mask.wgsl, fused_common.wgsl                        parameters, bindings 0, 1, 4-7, masks
+//   mask.wgsl, shaders/invocation_order.wgsl,           parameters, bindings 0, 1, 4-7, masks;
+//   fused_common.wgsl                                   invocation_role (CI's orders)
 //   kv_loads_f32.wgsl and coop_kv_widened.wgsl, or      bindings 2 (k) and 3 (v), and
 //   coop_kv_f16.wgsl                                    stage_k/stage_v (as staged, vec4<In>)
 //   coop_tile_<BR>x<WIDTH>.wgsl                         BR, BC and WIDTH (the largest D, Dv)
@@ -23,15 +24,16 @@
 //
 // Bindings (group 0): those of fused_common.wgsl. Overrides: D, DV (multiples of 4, at most
 // WIDTH), CAUSAL, HAS_BIAS, HAS_ALLOW (fused_common.wgsl); SG, the lanes that share a
-// cooperative matrix (the adapter's subgroup size; 32 when emulated); UNITS as in
-// fused_tiled.wgsl (1: the rows of p.unit_heads heads of a GQA group interleaved in a block,
-// so that they share each K/V block); PREFETCH (1: K and V loaded a phase ahead); OUT_ROWS
-// (2: each subgroup's output blocks in two rows of blocks where they fit so); SCORE_ROWS (2:
-// its score blocks likewise). Sizes
-// written per pipeline (crate::fused::coop::array_sizes; the values below are the largest
-// case): BC, the keys a block (the tile file's 32, or 64); SLOTS, the subgroups (WG / SG);
-// NACC, the output blocks each holds (nb); NQ, the blocks of Q each holds; LANE_ELEMS;
-// SPLIT_P, whether the weights go into P V as two f16 parts (below).
+// cooperative matrix (the adapter's subgroup size; 32 when emulated unless
+// WGPU_ATTENTION_COOP_LANES says otherwise); UNITS as in fused_tiled.wgsl (1: the rows of
+// p.unit_heads heads of a GQA group interleaved in a block, so that they share each K/V
+// block); PREFETCH (1: K and V loaded a phase ahead); OUT_ROWS (2: each subgroup's output
+// blocks in two rows of blocks where they fit so); SCORE_ROWS (2: its score blocks
+// likewise). Sizes written per pipeline (crate::fused::coop::array_sizes; the values below
+// are placeholders, replaced in every pipeline's source): BC, the keys a block (the tile
+// file's 32, or 64); SLOTS, the subgroups (WG / SG); NACC, the output blocks each holds
+// (nb); NQ, the blocks of Q each holds; LANE_ELEMS; SPLIT_P, whether the weights go into
+// P V as two f16 parts (below).
 //
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Where the
@@ -75,7 +77,7 @@ const_assert BR * SS >= WG;
 // as every path does. Masked scores become NO_SCORE and weigh 0.
 //
 // Errors against f64: Q, K, V and P are rounded to f16 (relative 2^-11 each), everything
-// else is f32; see crate::fused_coop for the bound the tests hold it to. The output is
+// else is f32; see crate::fused::coop for the bound the tests hold it to. The output is
 // normalised by l16, the sum of the weights as rounded to f16, the very weights P V summed,
 // so that it is a weighted mean of V whatever their rounding: where one key dominates a row
 // (large logits) its weight's rounding then cancels, which halved the error there against

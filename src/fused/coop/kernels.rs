@@ -3,7 +3,7 @@
 //! (`coop_ops_16.wgsl`), emulated in scalar code for adapters without them
 //! (`coop_ops_emulated.wgsl`), each reading f32 or f16 K and V; the 8x8 f32 form for
 //! Metal (`coop_ops_8_f32.wgsl`); and the probe of the operations themselves
-//! (`coop_ops_probe.wgsl`). `Variant::kernel` (coop.rs) picks among them. The tier
+//! (`coop_ops_probe.wgsl`). `Variant::kernel` (variant.rs) picks among them. The tier
 //! shares the fused family's parameters, bindings and masking rule
 //! (src/fused/fused_common.wgsl) and its dispatch (src/fused/dispatch.rs).
 

@@ -91,16 +91,17 @@ impl Variant {
     }
 
     /// Output blocks (16 x 16) each subgroup holds in its accumulators for `dv` with
-    /// subgroups of `lanes` (NB in src/fused/coop/fused_coop.wgsl).
+    /// subgroups of `lanes` (`nb` in src/fused/coop/fused_coop.wgsl; its arrays are sized by
+    /// NACC).
     pub fn accumulators(self, dv: usize, lanes: u32) -> usize {
         (self.rows / 16) * (self.output_width(dv, lanes) / 16) / subgroups(lanes) as usize
     }
 
     /// Rows of 16x16 score blocks each subgroup computes with subgroups of `lanes` and the
     /// kernel's SCORE_ROWS `asked` (s_rows in src/fused/coop/fused_coop.wgsl): whole rows
-    /// where subgroups are fewer than half the blocks; else, with `asked` 2, two where each
-    /// subgroup's run of a row would be an even count of blocks and the rows of blocks are
-    /// even (64 x 128: two rows of one block, not one row of two); else one.
+    /// where each subgroup's share is at least a row of blocks; else, with `asked` 2, two
+    /// where each subgroup's run of a row would be an even count of blocks and the rows of
+    /// blocks are even (64 x 128: two rows of one block, not one row of two); else one.
     pub fn score_rows(self, lanes: u32, asked: u32) -> usize {
         let across = self.keys / 16;
         let each = ((self.rows / 16) * across / subgroups(lanes) as usize).max(1);
