@@ -68,8 +68,8 @@ fn unavailable(path: &'static str, reason: String) -> Error {
 /// `decode::suits_eight_lanes`); for widths
 /// above 256, up to `crate::decode::CPU_WIDE_DECODE_ROWS`, decode's workgroup form, which
 /// ran as fast or faster at 256 bits), and widths above
-/// `fused::SUBGROUP_WIDE_MAX_WIDTH`, which only decode's workgroup form and the
-/// unfused path take (not measured at 512 bits). Widths 129-256 kept 256 bits until
+/// `fused::SUBGROUP_WIDE_MAX_WIDTH`, which auto gives only to decode's workgroup form and
+/// the unfused path (not measured at 512 bits). Widths 129-256 kept 256 bits until
 /// 2026-12-01, when the subgroup tier's wide variant took about 2 minutes to compile at 512
 /// bits; with its loops over D unrolled it takes 28 s at D 256 and runs faster at 512:
 /// `scripts/paired_rounds.py 3 1,8,1024,1024,256` (GFLOP/s, medians, non-causal/causal):

@@ -74,10 +74,10 @@ ENVIRONMENT:
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
     AVX-512, `bench` (and `run` from 2 TFLOP) sets it to 512 (16-lane subgroups) except for
     decode shapes (few query rows per kv head over many keys), which run faster at
-    lavapipe's default 256, and widths above 640 (only decode's workgroup form and the
-    unfused path take them; not measured at 512). It then also sets MESA_SHADER_CACHE_DIR,
-    when unset, to ~/.cache/wgpu-attention-512-bit: Mesa's cache does not tell the two
-    widths apart.";
+    lavapipe's default 256, and widths above 640 (auto gives them only to decode's
+    workgroup form and the unfused path; not measured at 512). It then also sets
+    MESA_SHADER_CACHE_DIR, when unset, to ~/.cache/wgpu-attention-512-bit: Mesa's cache
+    does not tell the two widths apart.";
 
 /// `wgpu-attention`: scaled dot-product attention on the GPU, checked against a CPU
 /// reference.

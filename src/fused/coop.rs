@@ -172,8 +172,8 @@ pub(crate) fn score_rows() -> u32 {
 
 /// Whether `p`'s pipeline here multiplies the weights into V as two f16 parts (SPLIT_P in
 /// src/fused/coop/fused_coop.wgsl): where the variant's arrays fit the device's workgroup
-/// memory with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not the 16-row
-/// variants at 16 KiB, nor 64 x 128 with blocks of 64 keys at 48 KiB), unless
+/// memory with the low parts too (64 x 128: 29 956 bytes rather than 24 916; not 16 x 128
+/// at 16 KiB (16 964 bytes), nor 64 x 128 with blocks of 64 keys at 48 KiB), unless
 /// `WGPU_ATTENTION_COOP_SPLIT_P=0` keeps them in one part, as before 2026-12-06, so that a
 /// benchmark can time what the two parts cost (`scripts/h200.sh`, "+s1" rows).
 ///
