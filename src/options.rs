@@ -73,7 +73,8 @@ pub enum PathChoice {
     DecodeWorkgroup,
     /// The fused kernel's cooperative-matrix tier (path `"fused-coop"`): Q Kᵀ and P V on the
     /// matrix units (tensor cores) with f16 inputs and f32 accumulators, D and Dv up to 256.
-    /// Forcing it computes in f16 whatever the inputs ([`Precision::F16`]). Needs
+    /// Forcing it computes in f16 whatever the inputs, as [`Precision::F16`] does, and the
+    /// plan's reason says so where the inputs are not f16. Needs
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with a 16x16 f16 configuration, or a context in
     /// [`crate::CoopMode::Emulated`].
     FusedCoop,

@@ -173,7 +173,7 @@ pub(crate) fn choose_path(
     let weights = fused::weights_obstacle(opts.return_weights);
     let forced = |path: Path| match obstacle(dev, p, path, weights.as_ref(), facts) {
         Some(why) => Err(unavailable(path.name(), why)),
-        None => Ok((path, "forced by the caller".to_string())),
+        None => Ok((path, forced_reason(path, opts, facts))),
     };
     let coop = coop_auto(dev, p, opts, facts);
     match opts.path {
@@ -189,6 +189,25 @@ pub(crate) fn choose_path(
         PathChoice::DecodeWorkgroup => forced(Path::Decode(decode::Form::Workgroup)),
         PathChoice::Fused => fused_or_fallback(dev, p, weights, true, coop),
         PathChoice::Auto => fused_or_fallback(dev, p, weights, false, coop),
+    }
+}
+
+/// Why a forced path runs: the caller forced it, and, where the tensor-core tier is forced
+/// on inputs that are not f16 without [`Precision::F16`], that it multiplies them in f16
+/// all the same, so that the plan says the error is that of f16 inputs.
+fn forced_reason(path: Path, opts: &AttentionOptions<'_>, facts: InputFacts) -> String {
+    let inputs = match facts.kv_half {
+        _ if path != Path::Fused(Tier::Coop) || opts.precision == Precision::F16 => None,
+        Some(HalfFormat::F16) => None,
+        Some(HalfFormat::Bf16) => Some("bf16"),
+        None => Some("f32"),
+    };
+    match inputs {
+        Some(format) => format!(
+            "forced by the caller: the tier multiplies these {format} inputs in f16 (f32 \
+             accumulation), as with Precision::F16"
+        ),
+        None => "forced by the caller".to_string(),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::common;
 use common::Rng;
 use half::f16;
 use ndarray::ArrayD;
-use wgpu_attention::fp16::{attention_f16, to_f16_checked};
+use wgpu_attention::fp16::{attention_f16, plan_half, to_f16_checked, HalfFormat};
 use wgpu_attention::{
     reference, AttentionOptions, Causal, Context, ContextOptions, CoopMode, CoopSupport, Error,
     Mask, PathChoice, Precision, Tolerance,
@@ -478,6 +478,47 @@ fn coop_refusals_say_why() {
         matches!(weights, Err(Error::PathUnavailable { .. })),
         "{weights:?}"
     );
+}
+
+/// Forcing the tier on inputs that are not f16, without asking for f16 compute, multiplies
+/// them in f16 all the same: the plan's reason says so, so that nobody takes the result
+/// for an f32 one. f16 inputs, and f32 ones with `Precision::F16`, are plainly forced.
+#[test]
+fn forcing_the_tier_on_f32_inputs_says_it_computes_in_f16() {
+    let Some(ctx) = coop_ctx(None) else { return };
+    let shape = [1, 2, 10, 32];
+    let forced = AttentionOptions::default().path(PathChoice::FusedCoop);
+    let reason = |opts: &AttentionOptions<'_>, half: Option<HalfFormat>| {
+        let plan = match half {
+            None => wgpu_attention::plan(&ctx, &shape, &shape, &shape, opts),
+            Some(format) => plan_half(&ctx, format, &shape, &shape, &shape, opts),
+        };
+        let plan = plan.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plan.path, "fused-coop");
+        plan.reason
+    };
+    let f32_inputs = reason(&forced, None);
+    assert!(
+        f32_inputs.contains("multiplies these f32 inputs in f16"),
+        "{f32_inputs}"
+    );
+    let bf16_inputs = reason(&forced, Some(HalfFormat::Bf16));
+    assert!(
+        bf16_inputs.contains("multiplies these bf16 inputs in f16"),
+        "{bf16_inputs}"
+    );
+    for (what, opts, half) in [
+        ("f16 inputs", forced.clone(), Some(HalfFormat::F16)),
+        (
+            "Precision::F16",
+            forced.clone().precision(Precision::F16),
+            None,
+        ),
+    ] {
+        let plain = reason(&opts, half);
+        assert!(plain.starts_with("forced by the caller"), "{what}: {plain}");
+        assert!(!plain.contains("inputs in f16"), "{what}: {plain}");
+    }
 }
 
 /// With less workgroup memory the tier takes its smaller variants: given a byte short of
