@@ -179,7 +179,11 @@ struct Shape {
     d: usize,
 }
 
-/// The shape from `--shape` and `--kv-heads`, every dimension at least 1.
+/// The shape from `--shape` and `--kv-heads`, every dimension at least 1 and H a multiple
+/// of the kv heads. Why the last up front: the reference, which broadcasts as PyTorch does,
+/// takes one query head over several kv heads as that head for each, where every GPU path
+/// (on the device's tensors, which do not broadcast) refuses it, so that each path's row
+/// said so in turn.
 fn shape(args: &BenchArgs) -> Result<Shape, Failure> {
     let [b, hq, lq, lk, d] = args.shape;
     let hkv = args.kv_heads.unwrap_or(hq);
@@ -187,6 +191,10 @@ fn shape(args: &BenchArgs) -> Result<Shape, Failure> {
         return Err(Failure::input(
             "every dimension of --shape and --kv-heads must be at least 1",
         ));
+    }
+    if hq % hkv != 0 {
+        let e = wgpu_attention::Error::HeadGrouping { hq, hkv };
+        return Err(Failure::input(format!("--kv-heads {hkv}: {e}")));
     }
     Ok(Shape {
         b,

@@ -142,7 +142,7 @@ fn bench_with_masks() {
 /// was expected.
 #[test]
 fn bench_rejects_bad_options() {
-    let cases: [(&[&str], &[&str]); 11] = [
+    let cases: [(&[&str], &[&str]); 12] = [
         (
             &["--shape", "1,2,3"],
             &["--shape", "'1,2,3'", "B,H,Lq,Lk,D"],
@@ -162,6 +162,15 @@ fn bench_rejects_bad_options() {
         (
             &["--shape", "1,8,4,4,8", "--kv-heads", "3"],
             &["multiple of"],
+        ),
+        // One query head over two kv heads: the reference would broadcast it, no GPU path
+        // takes it (before 2026-12-07 each path's row said so in turn).
+        (
+            &["--shape", "1,1,4,4,8", "--kv-heads", "2"],
+            &[
+                "--kv-heads 2",
+                "query heads (1) must be a multiple of key/value heads (2)",
+            ],
         ),
         (
             &["--shape", "1,1,4,4,4", "--reps", "0"],
