@@ -146,9 +146,28 @@ pub fn run(args: HeatmapArgs) -> Result<(), Failure> {
             Some(p) => read_labels(Some(p))?,
             None => ql.clone(),
         };
+        let key_option = if args.key_labels.is_some() {
+            "--key-labels"
+        } else {
+            "--labels"
+        };
         let w = weights(&ctx, &q, &k, &opts)?;
         // Panels: one per (batch, head) for rank 3 and 4 inputs.
         let (lq, lk) = (w.shape()[w.ndim() - 2], w.shape()[w.ndim() - 1]);
+        // Labels that do not match are drawn as indices (as --help says); said here too, so
+        // that a file of the wrong tokens is not taken for the right one unremarked.
+        for (option, given, n, what) in [
+            ("--labels", &ql, lq, "query rows"),
+            (key_option, &kl, lk, "keys"),
+        ] {
+            if !given.is_empty() && given.len() != n {
+                eprintln!(
+                    "wgpu-attention: note: {option} has {} tokens for {n} {what}: the {what} \
+                     are numbered instead",
+                    given.len()
+                );
+            }
+        }
         let heads = w.len() / (lq * lk).max(1);
         let flat = w
             .into_shape_with_order(IxDyn(&[heads, lq, lk]))

@@ -8,6 +8,7 @@ use wgpu_attention::rng::Rng;
 use wgpu_attention::{reference, AttentionOptions, Causal, Context, PathChoice, Tolerance};
 
 use super::progress::Progress;
+use super::values::at_least_one;
 use super::Failure;
 
 /// `soak --help`'s description.
@@ -20,7 +21,7 @@ the end, and the live device buffers and bind groups.";
 #[derive(Debug, clap::Args)]
 pub struct SoakArgs {
     /// How many calls after the warm-up
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = at_least_one)]
     calls: usize,
 }
 
@@ -44,6 +45,14 @@ fn device_objects(ctx: &Context) -> (isize, isize, f64) {
 
 fn show(x: Option<f64>) -> String {
     x.map_or("n/a".to_string(), |v| format!("{v:.1} MiB"))
+}
+
+/// The larger of two samples, either of which may be missing (no /proc).
+fn higher(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
 }
 
 pub fn run(args: SoakArgs) -> Result<(), Failure> {
@@ -86,7 +95,7 @@ pub fn run(args: SoakArgs) -> Result<(), Failure> {
         }
     }
     let warmup = work.len() * 4;
-    let (mut rss_start, mut rss_peak) = (None, 0.0f64);
+    let (mut rss_start, mut rss_peak) = (None, None);
     let mut objects_start = (0, 0, 0.0);
     let mut checked = 0;
     let start = Instant::now();
@@ -108,17 +117,21 @@ pub fn run(args: SoakArgs) -> Result<(), Failure> {
         }
         if n + 1 == warmup {
             rss_start = rss_mib();
+            rss_peak = higher(rss_peak, rss_start);
             ctx.wait().map_err(Failure::from_error)?;
             objects_start = device_objects(&ctx);
         }
         if n % 500 == 0 {
-            rss_peak = rss_peak.max(rss_mib().unwrap_or(0.0));
+            rss_peak = higher(rss_peak, rss_mib());
             progress.working_on(format!("{checked} checked, RSS {}", show(rss_mib())));
         }
         progress.step();
     }
     progress.finish();
     let rss_end = rss_mib();
+    // The peak counts the samples it is printed beside: after the warm-up, the end, and
+    // every 500th call.
+    let rss_peak = higher(rss_peak, rss_end);
     ctx.wait().map_err(Failure::from_error)?;
     let objects_end = device_objects(&ctx);
     println!(
@@ -127,10 +140,10 @@ pub fn run(args: SoakArgs) -> Result<(), Failure> {
         start.elapsed().as_secs_f64()
     );
     println!(
-        "host RSS after warm-up {}, at the end {}, peak sampled {:.1} MiB",
+        "host RSS after warm-up {}, at the end {}, peak sampled {}",
         show(rss_start),
         show(rss_end),
-        rss_peak
+        show(rss_peak)
     );
     println!(
         "live device buffers after warm-up {}, at the end {}; bind groups {} / {}; buffer memory {:.2} / {:.2} MiB",

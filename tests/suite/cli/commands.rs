@@ -42,7 +42,24 @@ fn heatmap_demo_and_files() {
         ])
         .args(["--out", &png.display().to_string()]));
     assert!(o.success(), "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("note:"),
+        "labels that match: {}",
+        o.stderr
+    );
     assert!(std::fs::read(&png).expect("png").starts_with(b"\x89PNG"));
+    // Labels of another length are drawn as indices, and stderr says so (rows and keys).
+    let short = dir.join("short.txt");
+    std::fs::write(&short, "the cat").expect("labels");
+    let o = ran(tool()
+        .args(["heatmap", "--q", &q, "--k", &k, "--labels"])
+        .arg(short.display().to_string())
+        .args(["--out", &png.display().to_string()]));
+    assert!(o.success(), "{}", o.stderr);
+    for what in ["query rows", "keys"] {
+        let note = format!("--labels has 2 tokens for 5 {what}: the {what} are numbered instead");
+        assert!(o.stderr.contains(&note), "{note}: {}", o.stderr);
+    }
     let o = ran(tool().args(["heatmap", "--q", "missing.npy", "--k", &k]));
     o.usage_error("heatmap of a missing file", &["missing.npy"]);
 }
@@ -133,6 +150,19 @@ fn soak_runs_and_reports_memory() {
         "{stdout}"
     );
     assert!(stdout.contains("live device buffers"), "{stdout}");
+    // The peak counts the samples beside it (it was below both on 2026-12-07, where it left
+    // out the ones after the warm-up and at the end).
+    if let Some(line) = stdout.lines().find(|l| l.starts_with("host RSS")) {
+        let mib: Vec<f64> = line
+            .split(" MiB")
+            .filter_map(|part| part.rsplit(' ').next()?.parse().ok())
+            .collect();
+        if let [start, end, peak] = mib[..] {
+            assert!(peak >= start && peak >= end, "{line}");
+        }
+    }
+    let o = ran(tool().args(["soak", "--calls", "0"]));
+    o.usage_error("soak --calls 0", &["--calls", "at least 1"]);
 }
 
 /// The self-check with the cooperative-matrix tier emulated (`WGPU_ATTENTION_COOP=emulate`):
