@@ -142,14 +142,9 @@ pub fn run(args: HeatmapArgs) -> Result<(), Failure> {
         let q = read_f32(qp)?;
         let k = read_f32(kp)?;
         let ql = read_labels(args.labels.as_deref())?;
-        let kl = match args.key_labels.as_deref() {
-            Some(p) => read_labels(Some(p))?,
-            None => ql.clone(),
-        };
-        let key_option = if args.key_labels.is_some() {
-            "--key-labels"
-        } else {
-            "--labels"
+        let (kl, key_option) = match args.key_labels.as_deref() {
+            Some(p) => (read_labels(Some(p))?, "--key-labels"),
+            None => (ql.clone(), "--labels"),
         };
         let w = weights(&ctx, &q, &k, &opts)?;
         // Panels: one per (batch, head) for rank 3 and 4 inputs.
