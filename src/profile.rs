@@ -49,7 +49,8 @@ impl CoopMode {
 pub enum CoopSupport {
     /// On the hardware, with subgroups of this many lanes sharing a matrix.
     Hardware {
-        /// The adapter's subgroup size (its minimum and maximum agree).
+        /// The subgroup size the tier's kernels assume: the adapter's largest (where
+        /// drivers with a range run them; src/profile.rs, `coop_support`, says why).
         subgroup: u32,
     },
     /// Emulated ([`CoopMode::Emulated`]).
@@ -60,8 +61,21 @@ pub enum CoopSupport {
 
 /// Whether an adapter with `info`, `features` (what it has of those wanted) and
 /// cooperative-matrix configurations `configs` runs the tier in `mode`: 16x16x16 f16
-/// inputs with f32 accumulators (the tier's operations), `SHADER_F16`, and one subgroup size
-/// (the kernel partitions its invocations into subgroups by it).
+/// inputs with f32 accumulators (the tier's operations), `SHADER_F16`, and subgroups of at
+/// most 128 lanes, of which the kernel assumes the largest the adapter has (it partitions
+/// its invocations into subgroups by that size).
+///
+/// Why the largest where an adapter has a range: wgpu 30 cannot ask a pipeline for a
+/// subgroup size, so the driver picks one, and RADV (AMD's RDNA3, 32 to 64) compiles every
+/// compute shader with cooperative matrices at its full subgroup size, 64 (Mesa,
+/// src/amd/vulkan/radv_shader_info.c: such shaders require full subgroups). A driver that
+/// picked a smaller size would still compute right, only each block twice over: a real
+/// subgroup then holds part of an assumed one, and every real subgroup of it runs the
+/// same cooperative operations on the same blocks and writes the same values. A real size
+/// above the assumed one would put two assumed subgroups in one, which the probe of the
+/// operations on the device (`fused::coop::probe`, every subgroup writing its own results)
+/// and each pipeline's check catch, taking the tier out with the reason; assuming the
+/// largest size rules that case out.
 pub(crate) fn coop_support(
     info: &wgpu::AdapterInfo,
     features: wgpu::Features,
@@ -98,12 +112,13 @@ pub(crate) fn coop_support(
         return unavailable("the adapter's cooperative matrices have no 16x16x16 configuration with f16 inputs and f32 accumulators");
     }
     let (min, max) = (info.subgroup_min_size, info.subgroup_max_size);
-    if min != max || !(16..=128).contains(&min) {
+    if !(16..=128).contains(&max) || min > max {
         return CoopSupport::Unavailable(format!(
-            "the adapter's subgroups have {min} to {max} lanes; the tier needs one size from 16 to 128"
+            "the adapter's subgroups have {min} to {max} lanes; the tier needs a largest size \
+             from 16 to 128"
         ));
     }
-    CoopSupport::Hardware { subgroup: min }
+    CoopSupport::Hardware { subgroup: max }
 }
 
 /// What planning reads of a device.
@@ -331,5 +346,50 @@ mod tests {
             DeviceProfile::planned_as(h200.clone(), true).name,
             h200.name
         );
+    }
+
+    /// The tier assumes an adapter's largest subgroup size, from 16 to 128 lanes: one size
+    /// as it is, RADV's 32 to 64 as 64 (what it compiles shaders with cooperative matrices
+    /// at), and refuses a largest size outside that range, saying so.
+    #[test]
+    fn the_tier_assumes_the_largest_subgroup_size() {
+        let features = COOP_FEATURE | wgpu::Features::SHADER_F16;
+        let configs = [wgpu::CooperativeMatrixProperties {
+            m_size: 16,
+            n_size: 16,
+            k_size: 16,
+            ab_type: wgpu::CooperativeScalarType::F16,
+            cr_type: wgpu::CooperativeScalarType::F32,
+            saturating_accumulation: false,
+        }];
+        let support = |(min, max): (u32, u32)| {
+            let info = wgpu::AdapterInfo {
+                subgroup_min_size: min,
+                subgroup_max_size: max,
+                ..wgpu::AdapterInfo::new(wgpu::DeviceType::DiscreteGpu, wgpu::Backend::Vulkan)
+            };
+            coop_support(&info, features, &configs, CoopMode::Hardware)
+        };
+        for (sizes, subgroup) in [
+            ((32, 32), 32),
+            ((32, 64), 64),
+            ((8, 32), 32),
+            ((128, 128), 128),
+        ] {
+            assert_eq!(
+                support(sizes),
+                CoopSupport::Hardware { subgroup },
+                "{sizes:?}"
+            );
+        }
+        for sizes in [(4, 8), (32, 256), (64, 32)] {
+            match support(sizes) {
+                CoopSupport::Unavailable(why) => {
+                    let (min, max) = sizes;
+                    assert!(why.contains(&format!("{min} to {max} lanes")), "{why}")
+                }
+                other => panic!("{sizes:?}: {other:?}"),
+            }
+        }
     }
 }

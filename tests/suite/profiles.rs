@@ -13,7 +13,8 @@
 //! plans that problem.
 
 use wgpu_attention::{
-    plan, plan_paths, AttentionOptions, Causal, DeviceProfile, Error, Mask, PathChoice, Precision,
+    plan, plan_paths, AttentionOptions, Causal, CoopSupport, DeviceProfile, Error, Mask,
+    PathChoice, Precision,
 };
 
 /// The recorded profiles, and each with tiny limits.
@@ -136,10 +137,9 @@ fn masked_problems_plan_on_every_recorded_profile() {
 }
 
 /// The tier each profile runs: the tensor-core tier where the adapter has 16x16 f16
-/// cooperative matrices and one subgroup size (the H200: at D 128 its 64 x 128 variant), for
-/// f16 compute; its refusal
-/// elsewhere says why; on GPUs auto's f32 prefill is the tiled tier, on lavapipe the subgroup
-/// tier.
+/// cooperative matrices (the H200 and RDNA3: at D 128 the 64 x 128 variant, RDNA3 with
+/// subgroups of 64, its largest), for f16 compute; its refusal elsewhere says why; on GPUs
+/// auto's f32 prefill is the tiled tier, on lavapipe the subgroup tier.
 #[test]
 fn recorded_profiles_choose_their_tiers() {
     let [q, k, v] = shapes([4, 32, 32, 4096, 4096, 128, 128]);
@@ -148,12 +148,15 @@ fn recorded_profiles_choose_their_tiers() {
         let coop = plan(&dev, &q, &k, &v, &f16.clone().path(PathChoice::FusedCoop));
         let f32 = plan(&dev, &q, &k, &v, &AttentionOptions::default()).expect(name);
         match name {
-            "nvidia-h200" => {
-                let coop = coop.expect("the H200 runs fused-coop");
+            "nvidia-h200" | "amd-rdna3-vulkan" => {
+                let coop = coop.expect("runs fused-coop");
                 assert!(coop.reason.contains("64 query rows"), "{}", coop.reason);
                 let auto = plan(&dev, &q, &k, &v, &f16).expect(name);
                 assert_eq!(auto.path, "fused-coop", "{}", auto.reason);
                 assert_eq!(f32.path, "fused-tiled", "{}", f32.reason);
+                // RDNA3's subgroups of 32 to 64 lanes, as RADV runs the tier: 64.
+                let lanes = if name == "nvidia-h200" { 32 } else { 64 };
+                assert_eq!(dev.coop(), &CoopSupport::Hardware { subgroup: lanes });
             }
             _ => {
                 match coop {
@@ -177,8 +180,8 @@ fn recorded_profiles_choose_their_tiers() {
 /// 32x256 variant), in 2 key ranges at B1 H8 L1024 D64 (too few workgroups to fill it) and
 /// in one at the larger shapes; decode
 /// reads the f16 cache in the workgroup form; bf16, whose values may exceed f16's range,
-/// stays on the f32 tiers unless the call knows they fit. Elsewhere f16 prefill never
-/// plans the tier.
+/// stays on the f32 tiers unless the call knows they fit. f16 prefill plans the tier on
+/// RDNA3 too (subgroups of 64), and nowhere else.
 #[test]
 fn recorded_profiles_plan_16_bit_calls() {
     use wgpu_attention::fp16::{plan_half, HalfFormat};
@@ -197,12 +200,13 @@ fn recorded_profiles_plan_16_bit_calls() {
     let split = "in 2 key ranges side by side (too few workgroups to fill a GPU)";
     for (name, dev) in DeviceProfile::recorded() {
         let h200 = name == "nvidia-h200";
+        let coop = h200 || name == "amd-rdna3-vulkan";
         for (shape, causal, splits) in prefill {
             let [q, k, v] = shapes(shape);
             let opts = AttentionOptions::default().causal(causal);
             let what = format!("{name} {shape:?} {causal:?}");
             let f16 = plan_half(&dev, HalfFormat::F16, &q, &k, &v, &opts).expect(&what);
-            assert_eq!(f16.path == "fused-coop", h200, "{what}: {}", f16.reason);
+            assert_eq!(f16.path == "fused-coop", coop, "{what}: {}", f16.reason);
             if h200 {
                 assert!(
                     f16.reason.contains("K/V read as f16"),
