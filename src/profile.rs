@@ -71,11 +71,15 @@ pub enum CoopSupport {
 /// src/amd/vulkan/radv_shader_info.c: such shaders require full subgroups). A driver that
 /// picked a smaller size would still compute right, only each block twice over: a real
 /// subgroup then holds part of an assumed one, and every real subgroup of it runs the
-/// same cooperative operations on the same blocks and writes the same values. A real size
-/// above the assumed one would put two assumed subgroups in one, which the probe of the
-/// operations on the device (`fused::coop::probe`, every subgroup writing its own results)
-/// and each pipeline's check catch, taking the tier out with the reason; assuming the
-/// largest size rules that case out.
+/// same cooperative operations on the same blocks and writes the same values (the kernel
+/// and the probe of the operations keep a barrier between loading an accumulator from
+/// workgroup memory and storing to the same place, so that one's store cannot land before
+/// another's load; `cli::switches::coop_runs_on_smaller_driver_subgroups` runs that case
+/// emulated, through `WGPU_ATTENTION_COOP_DRIVER_LANES`, where the probe without that
+/// barrier failed). A real size above the assumed one would put two assumed subgroups in
+/// one, which the probe (`fused::coop::probe`, every subgroup writing its own results) and
+/// each pipeline's check catch, taking the tier out with the reason; assuming the largest
+/// size rules that case out.
 pub(crate) fn coop_support(
     info: &wgpu::AdapterInfo,
     features: wgpu::Features,

@@ -79,6 +79,13 @@ pub(crate) const COOP_LANES: Switch = Switch {
     name: "WGPU_ATTENTION_COOP_LANES",
     takes: &["16", "32", "64", "128"],
 };
+/// The lanes of the subgroups that the emulated tier's operations run on, where fewer than
+/// the kernel's (crate::fused::coop::emulated_lane_elems): a driver that runs the tier on
+/// subgroups smaller than it assumes.
+pub(crate) const COOP_DRIVER_LANES: Switch = Switch {
+    name: "WGPU_ATTENTION_COOP_DRIVER_LANES",
+    takes: &["16", "32", "64"],
+};
 /// The tier's tile variant, by name (crate::fused::coop::Variant::ALL; a unit test there
 /// holds the two lists equal).
 pub(crate) const COOP_VARIANT: Switch = Switch {
@@ -165,11 +172,12 @@ pub(crate) const PIPELINE_LOG: Switch = Switch {
 };
 
 /// Every switch.
-pub(crate) const ALL: [Switch; 17] = [
+pub(crate) const ALL: [Switch; 18] = [
     COOP,
     COOP_CHECK,
     COOP_CHECK_WAIT,
     COOP_LANES,
+    COOP_DRIVER_LANES,
     COOP_VARIANT,
     COOP_PREFETCH,
     COOP_OUT_ROWS,

@@ -64,7 +64,9 @@ ENVIRONMENT:
     adapters 1), to time them side by side.
     WGPU_ATTENTION_COOP_LANES
     (16, 32, 64, 128; default 32) sets the lanes of the emulated tier's subgroups, to test
-    it as adapters with other subgroup sizes run it.
+    it as adapters with other subgroup sizes run it, and WGPU_ATTENTION_COOP_DRIVER_LANES
+    (16, 32, 64; at most those) the fewer lanes its operations run on, as a driver that
+    picked a smaller subgroup size than the kernel assumes would run them.
     WGPU_ATTENTION_PLAN_AS=gpu plans on a CPU adapter (lavapipe) as on a discrete GPU:
     the paths, tiers and splits a GPU takes, run on the CPU adapter (for testing).
     WGPU_ATTENTION_COOP_CHECK, WGPU_ATTENTION_COOP_CHECK_WAIT,

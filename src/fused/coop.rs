@@ -259,7 +259,31 @@ pub(crate) fn array_sizes(dev: &DeviceProfile, p: &Problem) -> [(&'static str, u
         split,
         score_rows: score_rows(),
     };
-    variant(dev, p).array_sizes(p.dims.d, p.dims.dv, subgroup_lanes(dev), layout)
+    let lanes = subgroup_lanes(dev);
+    let mut sizes = variant(dev, p).array_sizes(p.dims.d, p.dims.dv, lanes, layout);
+    for (name, value) in &mut sizes {
+        if *name == "LANE_ELEMS" {
+            *value = emulated_lane_elems(dev.coop(), lanes);
+        }
+    }
+    sizes
+}
+
+/// LANE_ELEMS, the elements of a 16x16 block each lane holds where the operations are
+/// emulated (coop_ops_emulated.wgsl): 256 / the lanes of the subgroups they run on, which
+/// are the kernel's `lanes` (SG), or, emulated, the fewer that
+/// `WGPU_ATTENTION_COOP_DRIVER_LANES` names (16, 32 or 64; at most SG, a larger value
+/// running as SG). Why the switch: the tier assumes an adapter's largest subgroup size
+/// (crate::profile's `coop_support`), and a driver that ran it on smaller subgroups would
+/// have each of them compute whole blocks of the kernel's larger ones, the same values
+/// written by each; the emulation then does the same (lanes `lane % (256 / LANE_ELEMS)`
+/// sharing a block), so that the tests run that case against the reference.
+pub(crate) fn emulated_lane_elems(coop: &CoopSupport, lanes: u32) -> u32 {
+    let driver = match coop {
+        CoopSupport::Emulated => switches::COOP_DRIVER_LANES.number().unwrap_or(lanes),
+        _ => lanes,
+    };
+    256 / driver.min(lanes).clamp(16, 256)
 }
 
 /// The pipeline chunk `c` of `p` runs on here: the kernel ([`kernel`]) for the problem's

@@ -12,6 +12,12 @@
 // another. A left operand is held as each lane's row of it, in registers, as the hardware
 // holds it: the workgroup memory is the hardware's, byte for byte.
 //
+// Where the host sizes LANE_ELEMS for fewer lanes than SG (WGPU_ATTENTION_COOP_DRIVER_LANES,
+// crate::fused::coop::emulated_lane_elems), the operations run as a driver would on
+// subgroups of 256 / LANE_ELEMS lanes under a kernel that assumes SG: each such subgroup
+// (`hw_lane`, the lane's index in it) computes and writes whole blocks, the same values as
+// the others of the kernel's subgroup.
+//
 // Each operation also checks the rules the hardware's loads and stores set on their
 // addresses, where breaking one is undefined behaviour on the device rather than an error:
 // the pointer and stride aligned (`aligned`), and the whole 16x16 block within its array
@@ -71,13 +77,19 @@ fn to_in(x: vec4<f32>) -> vec4<In> {
     return vec4<In>(clamp(x, vec4<f32>(-65504.0), vec4<f32>(65504.0)));
 }
 
+// The lane's index in the subgroup the operations run on: `lane` itself, but where they
+// run on subgroups smaller than SG (above).
+fn hw_lane(lane: u32) -> u32 {
+    return lane % (256u / LANE_ELEMS);
+}
+
 // The row and the first column of the block that `lane`'s elements lie in.
 fn lane_row(lane: u32) -> u32 {
-    return lane * LANE_ELEMS / 16u;
+    return hw_lane(lane) * LANE_ELEMS / 16u;
 }
 
 fn lane_col(lane: u32) -> u32 {
-    return lane * LANE_ELEMS % 16u;
+    return hw_lane(lane) * LANE_ELEMS % 16u;
 }
 
 fn acc_zero() -> Acc {
@@ -147,7 +159,7 @@ fn load_low(r0: u32, c0: u32, lane: u32) -> ATile {
 }
 
 fn acc_store(acc: Acc, at: u32, lane: u32) {
-    let first = at + lane * LANE_ELEMS;
+    let first = at + hw_lane(lane) * LANE_ELEMS;
     let out = checked(acc, aligned(at, 16u, 4u) && fits(at, 16u, SS_LEN), lane);
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
         ss[first + i] = out[i];
@@ -156,7 +168,7 @@ fn acc_store(acc: Acc, at: u32, lane: u32) {
 
 fn acc_load(at: u32, lane: u32) -> Acc {
     var out = Acc();
-    let first = at + lane * LANE_ELEMS;
+    let first = at + hw_lane(lane) * LANE_ELEMS;
     for (var i = 0u; i < LANE_ELEMS; i = i + 1u) {
         out[i] = ss[first + i];
     }

@@ -23,8 +23,8 @@
 //      store_scores at column 4.
 //   2. O = A[.., 0..16] K[16..32, 16..32]: load_vt, mul_add, acc_store into the subgroup's
 //      scratch.
-//   3. O + A[.., 16..32] K[0..16, 16..32]: acc_load of that scratch, load_vt, mul_add,
-//      acc_store.
+//   3. O + A[.., 16..32] K[0..16, 16..32]: acc_load of that scratch, a barrier, load_vt,
+//      mul_add, acc_store.
 //   4. (A + L)[.., 16..32] K[0..16, 0..16]: load_low, one load_vt for two mul_add, as the
 //      kernel multiplies the weights' two parts.
 
@@ -93,9 +93,13 @@ fn main(@builtin(local_invocation_index) local_index: u32) {
     copy_out(r0 * SS + 4u, SS, out, lane);
     copy_out(scratch, 16u, out + 256u, lane);
     workgroupBarrier();
-    // 3.
-    let again = mul_add(acc_load(scratch, lane), load_a(0u, 16u, lane),
-                        load_vt(0u, 16u, lane), lane);
+    // 3. A barrier between the load and the store to the same place, as in the kernel's
+    // rescaling: where a driver runs a subgroup of the kernel's as several smaller ones,
+    // each computing the whole block (crate::profile's coop_support), one's store must not
+    // land before another's load.
+    let loaded = acc_load(scratch, lane);
+    workgroupBarrier();
+    let again = mul_add(loaded, load_a(0u, 16u, lane), load_vt(0u, 16u, lane), lane);
     acc_store(again, scratch, lane);
     workgroupBarrier();
     copy_out(scratch, 16u, out + 512u, lane);

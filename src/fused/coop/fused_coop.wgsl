@@ -129,7 +129,7 @@ const SLOTS: u32 = 8u;
 const NACC: u32 = 8u;
 const NQ: u32 = 16u;
 // The elements of a 16x16 block each lane holds where the operations are emulated
-// (coop_ops_emulated.wgsl): 256 / SG.
+// (coop_ops_emulated.wgsl): 256 / SG, or / the fewer lanes they run on where asked.
 const LANE_ELEMS: u32 = 16u;
 const SPLIT_P: u32 = 1u;
 const REBASE: f32 = 8.0;

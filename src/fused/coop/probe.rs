@@ -116,10 +116,11 @@ pub(crate) fn key(ctx: &Context, lanes: u32) -> PipelineKey {
     };
     let slots = subgroups(lanes);
     let lanes = 128 / slots;
+    let lane_elems = super::emulated_lane_elems(ctx.coop(), lanes);
     PipelineKey {
         kernel,
         constants: vec![("SG", lanes)],
-        sizes: vec![("SLOTS", slots), ("LANE_ELEMS", 256 / lanes)],
+        sizes: vec![("SLOTS", slots), ("LANE_ELEMS", lane_elems)],
     }
 }
 

@@ -24,26 +24,7 @@ fn coop_runs_with_other_subgroup_sizes() {
     if common::ctx().is_none() {
         return;
     }
-    let dir = tmpdir("coop-lanes");
-    let mut rng = Rng::new(37);
-    let mut allow = rng.bool_array(&[1, 1, 77, 100], 0.7);
-    allow.slice_mut(ndarray::s![0, 0, 5, ..]).fill(false);
-    let cases = [
-        (
-            save(&dir, "q1.npy", &rng.array(&[1, 4, 77, 128], 4.0)),
-            save(&dir, "k1.npy", &rng.array(&[1, 2, 100, 128], 4.0)),
-            save(&dir, "v1.npy", &rng.array(&[1, 2, 100, 100], 1.0)),
-            Some(save_bool(&dir, "m1.npy", &allow)),
-            "bottom-right",
-        ),
-        (
-            save(&dir, "q2.npy", &rng.array(&[2, 2, 70, 64], 4.0)),
-            save(&dir, "k2.npy", &rng.array(&[2, 2, 90, 64], 4.0)),
-            save(&dir, "v2.npy", &rng.array(&[2, 2, 90, 48], 1.0)),
-            None,
-            "top-left",
-        ),
-    ];
+    let (_dir, cases) = lane_cases("coop-lanes");
     // (lanes, the variant forced, the keys a block it runs, the K/V prefetch, the rows of
     // output blocks a subgroup's tile spans at most, the weights in two parts where they
     // fit, the rows of score blocks likewise): a variant that cannot run the problem here
@@ -112,6 +93,75 @@ fn coop_runs_with_other_subgroup_sizes() {
                 score_rows == "1",
                 "{what}: {stderr}"
             );
+            assert!(
+                stdout.contains("fused-coop computes in f16"),
+                "{what}: {stdout}"
+            );
+        }
+    }
+}
+
+/// The problems the lane tests run, in a folder `name` (removed when the first value
+/// drops): GQA with a bool mask that empties a row, bottom-right, D 128, Dv 100, large
+/// logits; and two batches top-left, D 64, Dv 48.
+fn lane_cases(name: &str) -> (common::TempDir, [CoopCase; 2]) {
+    let dir = tmpdir(name);
+    let mut rng = Rng::new(37);
+    let mut allow = rng.bool_array(&[1, 1, 77, 100], 0.7);
+    allow.slice_mut(ndarray::s![0, 0, 5, ..]).fill(false);
+    let cases = [
+        (
+            save(&dir, "q1.npy", &rng.array(&[1, 4, 77, 128], 4.0)),
+            save(&dir, "k1.npy", &rng.array(&[1, 2, 100, 128], 4.0)),
+            save(&dir, "v1.npy", &rng.array(&[1, 2, 100, 100], 1.0)),
+            Some(save_bool(&dir, "m1.npy", &allow)),
+            "bottom-right",
+        ),
+        (
+            save(&dir, "q2.npy", &rng.array(&[2, 2, 70, 64], 4.0)),
+            save(&dir, "k2.npy", &rng.array(&[2, 2, 90, 64], 4.0)),
+            save(&dir, "v2.npy", &rng.array(&[2, 2, 90, 48], 1.0)),
+            None,
+            "top-left",
+        ),
+    ];
+    (dir, cases)
+}
+
+/// The tier on a driver whose subgroups are smaller than the kernel assumes
+/// (`WGPU_ATTENTION_COOP_DRIVER_LANES` under `WGPU_ATTENTION_COOP_LANES`): each of its
+/// subgroups computes whole blocks of the kernel's, the same values written by each, as
+/// crate::profile's `coop_support` says a driver that picked a smaller size than the
+/// adapter's largest would run it. Held to the f16 rule by `run --check`, with the probe of
+/// the operations and each pipeline's check run as on the hardware
+/// (`WGPU_ATTENTION_COOP_CHECK=1`), which must pass: 64 lanes run as 32 and as 16, 32 as 16,
+/// on 32-key and 64-key blocks.
+#[test]
+fn coop_runs_on_smaller_driver_subgroups() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let (_dir, cases) = lane_cases("coop-driver-lanes");
+    for (lanes, driver, variant) in [
+        ("64", "32", ""),
+        ("64", "16", ""),
+        ("32", "16", ""),
+        ("64", "32", "32x128k64"),
+    ] {
+        for case in &cases {
+            let o = checked_coop_run(
+                case,
+                &[
+                    ("WGPU_ATTENTION_COOP_LANES", lanes),
+                    ("WGPU_ATTENTION_COOP_DRIVER_LANES", driver),
+                    ("WGPU_ATTENTION_COOP_VARIANT", variant),
+                    ("WGPU_ATTENTION_COOP_CHECK", "1"),
+                ],
+            );
+            let what = format!("{lanes} lanes run on {driver} {variant}, {}", case.0);
+            let (stdout, stderr) = (&o.stdout, &o.stderr);
+            assert!(o.success(), "{what}: {stdout}{stderr}");
+            assert!(stderr.contains("path fused-coop"), "{what}: {stderr}");
             assert!(
                 stdout.contains("fused-coop computes in f16"),
                 "{what}: {stdout}"
