@@ -59,6 +59,17 @@ pub enum CoopSupport {
     Unavailable(String),
 }
 
+/// The cooperative-matrix configuration the tier multiplies with: 16x16x16, f16 inputs, f32
+/// accumulators (the recorded profiles' and the tests' adapters have it).
+const TIER_CONFIG: wgpu::CooperativeMatrixProperties = wgpu::CooperativeMatrixProperties {
+    m_size: 16,
+    n_size: 16,
+    k_size: 16,
+    ab_type: wgpu::CooperativeScalarType::F16,
+    cr_type: wgpu::CooperativeScalarType::F32,
+    saturating_accumulation: false,
+};
+
 /// Whether an adapter with `info`, `features` (what it has of those wanted) and
 /// cooperative-matrix configurations `configs` runs the tier in `mode`: 16x16x16 f16
 /// inputs with f32 accumulators (the tier's operations), `SHADER_F16`, and subgroups of at
@@ -192,14 +203,7 @@ impl DeviceProfile {
     pub fn recorded() -> Vec<(&'static str, DeviceProfile)> {
         use wgpu::Features as F;
         let common = F::SUBGROUP | F::SHADER_F16 | F::TIMESTAMP_QUERY;
-        let coop_16 = [wgpu::CooperativeMatrixProperties {
-            m_size: 16,
-            n_size: 16,
-            k_size: 16,
-            ab_type: wgpu::CooperativeScalarType::F16,
-            cr_type: wgpu::CooperativeScalarType::F32,
-            saturating_accumulation: false,
-        }];
+        let coop_16 = [TIER_CONFIG];
         let mib = |n: u64| n << 20;
         let gpu = |name: &str,
                    kind: wgpu::DeviceType,
@@ -358,14 +362,7 @@ mod tests {
     #[test]
     fn the_tier_assumes_the_largest_subgroup_size() {
         let features = COOP_FEATURE | wgpu::Features::SHADER_F16;
-        let configs = [wgpu::CooperativeMatrixProperties {
-            m_size: 16,
-            n_size: 16,
-            k_size: 16,
-            ab_type: wgpu::CooperativeScalarType::F16,
-            cr_type: wgpu::CooperativeScalarType::F32,
-            saturating_accumulation: false,
-        }];
+        let configs = [TIER_CONFIG];
         let support = |(min, max): (u32, u32)| {
             let info = wgpu::AdapterInfo {
                 subgroup_min_size: min,
