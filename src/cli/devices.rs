@@ -74,7 +74,7 @@ pub fn run() -> i32 {
                 println!("    memory: {}", ctx.device_memory());
                 let offered = match ctx.coop() {
                     CoopSupport::Hardware { subgroup } => {
-                        format!("on the hardware, {subgroup}-lane subgroups")
+                        hardware_lanes(*subgroup, info.subgroup_min_size)
                     }
                     CoopSupport::Emulated => "emulated (WGPU_ATTENTION_COOP=emulate)".into(),
                     CoopSupport::Unavailable(why) => format!("unavailable: {why}"),
@@ -108,4 +108,30 @@ pub fn run() -> i32 {
         return 1;
     }
     0
+}
+
+/// How the tier runs on the hardware: with subgroups of `subgroup` lanes, which where the
+/// adapter has a range (from `min`) is its largest, as the tier assumes (RADV runs it so).
+fn hardware_lanes(subgroup: u32, min: u32) -> String {
+    let range = if min < subgroup {
+        format!(" (the largest of the adapter's {min} to {subgroup})")
+    } else {
+        String::new()
+    };
+    format!("on the hardware, {subgroup}-lane subgroups{range}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hardware_lanes;
+
+    /// One size as it is; a range says the tier takes its largest.
+    #[test]
+    fn the_tier_line_names_the_largest_of_a_range() {
+        assert_eq!(hardware_lanes(32, 32), "on the hardware, 32-lane subgroups");
+        assert_eq!(
+            hardware_lanes(64, 32),
+            "on the hardware, 64-lane subgroups (the largest of the adapter's 32 to 64)"
+        );
+    }
 }
