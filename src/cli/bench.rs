@@ -312,9 +312,9 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
 
 /// Each path of `chosen` checked, then timed: a row each that ran (a path that cannot run
 /// the shape is reported skipped). Where a path's call loses the device on a context with
-/// the tensor-core tier, the paths after it run on a new device without the tier (`ctx`
-/// and its inputs `x` made again), saying so: one driver failure of the tier does not
-/// take the other paths' rows with it.
+/// the tensor-core tier, that path and the paths after it run on a new device without the
+/// tier (`ctx` and its inputs `x` made again), saying so: one driver failure of the tier
+/// does not take the other paths' rows, nor auto's, with it.
 fn measure_paths(
     ctx: &mut Context,
     x: &mut inputs::Inputs,
@@ -340,12 +340,22 @@ fn measure_paths(
         if let Some(why) = super::lost::tier_context_lost(ctx) {
             let text = format!(
                 "the GPU device was lost ({why}) on a context with the tensor-core tier; \
-                 the paths after it run on a new device without it (as WGPU_ATTENTION_COOP=off)"
+                 this path and the paths after it run on a new device without it (as \
+                 WGPU_ATTENTION_COOP=off)"
             );
             measure::report(name, text, notes);
             *ctx = super::lost::without_tier().map_err(Failure::from_error)?;
             ctx.enable_gpu_timing().map_err(Failure::from_error)?;
             *x = prepare(ctx, sh, settings)?;
+            // As `run` does: the path once more on the new context (`auto` then plans an
+            // f32 tier; a forced `fused-coop` is skipped, saying why), its row saying so.
+            if let Some(mut row) = measure(ctx, x, name, *choice, reps, notes)? {
+                row.note = format!(
+                    "run again without the tier after a device loss; {}",
+                    row.note
+                );
+                table.push(row);
+            }
             notes.progress.step();
             continue;
         }
@@ -375,11 +385,11 @@ mod tests {
     use wgpu_attention::CoopSupport;
 
     /// A path whose call loses the device on a context with the tensor-core tier
-    /// (emulated here, its device destroyed after the inputs were made) is skipped, and
-    /// the paths after it run on a new context without the tier, with their inputs made
-    /// again: their rows stand.
+    /// (emulated here, its device destroyed after the inputs were made) runs again on a
+    /// new context without the tier, with the inputs made again, its row saying so; the
+    /// paths after it run there too: their rows stand.
     #[test]
-    fn a_lost_device_skips_its_path_and_the_paths_after_it_run_without_the_tier() {
+    fn a_lost_device_runs_its_path_and_the_paths_after_it_again_without_the_tier() {
         let Some(mut ctx) = super::super::lost::emulated_test_context() else {
             return;
         };
@@ -415,7 +425,9 @@ mod tests {
         let table = measure_paths(&mut ctx, &mut x, (sh, &settings), &chosen, 1, &notes)
             .expect("the paths after the loss ran");
         let paths: Vec<&str> = table.iter().map(|r| r.path.as_str()).collect();
-        assert_eq!(paths, ["fused-portable"]);
+        assert_eq!(paths, ["unfused", "fused-portable"]);
+        assert!(table[0].note.starts_with("run again without the tier"));
+        assert!(!table[1].note.contains("run again"));
         assert!(table.iter().all(|r| r.max_abs_err < 1e-4), "checked rows");
         assert!(matches!(ctx.coop(), CoopSupport::Unavailable(_)));
     }
