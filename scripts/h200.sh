@@ -99,6 +99,9 @@ for line in open(path):
     # device or hold the widths) ran the default one: say so.
     if forced and f"variant {forced}:" not in r.get("notes", ""):
         label += " (not taken: the default ran)"
+    # A path run again on a new device without the tier after a loss (a hang) with it.
+    if r.get("notes", "").startswith("run again without the tier"):
+        label += " (without the tier: the device was lost with it)"
     # Keys asked to be split ("+kN", N > 1) that the plan ran in one range.
     asked = re.search(r"\+k([0-9]+)", label)
     if asked and int(asked.group(1)) > 1 and "key ranges side by side" not in r.get("notes", ""):
