@@ -14,7 +14,7 @@ use crate::context::Context;
 use crate::empty;
 use crate::error::Result;
 use crate::fused;
-use crate::half_format::{HalfFormat, KvStorage};
+use crate::half_format::{HalfFormat, KvStorage, F16_MIN_NORMAL};
 use crate::memory::MemoryEstimate;
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::planner::Path;
@@ -128,7 +128,12 @@ pub(crate) fn attention_gpu_stored(
 /// magnitudes of q, k and v, where known), may run on the cooperative-matrix tier, which
 /// multiplies in f16: bf16 values in f16's normal range are exact there, and rounding q
 /// to f16 (where it is f32: a bf16 [`crate::KvCache`]) costs less than K and V's rounding
-/// to bf16, as it does for an f16 cache. The options with f16 compute asked for, where the
+/// to bf16, as it does for an f16 cache. Values below f16's normal range (2^-14) lose
+/// bits there (at most 2^-25 each, 2^-14 where a device flushes f16's subnormals), which
+/// is within f16's rounding of the output only where V's largest value is not itself that
+/// small: a V wholly below 2^-14 (but not all zeros) stays on the f32 paths. (Q's and K's
+/// small values move scores by at most D 2^-25 scale (|q| + |k|), which never matters
+/// beside the weights' rounding.) The options with f16 compute asked for, where the
 /// caller left the path and the precision to the planner; else `None`.
 fn bf16_in_f16_range<'a>(
     storage: KvStorage,
@@ -141,7 +146,8 @@ fn bf16_in_f16_range<'a>(
     let fits = max_abs
         .iter()
         .all(|m| m.is_some_and(|m| m <= crate::half_format::F16_MAX));
-    (bf16 && planner_chooses && opts.precision == Precision::F32 && fits)
+    let v_normal = max_abs[2].is_some_and(|m| m == 0.0 || m >= F16_MIN_NORMAL);
+    (bf16 && planner_chooses && opts.precision == Precision::F32 && fits && v_normal)
         .then(|| opts.clone().precision(Precision::F16))
 }
 

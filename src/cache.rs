@@ -114,7 +114,8 @@ impl KvCache {
     /// since it was made or cleared), auto may take the tensor-core tier, which multiplies
     /// in f16 (bf16 values in f16's normal range are exact there), as
     /// [`crate::fp16::attention_bf16`] does; the plan's reason then says "bf16 inputs within
-    /// f16's range".
+    /// f16's range". (A V whose largest value is below f16's normal range, 2^-14, and not
+    /// zero stays on the f32 paths, as f16 would keep its values with fewer bits.)
     pub fn new_bf16(
         ctx: &Context,
         batch: usize,

@@ -78,7 +78,10 @@ where
 
 /// [`attention_f16`] on bfloat16 arrays: bf16 output; decode and the fused tiers read K and
 /// V as bf16 (shaders/kv_loads_bf16.wgsl, kv_loads_texture_bf16.wgsl), the unfused path and
-/// the cooperative-matrix tier widen them first.
+/// the cooperative-matrix tier widen them first. Auto takes that tier, which multiplies in
+/// f16, where every value of q, k and v fits f16's range and V's largest is not below its
+/// normal range (2^-14; else f16 would keep V's values with fewer bits): bf16 values in
+/// f16's normal range are exact in f16. Elsewhere the f32 paths, the plan saying why.
 pub fn attention_bf16<Sq, Sk, Sv, D>(
     ctx: &Context,
     q: &ArrayBase<Sq, D>,

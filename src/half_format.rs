@@ -83,6 +83,10 @@ impl HalfElem for bf16 {
 /// Largest finite f16 value.
 pub const F16_MAX: f32 = 65504.0;
 
+/// Smallest normal f16 value, 2^-14: below it f16 keeps fewer bits (its subnormals, spaced
+/// 2^-24), and a device may flush them to zero.
+pub const F16_MIN_NORMAL: f32 = 1.0 / 16384.0;
+
 /// Converts an f32 array to f16, refusing values beyond f16's range (instead of turning
 /// them into infinities) and non-finite values. `name` appears in the error.
 pub fn to_f16_checked(name: &'static str, a: &ndarray::ArrayViewD<'_, f32>) -> Result<ArrayD<f16>> {

@@ -116,7 +116,7 @@ enum CoopAuto {
 }
 
 /// Whether auto takes the cooperative-matrix tier for `p`. bf16 K and V stay on the f32
-/// paths unless f16 compute is asked for, as their values may exceed f16's range (the
+/// paths unless f16 compute is asked for, as their values may not fit f16's range (the
 /// attention layer asks for it where their magnitudes are known to fit).
 fn coop_auto(
     dev: &DeviceProfile,
@@ -130,7 +130,7 @@ fn coop_auto(
         Some(HalfFormat::F16) => {}
         Some(HalfFormat::Bf16) => {
             return CoopAuto::PassedOver(
-                "bf16 K and V may exceed f16's range, in which it multiplies (Precision::F16 asks for it)"
+                "bf16 K and V may not fit f16's range, in which it multiplies (beyond 65504, or V wholly below its normal range, 2^-14; Precision::F16 asks for it)"
                     .into(),
             )
         }

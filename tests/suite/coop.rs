@@ -656,8 +656,9 @@ fn cooperative_operations_match_their_definitions() {
 
 /// bfloat16 inputs: where every value fits f16's range auto multiplies them in f16 on the
 /// tier (K and V read from f32 copies widened first; bf16 values in f16's normal range are
-/// exact in f16), held to twice the CPU's bf16 error; beyond it they stay on the f32 paths,
-/// and the plan says why.
+/// exact in f16), held to twice the CPU's bf16 error; beyond it, or with V wholly below
+/// f16's normal range (whose values f16 would keep with fewer bits), they stay on the f32
+/// paths, and the plan says why.
 #[test]
 fn bf16_inputs_take_the_tier_where_they_fit_f16() {
     use half::bf16;
@@ -695,6 +696,26 @@ fn bf16_inputs_take_the_tier_where_they_fit_f16() {
         "{}",
         r.plan.reason
     );
+    // V wholly below 2^-14 (its largest about 2^-22): the f32 paths, where f16 would keep
+    // its values with 3 bits or fewer (the tier's error then about 90 times the output's
+    // rounding to bf16), and the plan says why.
+    let tiny = v.mapv(|x| bf16::from_f32(x.to_f32() * 2f32.powi(-24)));
+    let most = tiny.iter().fold(0f32, |m, x| m.max(x.to_f32().abs()));
+    assert!(most > 0.0 && most < 2f32.powi(-14), "{most:e}");
+    let r = attention_bf16(&ctx, &q, &k, &tiny, &opts).expect("auto");
+    assert_ne!(r.plan.path, "fused-coop", "{}", r.plan.reason);
+    assert!(
+        r.plan.reason.contains("below its normal range"),
+        "{}",
+        r.plan.reason
+    );
+    let exact = reference::attention(&widen(&q), &widen(&k), &widen(&tiny), &opts)
+        .expect("reference")
+        .out;
+    let rounded = exact.mapv(|x| bf16::from_f32(x).to_f32());
+    let cpu = max_err(&rounded, &exact);
+    let gpu = max_err(&r.out.mapv(bf16::to_f32), &exact);
+    assert!(gpu <= 2.0 * cpu, "{gpu:e} > 2 x {cpu:e}");
 }
 
 /// A bf16 `KvCache`: where every cached value and q's fit f16's range (the cache keeps the
