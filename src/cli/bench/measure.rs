@@ -37,6 +37,16 @@ fn report_skip(name: &str, why: impl std::fmt::Display, notes: &Notes<'_>) {
     report(name, format_args!("skipped: {why}"), notes);
 }
 
+/// Reports a path whose call on `ctx` failed with `e` as [`report_skip`] does, but for a
+/// loss of the device on a context with the tensor-core tier: the caller then says so and
+/// runs the path again on a new device (bench's `measure_paths`), and "skipped" would not
+/// be so.
+fn report_failed_call(ctx: &Context, name: &str, e: impl std::fmt::Display, notes: &Notes<'_>) {
+    if crate::cli::lost::tier_context_lost(ctx).is_none() {
+        report_skip(name, e, notes);
+    }
+}
+
 /// A note on path `name`: on stdout, or on stderr where the output is quiet.
 pub(super) fn report(name: &str, text: impl std::fmt::Display, notes: &Notes<'_>) {
     notes.progress.suspend(|| {
@@ -80,7 +90,7 @@ pub(super) fn measure(
     let r = match wgpu_attention::attention_gpu(ctx, &x.qt, &x.kt, &x.vt, &opts) {
         Ok(r) => r,
         Err(e) => {
-            report_skip(name, e, notes);
+            report_failed_call(ctx, name, e, notes);
             return Ok(None);
         }
     };
@@ -164,7 +174,7 @@ fn measure_f16(
     let r = match attention_f16(ctx, q16, k16, v16, opts) {
         Ok(r) => r,
         Err(e) => {
-            report_skip(name, e, notes);
+            report_failed_call(ctx, name, e, notes);
             return Ok(None);
         }
     };
@@ -250,7 +260,7 @@ fn measure_bf16(
 ) -> Result<Option<Row>, Failure> {
     let sh = x.sh;
     let skip = |why: String| {
-        report_skip(name, why, notes);
+        report_failed_call(ctx, name, why, notes);
         Ok(None)
     };
     let mut cache = match KvCache::new_bf16(ctx, sh.b, sh.hkv, sh.lk, sh.d, sh.d) {

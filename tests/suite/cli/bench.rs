@@ -296,3 +296,58 @@ fn bench_decode_against_the_copy_kernel() {
         "{stdout}"
     );
 }
+
+/// Where the tier's check does not end on the device (stood in for by
+/// `WGPU_ATTENTION_COOP_CHECK_WAIT=0`, as in `run`'s test), `bench` says the device was
+/// lost, runs the path that met it again on a new device without the tier (not reporting
+/// it skipped), its row saying so, and the paths after it there too: auto's row and the
+/// portable tier's, both checked.
+#[test]
+fn bench_runs_a_path_again_without_the_tier_where_its_check_hangs() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let o = ran(tool()
+        .env("WGPU_ATTENTION_COOP", "emulate")
+        .env("WGPU_ATTENTION_COOP_CHECK", "1")
+        .env("WGPU_ATTENTION_COOP_CHECK_WAIT", "0")
+        .args([
+            "bench",
+            "--shape",
+            "1,2,19,23,16",
+            "--path",
+            "auto,fused-portable",
+            "--precision",
+            "f16",
+            "--reps",
+            "1",
+        ]));
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}\n{}", o.stderr);
+    assert!(
+        stdout.contains("the GPU device was lost (the device had not finished")
+            && stdout.contains("this path and the paths after it run on a new device"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("skipped"), "{stdout}");
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("first call"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert!(
+        rows[0].contains("run again without the tier after a device loss"),
+        "{}",
+        rows[0]
+    );
+    assert!(!rows[1].contains("run again"), "{}", rows[1]);
+    for row in rows {
+        assert!(!row.starts_with("fused-coop"), "{row}");
+        let err: f64 = row
+            .split_whitespace()
+            .nth(5)
+            .and_then(|e| e.parse().ok())
+            .unwrap_or_else(|| panic!("no error column in {row}"));
+        assert!(err < 1e-4, "{row}");
+    }
+}
