@@ -132,9 +132,10 @@ pub(crate) fn attention_gpu_stored(
 /// bits there (at most 2^-25 each, 2^-14 where a device flushes f16's subnormals), which
 /// is within f16's rounding of the output only where V's largest value is not itself that
 /// small: a V wholly below 2^-14 (but not all zeros) stays on the f32 paths. (Q's and K's
-/// small values move scores by at most D 2^-25 scale (|q| + |k|), which never matters
-/// beside the weights' rounding.) The options with f16 compute asked for, where the
-/// caller left the path and the precision to the planner; else `None`.
+/// small values move scores by at most D 2^-25 scale (max |q| + max |k|): at D 128, below
+/// bf16's rounding of the output, 2^-9, until those maxima sum to about 6000.) The options
+/// with f16 compute asked for, where the caller left the path and the precision to the
+/// planner; else `None`.
 fn bf16_in_f16_range<'a>(
     storage: KvStorage,
     max_abs: [Option<f32>; 3],
