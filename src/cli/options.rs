@@ -43,7 +43,8 @@ ENVIRONMENT:
     choose the adapter; by default discrete GPUs come first, then integrated, then CPU.
     WGPU_ATTENTION_COOP: emulate runs the cooperative-matrix tier (fused-coop) with its
     matrix operations in scalar code on any adapter with f16 (slow; for testing); off turns
-    the tier off (run runs a call again so where the device is lost with the tier on).
+    the tier off (run and bench run a call again so where the device is lost with the
+    tier on).
     WGPU_ATTENTION_COOP_VARIANT=RxW (64x64, 64x128, 64x32, 32x64, 32x128,
     16x64, 16x128, 32x256; with 64-key blocks 64x64k64, 64x128k64, 32x128k64) picks its tile
     variant where that fits, to time the variants side by side;
