@@ -107,8 +107,10 @@ impl KvCache {
     }
 
     /// [`KvCache::new_f16`] in bfloat16: the same memory and reads
-    /// (shaders/kv_loads_bf16.wgsl; the subgroup tier's textures are rg32uint), with f32's exponent range (no value is refused or
-    /// overflows, where f16 stops at 65504) and 8 bits of mantissa instead of 11. Appended
+    /// (shaders/kv_loads_bf16.wgsl; the subgroup tier's textures are rg32uint), with f32's
+    /// exponent range (where f16 stops at 65504; only the finite f32 values that round to
+    /// infinity in bfloat16, from 3.39618e38 up, are refused) and 8 bits of mantissa instead
+    /// of 11. Appended
     /// values are rounded to nearest even; `d` and `dv` must be even. Where every cached
     /// value and q's fit f16's range (the cache keeps the largest of K and of V appended
     /// since it was made or cleared), auto may take the tensor-core tier, which multiplies

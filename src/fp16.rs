@@ -28,7 +28,9 @@ use crate::options::{AttentionOptions, PlanInfo};
 use crate::tensor::lse_to_array;
 
 pub use crate::attention::plan_half;
-pub use crate::half_format::{to_f16_checked, HalfElem, HalfFormat, F16_MAX};
+pub use crate::half_format::{
+    to_bf16_checked, to_f16_checked, HalfElem, HalfFormat, BF16_MAX, F16_MAX,
+};
 
 /// Result of [`attention_f16`] ([`AttentionOutputF16`]) and [`attention_bf16`]
 /// ([`AttentionOutputBf16`]). The log-sum-exp and weights stay f32 (they are statistics of

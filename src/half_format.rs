@@ -87,23 +87,58 @@ pub const F16_MAX: f32 = 65504.0;
 /// 2^-24), and a device may flush them to zero.
 pub const F16_MIN_NORMAL: f32 = 1.0 / 16384.0;
 
+/// Largest finite bfloat16 value, (2 - 2^-7) 2^127: f32 values from (2 - 2^-8) 2^127 up,
+/// just below f32's largest, round to infinity in bfloat16.
+pub const BF16_MAX: f32 = bf16::MAX.to_f32_const();
+
 /// Converts an f32 array to f16, refusing values beyond f16's range (instead of turning
 /// them into infinities) and non-finite values. `name` appears in the error.
 pub fn to_f16_checked(name: &'static str, a: &ndarray::ArrayViewD<'_, f32>) -> Result<ArrayD<f16>> {
-    let fits = |x: f32| x.is_finite() && x.abs() <= F16_MAX;
+    let range = format!("f16's range (|x| <= {F16_MAX})");
+    to_half_checked(name, a, f16::from_f32, |x| x.abs() <= F16_MAX, &range)
+}
+
+/// Converts an f32 array to bfloat16 (nearest even), refusing non-finite values and the
+/// finite ones that round to infinity (|x| from (2 - 2^-8) 2^127 up; [`BF16_MAX`]), as
+/// [`to_f16_checked`] does for f16, instead of storing infinities. `name` appears in the
+/// error.
+pub fn to_bf16_checked(
+    name: &'static str,
+    a: &ndarray::ArrayViewD<'_, f32>,
+) -> Result<ArrayD<bf16>> {
+    let range = format!("bfloat16's range (|x| <= {BF16_MAX:e} once rounded)");
+    to_half_checked(
+        name,
+        a,
+        bf16::from_f32,
+        |x| bf16::from_f32(x).is_finite(),
+        &range,
+    )
+}
+
+/// `a` converted by `convert`, or the first value (in logical order) that is not finite or
+/// that `fits` refuses, as an error naming `name` and `range`.
+fn to_half_checked<T>(
+    name: &'static str,
+    a: &ndarray::ArrayViewD<'_, f32>,
+    convert: fn(f32) -> T,
+    fits: fn(f32) -> bool,
+    range: &str,
+) -> Result<ArrayD<T>> {
+    let fits = |x: f32| x.is_finite() && fits(x);
     // One pass in logical order; the index is worked out only for the error.
     let mut out = Vec::with_capacity(a.len());
     let mut all_fit = true;
     for &x in a.iter() {
         all_fit &= fits(x);
-        out.push(f16::from_f32(x));
+        out.push(convert(x));
     }
     if !all_fit {
         if let Some((idx, &x)) = a.indexed_iter().find(|(_, &x)| !fits(x)) {
             return Err(Error::InvalidOption {
                 name,
                 reason: format!(
-                    "value {x} at index {:?} is {} f16's range (|x| <= {F16_MAX})",
+                    "value {x} at index {:?} is {} {range}",
                     idx.slice(),
                     if x.is_finite() {
                         "outside"

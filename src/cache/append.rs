@@ -9,7 +9,7 @@ use crate::context::Context;
 use crate::convert::narrow;
 use crate::error::{Error, Result};
 use crate::half_format::{
-    max_abs_half, pack, pack_bits, to_f16_checked, HalfFormat, KvStorage, F16_MAX,
+    max_abs_half, pack, pack_bits, to_bf16_checked, to_f16_checked, HalfFormat, KvStorage, F16_MAX,
 };
 use crate::problem::max_abs_finite;
 use crate::tensor::GpuTensor;
@@ -17,8 +17,9 @@ use crate::tensor::GpuTensor;
 impl KvCache {
     /// Appends `n` positions to every sequence and kv head: `k` of shape `(B, Hkv, n, D)`
     /// and `v` of shape `(B, Hkv, n, Dv)`, as the cache was made. Uploads only these rows.
-    /// Refused, leaving the cache as it was, when a shape differs, a value is not finite,
-    /// or the rows do not fit the capacity.
+    /// Refused, leaving the cache as it was, when a shape differs, a value is not finite or
+    /// is beyond the range of the cache's format (f16's 65504; in bfloat16, the values of
+    /// f32's largest that round to infinity), or the rows do not fit the capacity.
     pub fn append<Sk, Sv, D>(
         &mut self,
         ctx: &Context,
@@ -35,8 +36,8 @@ impl KvCache {
         let n = self.check_append(kv.shape(), vv.shape())?;
         let k_max = max_abs_finite("k", &kv)?;
         let v_max = max_abs_finite("v", &vv)?;
-        // Rounded to the cache's 16-bit format on the host (f16 refuses values beyond its
-        // range here).
+        // Rounded to the cache's 16-bit format on the host (values beyond its range, f16's
+        // or the sliver of f32's largest that rounds to infinity in bfloat16, refused here).
         let (k_words, v_words) = match self.storage {
             KvStorage::F32 => (f32_words(kv.iter().copied()), f32_words(vv.iter().copied())),
             KvStorage::Half(HalfFormat::F16) => (
@@ -44,8 +45,8 @@ impl KvCache {
                 pack(&to_f16_checked("v", &vv)?.view()),
             ),
             KvStorage::Half(HalfFormat::Bf16) => (
-                bf16_words(kv.iter().copied()),
-                bf16_words(vv.iter().copied()),
+                pack(&to_bf16_checked("k", &kv)?.view()),
+                pack(&to_bf16_checked("v", &vv)?.view()),
             ),
         };
         self.write(ctx, (k_words, v_words), n, (k_max, v_max))
@@ -127,7 +128,8 @@ impl KvCache {
     /// the cache's calls skip the proof that scores stay below 1e30, as
     /// [`crate::attention_gpu`] does for such tensors; and an f16 cache cannot refuse such
     /// values beyond f16's range (they become infinities, as in PyTorch's `.half()`; a bf16
-    /// cache has f32's range); tensors uploaded with [`GpuTensor::from_array`] are checked.
+    /// cache has f32's range but for the sliver of its largest values that rounds to
+    /// infinity); tensors uploaded with [`GpuTensor::from_array`] are checked.
     pub fn append_gpu(&mut self, ctx: &Context, k: &GpuTensor, v: &GpuTensor) -> Result<()> {
         self.check_device(ctx)?;
         let n = self.check_append(&k.shape, &v.shape)?;
@@ -138,15 +140,22 @@ impl KvCache {
             KvStorage::F32 => None,
             KvStorage::Half(format) => {
                 for (name, t) in [("k", k), ("v", v)] {
-                    let limit = match format {
-                        HalfFormat::F16 => F16_MAX,
-                        HalfFormat::Bf16 => f32::MAX,
+                    let (fits, range) = match format {
+                        HalfFormat::F16 => (
+                            t.max_abs.is_none_or(|m| m <= F16_MAX),
+                            "f16's range (|x| <= 65504)",
+                        ),
+                        HalfFormat::Bf16 => (
+                            t.max_abs.is_none_or(|m| bf16::from_f32(m).is_finite()),
+                            "bfloat16's range (its largest value rounds to infinity)",
+                        ),
                     };
-                    if let Some(m) = t.max_abs.filter(|&m| m > limit) {
+                    if !fits {
+                        let m = t.max_abs.unwrap_or(f32::INFINITY);
                         return Err(Error::InvalidOption {
                             name,
                             reason: format!(
-                                "holds values up to |x| = {m}, beyond f16's range (|x| <= {F16_MAX}) of this cache"
+                                "holds values up to |x| = {m:e}, beyond {range} of this cache"
                             ),
                         });
                     }

@@ -4,7 +4,7 @@
 //! 2 bad input (files, shapes, options). On any error no output file is written.
 
 use ndarray::ArrayD;
-use wgpu_attention::fp16::{attention_bf16, attention_f16, to_f16_checked};
+use wgpu_attention::fp16::{attention_bf16, attention_f16, to_bf16_checked, to_f16_checked};
 use wgpu_attention::npy::{self, NpyArray};
 use wgpu_attention::{
     check, reference, AttentionOptions, AttentionOutput, Causal, Context, Error, Mask, Tolerance,
@@ -81,7 +81,8 @@ pub struct RunArgs {
     rtol: Option<f32>,
     /// f16: the inputs rounded to f16 (values beyond its range are an error), f32
     /// accumulation, the output written as float16 (.npy '<f2'). bf16: the inputs rounded to
-    /// bfloat16 (no range limit), the output written as float32 holding bfloat16 values
+    /// bfloat16 (f32's range, but for values from 3.39618e38 up, which round to infinity:
+    /// an error), the output written as float32 holding bfloat16 values
     /// (numpy has no bfloat16)
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     dtype: Dtype,
@@ -184,12 +185,15 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         v = v16.mapv(half::f16::to_f32);
         halves = Some((q16, k16, v16));
     }
-    // With --dtype bf16 they are rounded to bfloat16 (nearest even; no range limit), and the
-    // output is written as float32 (numpy has no bfloat16), holding bf16 values.
+    // With --dtype bf16 they are rounded to bfloat16 (nearest even; the values of f32's
+    // largest that round to infinity are an error naming the file), and the output is
+    // written as float32 (numpy has no bfloat16), holding bf16 values.
     let mut brains = None;
     if bf16 {
-        let conv = |a: &ArrayD<f32>| a.mapv(half::bf16::from_f32);
-        let (qb, kb, vb) = (conv(&q), conv(&k), conv(&v));
+        let conv = |name, path: &str, a: &ArrayD<f32>| {
+            to_bf16_checked(name, &a.view()).map_err(|e| Failure::input(format!("{path}: {e}")))
+        };
+        let (qb, kb, vb) = (conv("q", qp, &q)?, conv("k", kp, &k)?, conv("v", vp, &v)?);
         q = qb.mapv(half::bf16::to_f32);
         k = kb.mapv(half::bf16::to_f32);
         v = vb.mapv(half::bf16::to_f32);

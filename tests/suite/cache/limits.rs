@@ -94,6 +94,22 @@ fn cache_refuses_bad_input() {
         .append_gpu(&ctx, &kt, &huge_t)
         .expect("bf16 holds 70000");
     assert_eq!(brain.len(), 6);
+    // ... but not 3.4e38, a finite f32 that rounds to infinity in bfloat16 (its largest
+    // value is 3.3895e38), from the host or from an uploaded tensor; 3.38e38 it holds.
+    let mut brain = KvCache::new_bf16(&ctx, 1, 2, 8, 16, 12).expect("bf16 cache");
+    let mut beyond = v.clone();
+    beyond[[0, 1, 2, 3]] = 3.4e38;
+    let err = brain.append(&ctx, &k, &beyond).expect_err("beyond bf16");
+    assert!(err.to_string().contains("bfloat16's range"), "{err}");
+    let beyond_t = GpuTensor::from_array(&ctx, "v", &beyond).expect("v");
+    let err = brain
+        .append_gpu(&ctx, &kt, &beyond_t)
+        .expect_err("beyond bf16");
+    assert!(err.to_string().contains("bfloat16's range"), "{err}");
+    assert!(brain.is_empty());
+    beyond[[0, 1, 2, 3]] = 3.38e38;
+    brain.append(&ctx, &k, &beyond).expect("bf16 holds 3.38e38");
+    assert_eq!(brain.len(), 3);
     // q must be rank 4 with the cache's batch and a width and head count that fit.
     for shape in [
         vec![2, 2, 1, 16],

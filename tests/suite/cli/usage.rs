@@ -173,6 +173,26 @@ fn bad_inputs_exit_2_and_write_nothing() {
         o.usage_error(&format!("{args:?}"), &[mention]);
         assert!(!out.exists(), "{args:?}: no output file may be written");
     }
+    // Finite float32 values that the 16-bit format asked for cannot hold: 70000 in f16, and
+    // 3.4e38, which rounds to infinity in bfloat16 (its largest value is 3.3895e38).
+    for (value, dtype, range) in [
+        (7e4f32, "f16", "f16's range"),
+        (3.4e38, "bf16", "bfloat16's range"),
+    ] {
+        let mut big = rng.array(&[5, 4], 1.0);
+        big[[2, 1]] = value;
+        let big = save(&dir, &format!("big_{dtype}.npy"), &big);
+        let args = ["--q", &good, "--k", &good, "--v", &big, "--dtype", dtype];
+        let o = ran(tool()
+            .arg("run")
+            .args(args)
+            .args(["--out", &out.display().to_string()]));
+        o.usage_error(
+            &format!("{args:?}"),
+            &[&format!("big_{dtype}.npy"), range, "[2, 1]"],
+        );
+        assert!(!out.exists(), "{args:?}: no output file may be written");
+    }
 }
 
 /// A misspelt switch of the library's (`WGPU_ATTENTION_…`, for testing and timing), in its
