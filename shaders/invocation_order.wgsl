@@ -1,8 +1,8 @@
 // invocation_order.wgsl — testing only: which role (the local index the kernel computes
 // with) each invocation of a workgroup takes. Not a kernel on its own; the kernel tables put
 // it in front of every kernel that shares workgroup memory across a barrier (fused_coop,
-// fused_tiled, fused_portable, decode_workgroup, merge, the unfused softmax), which call
-// invocation_role() instead of using local_invocation_index as it is.
+// fused_tiled, fused_portable, decode_workgroup, merge, the unfused softmax, coop_ops_probe),
+// which call invocation_role() instead of using local_invocation_index as it is.
 //
 // Why: lavapipe runs a workgroup's invocations in their order from one barrier to the next,
 // a SIMD batch of 8 at a time (16 at 512 bits), each batch in lockstep. A missing barrier

@@ -1,7 +1,7 @@
 // kv_loads_bf16.wgsl — the K and V bindings of decode and of the portable and tiled fused
 // tiers read as bfloat16, four values (8 bytes) at a time: what they run on K and V stored
 // as bf16 (KvCache::new_bf16, crate::fp16::attention_bf16; decode_partial_bf16 and
-// the other *Bf16 kernels but the subgroup tier's, whose textures are read by
+// the other *_bf16 kernels but the subgroup tier's, whose textures are read by
 // kv_loads_texture_bf16.wgsl). The twin of
 // kv_loads_f16.wgsl (same storage: two values a u32 word, element 2i in the low half; same
 // indexing and windows), for the other 16-bit format: bf16 keeps f32's exponent range (no

@@ -1,10 +1,11 @@
 // kv_loads_f16.wgsl — the K and V bindings of decode and of the portable and tiled fused
 // tiers read as f16, four halves (8 bytes) at a time: what they run on K and V stored as f16
-// (crate::attention_f16, crate::KvCache made with KvCache::new_f16). Not a kernel on its own;
+// (crate::fp16::attention_f16, crate::KvCache made with KvCache::new_f16). Not a kernel on its own;
 // the kernel tables put it in front of decode_partial.wgsl (decode_partial_f16,
 // decode_partial_wide_f16), decode_workgroup.wgsl (decode_workgroup_f16),
 // fused_portable.wgsl (fused_portable_f16, fused_portable_wide_f16) or fused_tiled.wgsl
-// (fused_tiled_f16, fused_tiled_wide_f16) instead of kv_loads_f32.wgsl. (The subgroup
+// (fused_tiled_f16, fused_tiled_wide_f16, fused_tiled_wider_f16) instead of
+// kv_loads_f32.wgsl. (The subgroup
 // tier reads f16 from rgba16float textures through kv_loads_texture.wgsl.)
 //
 // Storage: f16 values two to a u32 word, element 2i in the low half (as

@@ -1,9 +1,11 @@
 // kv_loads_f32.wgsl — the K and V bindings of the fused tiers and of decode, read as
-// vec4<f32>: what every kernel but the 8-lane CPU forms uses (kv_loads_u64.wgsl is the
-// other form). Not a kernel on its own; the kernel tables put it in front of fused_subgroup.wgsl,
-// fused_portable.wgsl, fused_tiled.wgsl and decode_partial.wgsl. The portable and tiled
-// tiers index k and v directly; the subgroup tier and decode read through load_k/load_v,
-// so that either file can stand here.
+// vec4<f32>: what every kernel on f32 K/V but the 8-lane CPU forms uses (the other forms:
+// kv_loads_u64.wgsl, kv_loads_f16.wgsl, kv_loads_bf16.wgsl, kv_loads_texture(_bf16).wgsl,
+// coop/coop_kv_f16.wgsl). Not a kernel on its own; the kernel tables put it in front of
+// fused_subgroup.wgsl, fused_portable.wgsl, fused_tiled.wgsl, decode_partial.wgsl,
+// decode_workgroup.wgsl and (with coop/coop_kv_widened.wgsl) fused_coop.wgsl. The kernels
+// read through load_k/load_v, so that any of those files can stand here, but for decode's
+// K staging (decode/kstage_f32.wgsl), which reads k directly.
 //
 // Bindings (group 0):
 //   2 k : storage read vec4<f32>, window of k (B, Hkv, kv_rows, D)

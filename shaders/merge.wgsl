@@ -24,7 +24,7 @@
 // 2 x splits loads in turn, which decode's few merge invocations (1 024 at B1 Hq32 Hkv8 Dv
 // 128) waited on one after another, at 256 splits for 32 768 keys on a GPU.
 //
-// LANES (an override, 1 to 16, a power of two; crate::plan::merge_lanes): the invocations
+// LANES (an override, 1 to 16, a power of two; crate::kernel::merge::lanes): the invocations
 // that share an output's splits, lane l taking splits l, l + LANES, .., each folding its own
 // (maximum, sum, output); then lane 0 folds the lanes' results, read through workgroup
 // memory. At 256 splits and 16 lanes an invocation waits on 2 rounds of loads rather than

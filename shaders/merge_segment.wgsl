@@ -1,6 +1,6 @@
 // merge_segment.wgsl — folds the attention of one key segment (O_s, LSE_s) into the running
 // result (O, LSE) of the segments before it, for calls whose kv heads hold more K or V rows
-// than one storage binding (crate::segments): with m = max(LSE, LSE_s),
+// than one storage binding (src/attention/segments.rs, run_segments.rs): with m = max(LSE, LSE_s),
 //   w = exp(LSE - m), w_s = exp(LSE_s - m),  O = (w O + w_s O_s) / (w + w_s),
 //   LSE = m + log(w + w_s).
 // A side whose LSE is -inf (no allowed key) weighs 0; a row that is -inf on both sides keeps

@@ -2,7 +2,8 @@
 // half), rounded to nearest, ties to even, as half::bf16::from_f32 rounds on the host. bf16
 // keeps f32's exponent range, so no finite value overflows (except within half an ulp of
 // f32's largest, which rounds to infinity as it does on the host); NaN stays NaN. The twin
-// of narrow_f16.wgsl, for KvCache::append_gpu on caches made with KvCache::new_bf16.
+// of narrow_f16.wgsl, for KvCache::append_gpu on caches made with KvCache::new_bf16 and
+// the outputs of crate::fp16::attention_bf16.
 //
 // Bindings (group 0):
 //   0 params : uniform ConvertParams { n: elements, base: first word of this dispatch }

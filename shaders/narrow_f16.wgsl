@@ -1,6 +1,8 @@
 // narrow_f16.wgsl — f32 to f16 storage, two values per u32 word (element 2i in the low half).
-// Uses core WGSL pack2x16float. Callers narrow only values known to lie in f16's range
-// (attention outputs are convex combinations of f16 value rows).
+// Uses core WGSL pack2x16float. Values beyond f16's range become infinities; callers check
+// the range where they know it (attention outputs are convex combinations of f16 value
+// rows; KvCache::append_gpu refuses tensors whose scanned magnitude exceeds it, and cannot
+// check those computed on the device).
 //
 // Bindings (group 0):
 //   0 params : uniform ConvertParams { n: elements, base: first word of this dispatch }

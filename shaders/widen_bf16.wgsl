@@ -1,7 +1,8 @@
 // widen_bf16.wgsl — bfloat16 storage to f32: each u32 word holds two bf16 values (element 2i
 // in the low half, as half::bf16 arrays lie in memory). A bf16 value is the top half of an
 // f32, so widening is exact: its bits shifted into place. The twin of widen_f16.wgsl, for
-// KV caches made with KvCache::new_bf16 on the paths that read f32.
+// KV caches made with KvCache::new_bf16 on the paths that read f32, and the inputs of
+// crate::fp16::attention_bf16.
 //
 // Bindings (group 0):
 //   0 params : uniform ConvertParams { n: elements, base: first word of this dispatch }

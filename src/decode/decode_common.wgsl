@@ -1,5 +1,6 @@
 // decode_common.wgsl — what the two decode kernels share: their parameters, overrides,
-// bindings (all but K and V, which kv_loads_f32.wgsl or kv_loads_u64.wgsl declares) and the
+// bindings (all but K and V, which kv_loads_f32.wgsl, kv_loads_u64.wgsl, or for 16-bit K/V
+// kv_loads_f16.wgsl or kv_loads_bf16.wgsl declares) and the
 // masking rule. Not a kernel on its own; the kernel table puts it in front of
 // decode_partial.wgsl (one invocation per key split, for CPU adapters) and
 // decode_workgroup.wgsl (one workgroup per key split, for GPUs).

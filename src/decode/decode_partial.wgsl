@@ -10,8 +10,9 @@
 // puts in front (after mask.wgsl).
 //   0 params, 1 q, 4 bias, 5 allow, 6 part_o (groups, splits, rows, Dv), 7 part_l
 //   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), read through load_k()
-//              and load_v(): kv_loads_f32.wgsl (vec4<f32>) or, on CPU adapters with 8-lane
-//              subgroups and 64-bit integers, kv_loads_u64.wgsl (64-bit words)
+//              and load_v(): kv_loads_f32.wgsl (vec4<f32>), on CPU adapters with 8-lane
+//              subgroups and 64-bit integers kv_loads_u64.wgsl (64-bit words), or for
+//              16-bit K/V kv_loads_f16.wgsl or kv_loads_bf16.wgsl
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //
 // Rows of a group: the R = (Hq / Hkv) * Lq query rows whose heads read this kv head, row
@@ -20,8 +21,9 @@
 //
 // Array size D4_HI x D4_LO vec4 (D/4 and DV/4 at most; arrays of D4_HI x D4_LO, looped
 // over as D4_HI rounds of D4_LO <= 32, because Mesa unrolls no loop of more than 32
-// iterations: see fused_subgroup.wgsl): decode_width_128.wgsl (decode_partial,
-// decode_partial_u64) or decode_width_256.wgsl (the *Wide kernels) declare the variant's
+// iterations: see fused_subgroup.wgsl): decode_width_128.wgsl (decode_partial and its
+// _u64, _f16, _bf16 forms) or decode_width_256.wgsl (decode_partial_wide and its forms)
+// declare the variant's
 // largest case; the kernel table puts that file and the loads file in front. The host
 // writes each pipeline's own D4_HI, D4_LO and MAX_TILE (= TILE) over those declarations
 // (crate::kernel::PipelineKey::sizes, crate::decode::invocation_array_sizes): lavapipe

@@ -1,5 +1,6 @@
-// fused_common.wgsl — declarations shared by the three fused tiers (fused_tiled.wgsl,
-// fused_subgroup.wgsl, fused_portable.wgsl). Not a kernel: the kernel table (src/fused/kernels.rs)
+// fused_common.wgsl — declarations shared by the fused tiers (fused_tiled.wgsl,
+// fused_subgroup.wgsl, fused_portable.wgsl, coop/fused_coop.wgsl). Not a kernel: the kernel
+// table (src/fused/kernels.rs and, for the tensor-core tier, src/fused/coop/kernels.rs)
 // prepends this file to each tier's source, so the tiers agree on one parameter struct, one
 // binding table and one masking rule. WGSL resolves module-scope names in any order.
 //
@@ -7,8 +8,11 @@
 //   0 params : uniform FusedParams (mirrors src/params.rs)
 //   1 q      : storage read  vec4<f32>, window of q (B, Hq, Lq, D); index = absolute - q_win
 //   2 k, 3 v : windows of k (B, Hkv, kv_rows, D) and v (B, Hkv, kv_rows, Dv), declared by the loads
-//              file the kernel table also puts in front: kv_loads_f32.wgsl (vec4<f32>), or for
-//              the subgroup tier's 8-lane CPU kernels kv_loads_u64.wgsl (64-bit words)
+//              file the kernel table also puts in front: kv_loads_f32.wgsl (vec4<f32>), for
+//              the subgroup tier's 8-lane CPU kernels kv_loads_u64.wgsl (64-bit words), for
+//              16-bit K/V kv_loads_f16.wgsl, kv_loads_bf16.wgsl or coop/coop_kv_f16.wgsl, or
+//              for the subgroup tier's texture kernels kv_loads_texture(_bf16).wgsl
+//              (textures there, not buffer windows)
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //   4 bias   : storage read  vec4<f32>, window of the additive mask's rows (mask.wgsl; rows
 //              padded to 4 keys, so keys j0 .. j0+3 with j0 % 4 == 0 are one vec4), or a dummy
@@ -24,7 +28,8 @@
 // bh * o_rows + i - (the window start): o_rows = Lq in one pass; in a key pass, o and lse
 // are the partial buffers and o_rows spans all the passes' rows of one head.
 //
-// Specialisation (override constants): D and DV (multiples of 4, at most 128), CAUSAL,
+// Specialisation (override constants): D and DV (multiples of 4, up to the kernel's
+// variant's width: 128, or on the wide variants the limits in src/fused.rs), CAUSAL,
 // HAS_BIAS, HAS_ALLOW (0 or 1).
 //
 // Masked scores become the sentinel NO_SCORE, which no real score can reach (validation

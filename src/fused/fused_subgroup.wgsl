@@ -11,7 +11,7 @@
 // K and V are read through load_k() and load_v(): kv_loads_f32.wgsl, or on CPU adapters
 // with 8-lane subgroups and 64-bit integers kv_loads_u64.wgsl (fused_subgroup_u64,
 // fused_subgroup_wide_u64), or from textures: kv_loads_texture.wgsl (f32 and f16 K and V,
-// the *Texture kernels) or kv_loads_texture_bf16.wgsl (the *TextureBf16 kernels); the
+// the fused_subgroup*_texture* kernels) or kv_loads_texture_bf16.wgsl (their _bf16 forms); the
 // kernel table puts one in front.
 //
 // Array sizes D4_HI x D4_LO vec4 (D/4 and DV/4 at most; D4_LO at most 32) and MAX_R (R at
@@ -67,7 +67,7 @@
 //
 // Performance notes (lavapipe on a 2-vCPU Xeon, B1 H8 L1024 D64; see docs/measurements.md).
 // The largest gain came from the driver's vector width, not from this code: with
-// LP_NATIVE_VECTOR_WIDTH=512 (AVX-512, 16-lane subgroups; src/cpu_vectors.rs) and 16-key
+// LP_NATIVE_VECTOR_WIDTH=512 (AVX-512, 16-lane subgroups; src/profile/cpu_vectors.rs) and 16-key
 // blocks, every lane loads a key row of its own and each vector instruction covers 16 rows:
 // 40-51 GFLOP/s against about 28 with 8 lanes. The 8-key kernel at 16 lanes (lanes 8-15
 // loading the same rows as 0-7) gave 31-35. At 16 lanes, R = 8 stayed best (R = 4: 35-36,

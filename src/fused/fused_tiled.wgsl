@@ -24,7 +24,7 @@
 // and spread over x and y. Invocation
 // (ty, tx) = (index / 8, index % 8) owns rows 4ty .. 4ty+3 of the block; for the scores it
 // owns keys 4tx .. 4tx+3 and 32+4tx .. 32+4tx+3 of each key block, for the output the
-// columns (as vec4) tx, tx+8, tx+16, tx+24.
+// columns (as vec4) tx + 8c, c < MAX_COLS (tx, tx+8, tx+16, tx+24 on the standard variant).
 //
 // Per key block of 64:
 //   1. Scores: D in chunks of 16. Each chunk of Q (64 rows, pre-scaled) and K (64 keys) is

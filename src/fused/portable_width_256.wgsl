@@ -1,5 +1,5 @@
 // portable_width_256.wgsl — the widths of fused_portable.wgsl's wide variant
-// (fused_portable_wide): D and Dv up to 256, the one fused kernel for widths above 128.
+// (fused_portable_wide): D and Dv up to 256, the portable tier's kernel for widths above 128.
 // Not a kernel on its own; the kernel table puts it between fused_common.wgsl and
 // fused_portable.wgsl. Workgroup memory: 2 x 512 vec4 = 16 KiB, WebGPU's default limit
 // (fused::PORTABLE_WIDE_WORKGROUP_BYTES).

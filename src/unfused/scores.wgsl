@@ -7,7 +7,7 @@
 //            (kv_rows: Lk, or a KvCache's capacity; key j of kv head h is row h x kv_rows + j)
 //   3 bias   : storage read  f32, window of the additive mask's rows (mask.wgsl), or a dummy
 //   4 allow  : storage read  u32, window of the mask's allow bits (mask.wgsl), or a dummy
-//   5 s      : storage write f32, (n_heads, rows, Lk) scores of this chunk, row-major
+//   5 s      : storage read_write f32, (n_heads, rows, Lk) scores of this chunk, row-major
 //
 // Shapes: the chunk covers batch-heads bh0 .. bh0+n_heads and query rows row0 .. row0+rows.
 // Query head h reads kv head h / group (grouped-query attention, no copies of K/V).

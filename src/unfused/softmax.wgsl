@@ -3,7 +3,9 @@
 //
 // Bindings (group 0):
 //   0 params : uniform ChunkParams (mirrors src/params.rs; MaskParams: mask.wgsl)
-//   1 bias   : storage read  f32 (unused here; bound so every unfused kernel shares one table)
+//   1 bias   : storage read  f32 (unused here, where scores.wgsl added it; kept in the
+//              softmax's binding table, crate::kernel::bindings::SOFTMAX, the host binding
+//              the bias window or a dummy)
 //   2 allow  : storage read  u32, window of the mask's allow bits (mask.wgsl), or a dummy
 //   3 s      : storage read_write f32, (n_heads, rows, Lk): scores in, weights out
 //   4 lse    : storage read_write u32, window of the (B, Hq, Lq) log-sum-exp, stored as f32 bits

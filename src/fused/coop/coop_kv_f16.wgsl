@@ -1,5 +1,6 @@
 // coop_kv_f16.wgsl — the K and V bindings of the cooperative-matrix tier's kernels on f16 K
-// and V (crate::attention_f16, an f16 KvCache, bf16 inputs narrowed to f16), read as
+// and V (crate::fp16::attention_f16, an f16 KvCache; bf16 K/V are widened to f32 first and
+// take kv_loads_f32.wgsl with coop_kv_widened.wgsl), read as
 // vec4<f16> and staged as they are. Not a kernel: the kernel table (kernels.rs) puts it
 // where the f32 kernels have shaders/kv_loads_f32.wgsl and coop_kv_widened.wgsl.
 //

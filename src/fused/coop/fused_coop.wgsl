@@ -8,12 +8,14 @@
 //
 // Files, in the order the kernel table (src/fused/coop/kernels.rs) puts them:
 //   coop_enable_hw.wgsl or coop_enable_emulated.wgsl   the `enable` directives
+//     (or coop_enable_8.wgsl: Metal's 8x8 form, fused_coop_16x64_simd8)
 //   mask.wgsl, shaders/invocation_order.wgsl,           parameters, bindings 0, 1, 4-7, masks;
 //   fused_common.wgsl                                   invocation_role (CI's orders)
 //   kv_loads_f32.wgsl and coop_kv_widened.wgsl, or      bindings 2 (k) and 3 (v), and
 //   coop_kv_f16.wgsl                                    stage_k/stage_v (as staged, vec4<In>)
 //   coop_tile_<BR>x<WIDTH>.wgsl                         BR, BC and WIDTH (the largest D, Dv)
 //   coop_ops_16.wgsl or coop_ops_emulated.wgsl          In, Acc, ATile and the operations
+//     (or coop_ops_8_f32.wgsl: the 8x8 form)
 //   this file
 // The ops file is the only difference between a kernel and its emulation.
 // Invocations exchange values only through workgroup memory across workgroupBarrier().
@@ -38,7 +40,8 @@
 // Dispatch: 128 invocations per workgroup, one workgroup per BR query rows of one unit,
 // numbered linearly (row block fastest) over x and y; p.total_groups of them. Where the
 // host splits the keys into p.splits ranges side by side (crate::fused::keys_per_pass: on
-// llvmpipe for its loop limit, or where asked to, to fill a GPU), the workgroups are
+// llvmpipe for its loop limit, and on GPUs where the workgroups would fill less than 80%
+// of a wave, crate::fused::coop::key_splits), the workgroups are
 // numbered range-major; range `split` visits the keys from key0 + split x its keys (a
 // multiple of 64, so of BC) and writes its partial output and LSE split x p.rows rows
 // further on, which merge.wgsl combines. Subgroup `lindex / SG` computes a tile of the
