@@ -4,7 +4,8 @@
 //! `attention/prepare.rs`; keys in segments, where a kv head exceeds a binding, in
 //! `attention/segments.rs` (their geometry) and `attention/run_segments.rs`; one call's
 //! dispatch in `attention/execute.rs`; the tensor-core tier's self-check, which wraps the
-//! planning and runs before a call's memory check, in `attention/coop_check.rs`
+//! planning and runs after a call's memory check (planning again without the tier, its
+//! memory checked again, where a check fails), in `attention/coop_check.rs`
 //! (docs/architecture.md: the executor's layers).
 
 use ndarray::{ArrayBase, Data, Dimension};
@@ -18,7 +19,7 @@ use crate::half_format::{HalfFormat, KvStorage, F16_MIN_NORMAL};
 use crate::memory::MemoryEstimate;
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
 use crate::planner::Path;
-use crate::problem::{check_problem, max_abs_finite, validate_dims, Dims};
+use crate::problem::{check_problem, max_abs_finite, validate_dims, Dims, Magnitudes};
 use crate::tensor::{GpuAttentionOutput, GpuTensor};
 
 mod coop_check;
@@ -65,8 +66,13 @@ where
     let q_max = max_abs_finite("q", &qv)?;
     let k_max = max_abs_finite("k", &kv)?;
     let v_max = max_abs_finite("v", &vv)?;
+    let magnitudes = Some(Magnitudes {
+        q: q_max,
+        k: k_max,
+        v: Some(v_max),
+    });
     if let Some(reason) = empty::reason(&dims) {
-        check_problem(dims, opts, Some((q_max, k_max)))?;
+        check_problem(dims, opts, magnitudes)?;
         return Ok(empty::host_outputs(&dims, opts, reason));
     }
     let plan = prepare_checked(
@@ -74,7 +80,7 @@ where
         dims,
         (dims.lk, KvStorage::F32),
         opts,
-        Some((q_max, k_max)),
+        magnitudes,
         Inputs::Host,
     )?;
     let qt = GpuTensor::upload_scanned(ctx, "q", &qv, q_max)?;
@@ -98,7 +104,7 @@ pub fn attention_gpu(
     attention_gpu_stored(ctx, q, (k, v, KvStorage::F32), opts)
 }
 
-/// [`attention_gpu`] with K and V stored as `storage` (f16 from [`crate::fp16`]).
+/// [`attention_gpu`] with K and V stored as `storage` (f16 or bf16, from [`crate::fp16`]).
 pub(crate) fn attention_gpu_stored(
     ctx: &Context,
     q: &GpuTensor,
@@ -107,7 +113,11 @@ pub(crate) fn attention_gpu_stored(
 ) -> Result<GpuAttentionOutput> {
     let dims = validate_dims(&q.shape, &k.shape, &v.shape)?;
     if let Some(reason) = empty::reason(&dims) {
-        check_problem(dims, opts, q.max_abs.zip(k.max_abs))?;
+        check_problem(
+            dims,
+            opts,
+            Magnitudes::known(q.max_abs, k.max_abs, v.max_abs),
+        )?;
         return empty::device_outputs(ctx, &dims, opts, reason);
     }
     let promoted = bf16_in_f16_range(storage, [q.max_abs, k.max_abs, v.max_abs], opts);
@@ -117,7 +127,7 @@ pub(crate) fn attention_gpu_stored(
         dims,
         (dims.lk, storage),
         opts,
-        q.max_abs.zip(k.max_abs),
+        Magnitudes::known(q.max_abs, k.max_abs, v.max_abs),
         Inputs::Device,
     )?;
     say_promoted(&mut plan, promoted.is_some());
@@ -182,7 +192,7 @@ pub(crate) fn attention_over_rows(
         CachedQuery::Host(a) => Some(max_abs_finite("q", a)?),
         CachedQuery::Device(t) => t.max_abs,
     };
-    let max_abs = q_max.zip(k.max_abs);
+    let max_abs = Magnitudes::known(q_max, k.max_abs, v.max_abs);
     if let Some(reason) = empty::reason(&dims) {
         check_problem(dims, opts, max_abs)?;
         return empty::device_outputs(ctx, &dims, opts, reason);
@@ -286,7 +296,7 @@ pub fn memory_estimate(
     ))
 }
 
-/// Runs the prepared call: in one piece, or segment by segment (`segments.rs`).
+/// Runs the prepared call: in one piece, or segment by segment (`run_segments.rs`).
 fn execute(
     ctx: &Context,
     q: &GpuTensor,

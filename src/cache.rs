@@ -63,7 +63,8 @@ pub struct KvCache {
     widths: (usize, usize),
     /// Rows of every kv head that hold data.
     len: usize,
-    /// f32, or f16 two values a u32 word ([`KvCache::new_f16`]).
+    /// f32, or a 16-bit format (f16 or bf16) two values a u32 word ([`KvCache::new_f16`],
+    /// [`KvCache::new_bf16`]).
     storage: KvStorage,
     /// The context whose device holds the buffers: calls with another context are refused.
     owner: Context,
@@ -90,7 +91,8 @@ impl KvCache {
     /// f16, half the bytes a step (shaders/kv_loads_f16.wgsl; the subgroup tier from
     /// rgba16float textures); the unfused path (and the subgroup tier where it cannot use
     /// textures) widens its cached rows (not its capacity) to f32 on the device for the
-    /// call. The plan's reason says which.
+    /// call, as does any path for widths that are not multiples of 4 (padded). The plan's
+    /// reason says which.
     /// Appended values are rounded to f16 (those beyond its range, |x| > 65504, are
     /// refused); scores and sums stay f32. `d` and `dv` must be even (each head's rows
     /// start on a whole 4-byte word).
@@ -359,11 +361,11 @@ impl KvCache {
                 "q of shape {shape:?} has batch {b}; the cache holds {} sequences",
                 self.batch
             ))),
-            _ => Err(Error::Rank {
-                name: "q",
-                got: shape.len(),
-                shape: shape.to_vec(),
-            }),
+            // Not Error::Rank, whose message lists the ranks a call on arrays takes.
+            _ => Err(Error::mismatch(format_args!(
+                "q of shape {shape:?} has rank {}; a KvCache's calls take rank 4, (B, Hq, Lq, D)",
+                shape.len()
+            ))),
         }
     }
 
@@ -376,11 +378,11 @@ impl KvCache {
                 "{name} of shape {shape:?} does not fit the cache: expected ({}, {}, n, {})",
                 want[0], want[1], want[2]
             ))),
-            _ => Err(Error::Rank {
-                name,
-                got: shape.len(),
-                shape: shape.to_vec(),
-            }),
+            _ => Err(Error::mismatch(format_args!(
+                "{name} of shape {shape:?} has rank {}; a KvCache takes rank 4, (B, Hkv, n, {})",
+                shape.len(),
+                if name == "k" { "D" } else { "Dv" }
+            ))),
         }
     }
 }

@@ -1,8 +1,10 @@
 //! [`Context`]: adapter choice, device, queue, pipeline cache, upload and download.
 //!
-//! Every wgpu call whose signature tends to change between releases lives in this module
-//! (this file, transfer.rs and health.rs: errors and a lost device), so a wgpu upgrade
-//! touches one place.
+//! Most wgpu calls whose signatures tend to change between releases live in this module
+//! (this file, transfer.rs and health.rs: errors and a lost device): the device, queue,
+//! buffers, submission, readback and error scopes. Pipelines are made in
+//! src/kernel/pipeline.rs, the Vulkan heap query is in src/memory.rs, and the families'
+//! dispatch code records its own passes and copies.
 
 use std::sync::{Arc, Mutex};
 
@@ -62,7 +64,8 @@ pub struct ContextOptions {
     /// machine with 23 GiB, and allocates from host memory).
     pub memory_limit: Option<u64>,
     /// Optional features to enable, instead of every one the crate can use that the adapter
-    /// has (subgroups, timestamps, f16, 64-bit integers); intersected with both. Kernels that
+    /// has (subgroups, timestamps, f16, 64-bit integers, and
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` for `fused-coop`); intersected with both. Kernels that
     /// need a feature left out are not chosen, so this is how tests run, on one adapter, the
     /// kernels that adapters without the feature take.
     pub features: Option<wgpu::Features>,

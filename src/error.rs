@@ -89,7 +89,7 @@ pub enum Error {
     OutOfMemory {
         /// Bytes the call would hold at its peak.
         needed: u64,
-        /// Device bytes not held by live buffers of this device.
+        /// Device bytes not held by live buffers and textures of this device.
         available: u64,
         /// The device's total (see [`crate::memory::DeviceMemory`]).
         total: u64,
@@ -182,7 +182,7 @@ impl Error {
     }
 }
 
-/// `1.5 GiB`, `12.0 MiB`, `512 B`: sizes in messages.
+/// `1.50 GiB`, `12.0 MiB`, `512 B`: sizes in messages.
 pub fn human_bytes(bytes: u64) -> String {
     const KIB: f64 = 1024.0;
     let b = bytes as f64;

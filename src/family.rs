@@ -21,7 +21,8 @@ use crate::profile::DeviceProfile;
 pub(crate) struct InputFacts {
     /// K and V are stored in this 16-bit format (f16 inputs: `attention_f16`, f16 caches).
     pub(crate) kv_half: Option<HalfFormat>,
-    /// The largest magnitude of q and k, where the host knows it.
+    /// The largest magnitude of q, k and v, where the host knows q's and k's (v's counted
+    /// where known too: crate::problem::Magnitudes).
     pub(crate) max_abs: Option<f32>,
 }
 

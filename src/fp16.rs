@@ -37,7 +37,8 @@ pub use crate::half_format::{
 /// the computation, not data).
 #[derive(Clone, Debug)]
 pub struct AttentionOutputHalf<T> {
-    /// Attention output in the inputs' 16-bit type, q's shape with last dimension Dv.
+    /// Attention output in the inputs' 16-bit type: q's shape (broadcast against k's and
+    /// v's) with last dimension Dv.
     pub out: ArrayD<T>,
     /// Log-sum-exp per query row, if requested.
     pub lse: Option<ArrayD<f32>>,

@@ -237,8 +237,9 @@ pub(crate) enum KvStorage {
     /// f32 values.
     F32,
     /// 16-bit values, two a u32 word (element 2i in the low half), in tensors whose shape
-    /// is that of the values: decode reads them so (shaders/kv_loads_f16.wgsl,
-    /// kv_loads_bf16.wgsl); for every other path the call widens them to f32 first.
+    /// is that of the values: the paths whose family reads them so (`Family::reads_half`:
+    /// decode, the portable and tiled tiers, the subgroup tier from textures, `fused-coop`
+    /// for f16) read them as they are; for the others the call widens them to f32 first.
     Half(HalfFormat),
 }
 

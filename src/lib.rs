@@ -9,9 +9,10 @@
 //! - [`attention()`]: attention on ndarray inputs; [`attention_gpu`] on [`GpuTensor`]s.
 //! - [`AttentionOptions`]: [`Causal`] rule, scale, [`Mask`], LSE and weights outputs, path.
 //! - [`KvCache`]: keys and values on the device for token-by-token decoding; appends upload
-//!   only the new rows, and every path reads the cache in place; f32, f16 or bfloat16
-//!   ([`KvCache::new_f16`], [`KvCache::new_bf16`], which decode and the fused tiers read
-//!   as they are).
+//!   only the new rows, and calls read the cache in place, but where a path needs f32 or
+//!   widths padded to 4 (a per-call copy, which the plan's reason names); f32, f16 or
+//!   bfloat16 ([`KvCache::new_f16`], [`KvCache::new_bf16`], which decode and the f32 fused
+//!   tiers read as they are).
 //! - [`broadcast`]: how q, k and v of different ranks, batches or heads broadcast, as in
 //!   PyTorch.
 //! - [`reference::attention`]: the CPU reference in f64, same contract.
@@ -19,8 +20,8 @@
 //! - [`merge::merge_partials`]: combine attention computed over KV shards from (O, LSE).
 //! - [`mha::MultiHeadAttention`]: a multi-head attention layer (GQA, RoPE) on the GPU.
 //! - [`fp16::attention_f16`], [`fp16::attention_bf16`]: attention on `half::f16` and
-//!   `half::bf16` arrays (f32 accumulation; decode and the fused tiers read K and V as they
-//!   are).
+//!   `half::bf16` arrays (f32 accumulation, or f16 products on the tensor-core tier; decode
+//!   and the fused tiers read K and V as they are, but `fused-coop` widens bf16 ones).
 //! - [`npy`]: read and write `.npy` files as numpy and PyTorch write them.
 //! - [`rng`]: a seeded generator for reproducible inputs (the examples and tests make
 //!   their inputs with it, so that a figure can be reproduced without another crate).

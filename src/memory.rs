@@ -8,8 +8,9 @@
 //! memory-budget check at buffer creation still turns an exhausted device into an
 //! [`Error::Gpu`] (Vulkan and DX12 drivers that report a budget).
 //!
-//! Memory in use is wgpu's count of bytes in this device's live buffers, so tensors the
-//! caller keeps on the device (and outputs not yet dropped) are subtracted from what is free.
+//! Memory in use is wgpu's count of bytes in this device's live buffers and textures, so
+//! tensors the caller keeps on the device (and outputs not yet dropped) are subtracted from
+//! what is free.
 //! Calls running at the same time on one context each check alone; the estimate is a guard
 //! against problems that cannot fit, not a reservation.
 
@@ -31,15 +32,18 @@ pub struct MemoryEstimate {
     pub mask: u64,
     /// out and lse, and the attention weights when requested.
     pub outputs: u64,
-    /// Path scratch: the unfused path's score chunk or the decode path's partial results,
-    /// plus one small uniform buffer per dispatch, and on a context's first call the NaN
+    /// Path scratch (the unfused path's score chunks, partial results of decode and of key
+    /// passes, K/V textures, padded or widened K/V copies), plus one small uniform buffer per
+    /// dispatch, and on a context's first call the NaN
     /// source its outputs are filled from (256 KiB, and its upload's staging copy).
     pub scratch: u64,
     /// wgpu's staging copies of uploads: every upload (inputs, mask) passes through a
     /// staging buffer of its own size that lives until the submission completes. (Outputs
     /// are filled with NaN on the device, from the context's NaN source, since 2026-12-02.)
     pub staging: u64,
-    /// The staging buffer of the largest readback ([`crate::attention()`] only).
+    /// The staging buffer of the largest readback (calls that return host arrays:
+    /// [`crate::attention()`], [`crate::KvCache::attention`], the [`crate::fp16`] entry
+    /// points; 0 for device outputs).
     pub readback: u64,
 }
 
@@ -85,8 +89,9 @@ pub(crate) use crate::error::human_bytes;
 pub struct DeviceMemory {
     /// Total bytes, when known.
     pub total: Option<u64>,
-    /// Where `total` came from ("Vulkan device-local heaps", "ContextOptions::memory_limit"),
-    /// or why it is unknown.
+    /// Where `total` came from ("Vulkan device-local memory heaps",
+    /// "ContextOptions::memory_limit", with the driver's figure beside it where both are
+    /// known), or why it is unknown.
     pub origin: String,
 }
 

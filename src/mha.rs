@@ -44,7 +44,7 @@ pub struct MhaConfig {
     pub rope: Option<Rope>,
     /// Causal rule of the attention.
     pub causal: Causal,
-    /// Attention path (`Auto` by default).
+    /// Attention path (`PathChoice::Auto` lets the planner choose).
     pub path: PathChoice,
 }
 
@@ -318,7 +318,8 @@ impl MultiHeadAttention {
     }
 
     /// [`MultiHeadAttention::new_cache_f16`] in bfloat16 ([`KvCache::new_bf16`]): f32's
-    /// range, so no projected value overflows. The head width must be even.
+    /// exponent range, so only projected values from about 3.39618e38 up (which round to
+    /// infinity in bfloat16) overflow. The head width must be even.
     pub fn new_cache_bf16(&self, batch: usize, capacity: usize) -> Result<KvCache> {
         self.cache_with(KvCache::new_bf16, batch, capacity)
     }

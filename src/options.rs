@@ -65,8 +65,8 @@ pub enum PathChoice {
     FusedTiled,
     /// Split-K decode: keys split, partial results merged. For few query rows per kv head
     /// (Hq/Hkv x Lq up to about 16) over many keys. In the form that suits the adapter: one
-    /// invocation per split on CPU adapters (path `"decode"`), one workgroup per split on
-    /// GPUs (path `"decode-workgroup"`).
+    /// invocation per split on CPU adapters (path `"decode"`; for D or Dv above 256, the
+    /// workgroup form), one workgroup per split on GPUs (path `"decode-workgroup"`).
     Decode,
     /// Split-K decode in its workgroup form (path `"decode-workgroup"`) on any adapter: what
     /// [`PathChoice::Decode`] runs on GPUs, forced for tests and comparisons on CPU adapters.
@@ -118,14 +118,18 @@ pub struct AttentionOptions<'a> {
 /// What the products Q Kᵀ and P V are computed in ([`AttentionOptions::precision`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
-    /// f32 inputs stay f32: every path computes in f32 (16-bit K and V are widened exactly).
+    /// The default: f32 inputs run on the f32 paths (unless `PathChoice::FusedCoop` is
+    /// forced), which widen 16-bit K and V exactly. 16-bit inputs may still take
+    /// `fused-coop`, which multiplies in f16: f16 K and V, and bf16 ones whose values fit
+    /// f16's range (the plan's reason says so).
     #[default]
     F32,
     /// Q, K, V and the weights rounded to f16 for the products, accumulated in f32 (what
     /// PyTorch users know as autocast): lets auto take the cooperative-matrix tier
     /// (`fused-coop`) on f32 inputs where the adapter has it. Error against f64: about that
     /// of f16 inputs, 1e-3 relative to the output's scale (crate::fused::coop). Inputs
-    /// beyond f16's range (65504) are refused where the host knows them, else saturate.
+    /// beyond f16's range (65504: q, k or v) are refused where the host knows them, else
+    /// saturate.
     /// Paths other than `fused-coop` ignore it and compute in f32.
     F16,
 }
@@ -183,9 +187,9 @@ pub struct PlanInfo {
     pub chunks: usize,
 }
 
-/// Result of an attention call on host arrays. Shapes follow q's rank:
-/// `out` is q's shape with last dimension Dv, `lse` drops the last dimension, `weights`
-/// replaces D by Lk.
+/// Result of an attention call on host arrays. Shapes follow q's shape broadcast against k's
+/// and v's ([`crate::broadcast`]): `out` is that shape with last dimension Dv, `lse` drops
+/// the last dimension, `weights` replaces D by Lk.
 #[derive(Clone, Debug)]
 pub struct AttentionOutput {
     /// Attention output.

@@ -359,13 +359,40 @@ pub fn max_abs_finite(name: &'static str, x: &ArrayViewD<'_, f32>) -> Result<f32
     Ok(m)
 }
 
+/// The largest |q| and |k| of a call's inputs, and |v|'s where known, as the host scanned
+/// them: q's and k's prove that the scores cannot overflow ([`validate_problem`]); all
+/// three tell whether the cooperative-matrix tier can stage the inputs in f16
+/// (crate::fused::coop::range_obstacle). Unknown where the tensors were computed on the
+/// device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Magnitudes {
+    /// max |q|.
+    pub q: f32,
+    /// max |k|.
+    pub k: f32,
+    /// max |v|, where known.
+    pub v: Option<f32>,
+}
+
+impl Magnitudes {
+    /// The magnitudes where q's and k's are known.
+    pub fn known(q: Option<f32>, k: Option<f32>, v: Option<f32>) -> Option<Self> {
+        Some(Self { q: q?, k: k?, v })
+    }
+
+    /// The largest of the known magnitudes.
+    pub fn largest(self) -> f32 {
+        self.q.max(self.k).max(self.v.unwrap_or(0.0))
+    }
+}
+
 /// [`validate_problem`]'s checks without packing the mask, for calls that pack it later in
 /// pieces (key segments: each segment's columns) or not at all (nothing to compute), so that
 /// an error still names the caller's shapes and indices.
 pub fn check_problem(
     dims: Dims,
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
 ) -> Result<()> {
     scale_and_bound(dims, opts, max_abs)?;
     opts.mask.as_ref().map_or(Ok(()), |m| check_mask(m, &dims))
@@ -377,7 +404,7 @@ pub fn check_problem(
 fn scale_and_bound(
     dims: Dims,
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
 ) -> Result<(f32, Option<f64>)> {
     let scale = match opts.scale {
         // D = 0: every score is an empty sum, 0 whatever the scale; 1 keeps it finite.
@@ -395,9 +422,9 @@ fn scale_and_bound(
     };
     // The largest |score| the inputs allow, where they were scanned; it also tells a large
     // negative mask value that hides its key from one that only weighs it down.
-    let score_bound = max_abs
-        .map(|(mq, mk)| f64::from(scale.abs()) * dims.d as f64 * f64::from(mq) * f64::from(mk));
-    if let (Some((mq, mk)), Some(bound)) = (max_abs, score_bound) {
+    let score_bound =
+        max_abs.map(|m| f64::from(scale.abs()) * dims.d as f64 * f64::from(m.q) * f64::from(m.k));
+    if let (Some(Magnitudes { q: mq, k: mk, .. }), Some(bound)) = (max_abs, score_bound) {
         if bound > f64::from(BIAS_CLAMP) {
             return Err(Error::too_large(format_args!(
                 "scores could reach {bound:.3e} (scale {scale} x D {} x max|q| {mq} x max|k| {mk}); \
@@ -414,12 +441,12 @@ fn scale_and_bound(
     Ok((scale, f32_score_bound))
 }
 
-/// Validates options against dims. `max_abs` is `(max|q|, max|k|)` when known (host inputs),
-/// used to prove the scores cannot overflow.
+/// Validates options against dims. `max_abs` is the inputs' [`Magnitudes`] when known (host
+/// inputs), whose q and k prove the scores cannot overflow.
 pub fn validate_problem(
     dims: Dims,
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
 ) -> Result<Problem> {
     let (scale, f32_score_bound) = scale_and_bound(dims, opts, max_abs)?;
     let mask = match &opts.mask {

@@ -7,7 +7,7 @@ use ndarray::{ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 use crate::broadcast::broadcast_inputs;
 use crate::error::Result;
 use crate::options::{AttentionOptions, AttentionOutput, PlanInfo};
-use crate::problem::{max_abs_finite, validate_dims, validate_problem, Problem};
+use crate::problem::{max_abs_finite, validate_dims, validate_problem, Magnitudes, Problem};
 
 /// Attention on the CPU, in f64, with the same contract as [`crate::attention()`].
 ///
@@ -88,7 +88,15 @@ fn validate_broadcast(
     let mq = max_abs_finite("q", &q)?;
     let mk = max_abs_finite("k", &k)?;
     max_abs_finite("v", &v)?;
-    validate_problem(dims, opts, Some((mq, mk)))
+    validate_problem(
+        dims,
+        opts,
+        Some(Magnitudes {
+            q: mq,
+            k: mk,
+            v: None,
+        }),
+    )
 }
 
 // Every index is bounded by the loop that produces it over the validated dimensions, and

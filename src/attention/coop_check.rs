@@ -33,8 +33,7 @@ use crate::half_format::{HalfFormat, KvStorage};
 use crate::kernel::PipelineKey;
 use crate::options::{AttentionOptions, Causal, Mask, PathChoice};
 use crate::planner::Path;
-use crate::problem::validate_dims;
-use crate::problem::Dims;
+use crate::problem::{validate_dims, Dims, Magnitudes};
 use crate::profile::{CoopSupport, DeviceProfile};
 use crate::tensor::GpuTensor;
 use ndarray::ArrayD;
@@ -45,7 +44,8 @@ type PipelineCheck<'a> = &'a dyn Fn(&Context, &PipelineKey) -> Result<(), String
 
 /// Everything a call does before it allocates: validation, the path, the chunk plan, and
 /// the call's peak device memory against what the device has free; then, where the plan
-/// takes the cooperative-matrix tier on the hardware, each of its pipelines the call runs
+/// takes the cooperative-matrix tier on the hardware (or emulated, with
+/// `WGPU_ATTENTION_COOP_CHECK=1`), each of its pipelines the call runs
 /// checks itself, once per context, and where one fails the call plans again without the
 /// tier (and checks that plan's memory). The memory is checked before the pipeline check
 /// runs, so that a call refused for memory allocates nothing, and so that it is refused
@@ -57,7 +57,7 @@ pub(super) fn prepare_checked(
     dims: Dims,
     kv: (usize, KvStorage),
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
     inputs: Inputs,
 ) -> Result<Prepared> {
     checked_plan(
@@ -80,7 +80,7 @@ pub(super) fn plan_segment_checked(
     s: usize,
     storage: KvStorage,
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
 ) -> Result<(Prepared, bool)> {
     plan_segment_checking(ctx, (seg, s), storage, opts, max_abs, device_check(ctx))
 }
@@ -112,7 +112,8 @@ pub(super) fn plan_as_calls(
 }
 
 /// The call's plan on the context's checked profile; where it takes the tier and `check`
-/// is given (on the hardware), the pipelines it runs are checked first, and the plan made
+/// is given (on the hardware, or emulated with `WGPU_ATTENTION_COOP_CHECK=1`), the pipelines
+/// it runs are checked first, and the plan made
 /// again without the tier if one fails ([`prepare_checked`] without the memory; the unit
 /// tests give the check).
 fn plan_checking(
@@ -120,7 +121,7 @@ fn plan_checking(
     dims: Dims,
     kv: (usize, KvStorage),
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
     check: Option<PipelineCheck<'_>>,
 ) -> Result<Prepared> {
     checked_plan(
@@ -138,7 +139,7 @@ fn plan_segment_checking(
     (seg, s): (&Segments, usize),
     storage: KvStorage,
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
     check: Option<PipelineCheck<'_>>,
 ) -> Result<(Prepared, bool)> {
     let plan_on = |dev: &DeviceProfile| plan_segment(seg, dev, s, storage, opts, max_abs);
@@ -373,8 +374,8 @@ struct CheckCase {
 
 /// Keys (of one kv head) in a check problem, the first that plans the pipeline: not
 /// multiples of the blocks; 600 first, enough that a GPU's plan runs them in two ranges
-/// side by side (`fused::coop::key_splits`: a few workgroups, 4 with 64-row blocks, 2
-/// ranges of 320 keys at most), so that the check runs the split keys' path and its merge
+/// side by side (`fused::coop::key_splits`: a few workgroups, 3 or fewer with 64-row
+/// blocks, 2 ranges of 320 keys at most), so that the check runs the split keys' path and its merge
 /// on the hardware too, as calls of few workgroups take them; 100 where 600 would not fit
 /// one segment of the device's bindings (a segmented call plans other pipelines).
 const CHECK_KEYS: [usize; 2] = [600, 100];

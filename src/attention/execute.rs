@@ -24,8 +24,8 @@ pub(super) fn execute_one(
     let (problem, path) = (&plan.problem, plan.path);
     let (dims, kd) = (plan.user_dims, problem.dims);
     let mask_bufs = upload_mask(ctx, problem)?;
-    // f16 K and V for a path that reads f32: the first Lk rows of each kv head widened
-    // into compact f32 copies (problem.kv_rows = Lk).
+    // 16-bit (f16 or bf16) K and V for a path that reads f32: the first Lk rows of each kv
+    // head widened into compact f32 copies (problem.kv_rows = Lk).
     let kv_rows = dims.b * dims.hkv * problem.kv_rows;
     let widened = if let (true, Some(format)) = (plan.widens_kv(), plan.kv_storage.half()) {
         let heads = dims.b * dims.hkv;

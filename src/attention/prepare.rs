@@ -10,7 +10,7 @@ use crate::memory::{buffer_bytes, MemoryEstimate};
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::plan::{Chunk, DeviceBudget};
 use crate::planner::{choose_path, Path};
-use crate::problem::{check_problem, validate_problem, Dims, Problem, MAX_ELEMENTS};
+use crate::problem::{check_problem, validate_problem, Dims, Magnitudes, Problem, MAX_ELEMENTS};
 use crate::profile::DeviceProfile;
 use crate::widths;
 
@@ -43,7 +43,7 @@ pub(super) struct Prepared {
 }
 
 impl Prepared {
-    /// Whether the call widens f16 K and V to f32 before the path runs.
+    /// Whether the call widens 16-bit (f16 or bf16) K and V to f32 before the path runs.
     pub(super) fn widens_kv(&self) -> bool {
         self.kv_storage != KvStorage::F32 && self.problem.kv_half.is_none()
     }
@@ -66,7 +66,7 @@ pub(super) fn plan_call(
     dims: Dims,
     (kv_rows, kv_storage): (usize, KvStorage),
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
 ) -> Result<Prepared> {
     let causal_offset = opts.causal.offset(dims.lq, dims.lk);
     let Some(mut seg) = Segments::plan(dev, &dims, kv_rows, causal_offset) else {
@@ -92,7 +92,7 @@ pub(super) fn plan_segment(
     s: usize,
     storage: KvStorage,
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
 ) -> Result<(Prepared, bool)> {
     let seg_opts = seg.options(opts, s);
     let view = |first| SegmentView {
@@ -130,7 +130,7 @@ pub(super) fn plan_one(
     dims: Dims,
     (kv_rows, kv_storage): (usize, KvStorage),
     opts: &AttentionOptions<'_>,
-    max_abs: Option<(f32, f32)>,
+    max_abs: Option<Magnitudes>,
     segment: Option<SegmentView>,
 ) -> Result<Prepared> {
     let mut problem = validate_problem(dims, opts, max_abs)?;
@@ -142,7 +142,7 @@ pub(super) fn plan_one(
     check_element_counts(&problem, opts.return_weights)?;
     let facts = InputFacts {
         kv_half: kv_storage.half(),
-        max_abs: max_abs.map(|(q, k)| q.max(k)),
+        max_abs: max_abs.map(Magnitudes::largest),
     };
     let (path, mut reason) = choose_path(dev, &problem, opts, facts)?;
     let family = path.family();
@@ -314,8 +314,9 @@ pub(super) fn estimate_one(
     }
 }
 
-/// Bytes of the f32 copies of f16 K and V that a call widens first (0 where it reads them as
-/// they are), and of the compact f16 copies of a cache's rows they are widened from.
+/// Bytes of the f32 copies of 16-bit (f16 or bf16) K and V that a call widens first (0
+/// where it reads them as they are), and of the compact 16-bit copies of a cache's rows
+/// they are widened from.
 fn widened_kv_bytes(plan: &Prepared) -> u64 {
     if !plan.widens_kv() {
         return 0;

@@ -15,7 +15,7 @@ use crate::memory::MemoryEstimate;
 use crate::options::{AttentionOptions, PlanInfo};
 use crate::params::SegmentMergeParams;
 use crate::plan::{whole, DeviceBudget, Window};
-use crate::problem::Dims;
+use crate::problem::{Dims, Magnitudes};
 use crate::tensor::{GpuAttentionOutput, GpuTensor};
 
 /// Runs a call planned in segments (`plan` is the first segment's, whose path and reason
@@ -29,7 +29,7 @@ pub(super) fn execute(
     (plan, seg): (&Prepared, &Segments),
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuAttentionOutput> {
-    let max_abs = q.max_abs.zip(k.max_abs);
+    let max_abs = Magnitudes::known(q.max_abs, k.max_abs, v.max_abs);
     let mut running: Option<GpuAttentionOutput> = None;
     let mut chunks = 0;
     for s in 0..seg.count() {

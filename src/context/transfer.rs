@@ -1,6 +1,6 @@
 //! Moving data and work to and from the device: buffers, uploads, submissions (with optional
-//! GPU timestamps), readback. Part of [`Context`]; the wgpu calls that change between
-//! releases live here, in health.rs and in the parent module.
+//! GPU timestamps), readback. Part of [`Context`]; most of the wgpu calls that change
+//! between releases live here, in health.rs and in the parent module.
 
 use super::{Context, Timestamps};
 use crate::error::{Error, Result};

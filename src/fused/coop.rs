@@ -9,7 +9,9 @@
 //! everything else is f32, so the error against an f64 reference is that of f16 inputs,
 //! about 1e-3 relative to the output's scale; tests hold it to twice the error of the same
 //! computation with f16-rounded inputs on the CPU (tests/suite/coop.rs). Inputs beyond
-//! f16's range (65504) are refused where the host knows their magnitudes.
+//! f16's range (65504) are refused where the host knows their magnitudes (q's, k's and
+//! v's; before 2026-12-07's ninth session v's were not counted, and an f32 V beyond the
+//! range was clamped to it when staged).
 //!
 //! Where no adapter has cooperative matrices (lavapipe in CI), `CoopMode::Emulated` runs
 //! the same kernels with the cooperative operations in scalar code
@@ -305,7 +307,8 @@ pub(crate) fn pipeline_key(dev: &DeviceProfile, p: &Problem, c: &Chunk) -> Pipel
     key
 }
 
-/// The lanes that share a matrix (the kernel's SG): the adapter's subgroup size; emulated,
+/// The lanes that share a matrix (the kernel's SG): the adapter's largest subgroup size
+/// (crate::profile's `coop_support`); emulated,
 /// 32 (what the kernel is built for first: NVIDIA's subgroups), or what
 /// `WGPU_ATTENTION_COOP_LANES` names (16, 32, 64 or 128), so that the tests run the tier
 /// as on adapters with subgroups of 16, 64 or 128 lanes, which the hardware path accepts.

@@ -13,8 +13,8 @@ use half::f16;
 use ndarray::ArrayD;
 use wgpu_attention::fp16::{attention_f16, plan_half, to_f16_checked, HalfFormat};
 use wgpu_attention::{
-    reference, AttentionOptions, Causal, Context, ContextOptions, CoopMode, CoopSupport, Error,
-    Mask, PathChoice, Precision, Tolerance,
+    check, reference, AttentionOptions, Causal, Context, ContextOptions, CoopMode, CoopSupport,
+    Error, GpuTensor, Mask, PathChoice, Precision, Tolerance,
 };
 
 /// A context that runs the tier: on the hardware where the adapter has it, else emulated.
@@ -270,7 +270,9 @@ fn f16_inputs_with_the_weights_in_two_parts() {
 }
 
 /// f32 inputs stay on the f32 tiers unless f16 compute is asked for; with
-/// `Precision::F16` auto takes the tier, and inputs known to exceed f16's range are refused.
+/// `Precision::F16` auto takes the tier, and inputs known to exceed f16's range are refused:
+/// a q, or a V (host arrays, or tensors uploaded with `GpuTensor::from_array`, whose
+/// magnitudes are known), which the tier would otherwise have clamped to 65504.
 #[test]
 fn f32_inputs_take_the_tier_only_when_asked() {
     let Some(ctx) = coop_ctx(None) else { return };
@@ -285,25 +287,38 @@ fn f32_inputs_take_the_tier_only_when_asked() {
     let half = wgpu_attention::attention(&ctx, &q, &k, &v, &opts).expect("f16 compute");
     assert_eq!(half.plan.path, "fused-coop", "{}", half.plan.reason);
     let huge = q.mapv(|x| x * 1e5);
-    match wgpu_attention::attention(
-        &ctx,
-        &huge,
-        &k,
-        &v,
-        &opts.clone().path(PathChoice::FusedCoop),
-    ) {
+    let mut huge_v = v.clone();
+    huge_v[[0, 1, 7, 3]] = 1e5;
+    for (q, v) in [(&huge, &v), (&q, &huge_v)] {
+        match wgpu_attention::attention(&ctx, q, &k, v, &opts.clone().path(PathChoice::FusedCoop)) {
+            Err(Error::PathUnavailable { reason, .. }) => {
+                assert!(reason.contains("beyond f16's range"), "{reason}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // Auto passes the tier over for them, says why, and is right (an f32 tier).
+        let r = wgpu_attention::attention(&ctx, q, &k, v, &opts).expect("auto");
+        assert!(
+            r.plan.reason.contains("fused-coop: an input value"),
+            "{}",
+            r.plan.reason
+        );
+        let expected = reference::attention(q, &k, v, &opts)
+            .expect("reference")
+            .out;
+        let c = check::compare(&r.out.view(), &expected.view(), Tolerance::F32);
+        assert!(c.passed(), "{c:?}");
+    }
+    // The same V uploaded: its magnitude known, so refused too.
+    let up = |a: &ArrayD<f32>, name| GpuTensor::from_array(&ctx, name, a).expect("upload");
+    let (qt, kt, vt) = (up(&q, "q"), up(&k, "k"), up(&huge_v, "v"));
+    let forced = opts.clone().path(PathChoice::FusedCoop);
+    match wgpu_attention::attention_gpu(&ctx, &qt, &kt, &vt, &forced) {
         Err(Error::PathUnavailable { reason, .. }) => {
             assert!(reason.contains("beyond f16's range"), "{reason}")
         }
-        other => panic!("expected a refusal, got {other:?}"),
+        other => panic!("expected a refusal, got {:?}", other.map(|r| r.plan)),
     }
-    // Auto passes the tier over for them, and says why.
-    let r = wgpu_attention::attention(&ctx, &huge, &k, &v, &opts).expect("auto");
-    assert!(
-        r.plan.reason.contains("fused-coop: an input value"),
-        "{}",
-        r.plan.reason
-    );
 }
 
 /// Small bindings and dispatch grids split the work into chunks; long rows on llvmpipe run

@@ -145,9 +145,9 @@ fn every_pipeline_of_the_tier_has_a_check_problem() {
 }
 
 /// The same on the recorded profiles of adapters with matrix hardware, planned without a
-/// device (the H200 has 48 KiB of workgroup memory, where the planner takes variants that
-/// lavapipe's 32 KiB cannot hold, and subgroups of 32): there a pipeline without a check
-/// problem would fail its check and take the tier out of every plan.
+/// device (as GPUs with their own limits and subgroup sizes, 32 on the H200 and 64 on
+/// RDNA3, so that their pipelines can differ from the emulated context's): there a pipeline
+/// without a check problem would fail its check and take the tier out of every plan.
 #[test]
 fn recorded_gpus_have_a_check_problem_for_every_pipeline() {
     let mut profiles = 0;
@@ -189,7 +189,8 @@ fn the_check_passes_on_right_pipelines() {
             assert_eq!(check_pipeline(&ctx, &key), Ok(()));
         }
     }
-    // Emulated contexts are never checked (nothing runs on matrix hardware).
+    // This plan is given no check (emulated contexts are checked only where
+    // WGPU_ATTENTION_COOP_CHECK=1), so the context plans on its own profile.
     let plan = plan_call_of(&ctx, SHAPES[0], (false, 0, true), None);
     assert_eq!(plan.path, Path::Fused(fused::Tier::Coop));
     assert!(std::ptr::eq(ctx.checked_profile(), ctx.profile()));
