@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::problem::MAX_RANK;
 
 /// One of q, k, v as it enters the kernels: the caller's view, or a broadcast copy (f32, or
-/// f16 for crate::fp16).
+/// f16 or bf16 for crate::fp16).
 pub type Input<'a, T = f32> = CowArray<'a, T, IxDyn>;
 
 /// The shapes q, k and v take once broadcast against each other, or `None` when they need

@@ -28,9 +28,9 @@ fn narrow_kernel(format: HalfFormat) -> Kernel {
     }
 }
 
-/// Narrows `n` f32 values of `values` into packed words of `format` in a new buffer (for
-/// f16, values beyond its range become infinities: callers check the range first where
-/// they can).
+/// Narrows `n` f32 values of `values` into packed words of `format` in a new buffer (values
+/// beyond the format's range become infinities: f16 above 65504, bfloat16 from about
+/// 3.39618e38; callers check the range first where they can).
 pub(crate) fn narrow(
     ctx: &Context,
     name: &str,

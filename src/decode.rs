@@ -49,7 +49,8 @@ const WORKGROUP_KEYS: usize = 64;
 const WORKGROUP_ROWS: usize = 16;
 /// Workgroups of decode_workgroup.wgsl that [`workgroup_split`](split::workgroup_split) aims for on GPUs: enough to
 /// give every compute unit of a large GPU (132 on an H200) several, each of 64 invocations.
-/// Not measured yet (no device since this form was written).
+/// The target itself has not been varied on a device (the H200 run of 2026-12-04,
+/// docs/h200.md, used only this default).
 pub const WORKGROUP_TARGET: usize = 2048;
 
 /// The form of the partial kernel.

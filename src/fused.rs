@@ -67,8 +67,10 @@ pub const TILED_ROWS_PER_GROUP: usize = 64;
 
 /// Largest D and Dv of the standard variants of the fused tiers and of decode.
 pub const MAX_WIDTH: usize = 128;
-/// Largest D and Dv of the portable and tiled tiers and of decode's invocation form, through
-/// their wide variants (the subgroup tier's: [`SUBGROUP_WIDE_MAX_WIDTH`]).
+/// Largest D and Dv of the portable tier and of decode's invocation form through their wide
+/// variants, and the largest Dv of the tiled tier's wide variant (the tiled tier takes D up
+/// to [`TILED_MAX_D`] and Dv up to [`TILED_WIDER_MAX_DV`]; the subgroup tier:
+/// [`SUBGROUP_WIDE_MAX_WIDTH`]).
 pub const WIDE_MAX_WIDTH: usize = 256;
 /// Largest D and Dv of the subgroup tier, through its wide variant (D4_HI x D4_LO vec4 in
 /// src/fused/subgroup_width_640.wgsl): wide enough for multi-head latent attention's

@@ -169,8 +169,9 @@ impl std::fmt::Debug for Kernel {
 
 impl Kernel {
     /// WGSL source, embedded at compile time: every kernel that carries mask parameters with
-    /// shaders/mask.wgsl in front, the fused tiers then src/fused/fused_common.wgsl, decode
-    /// src/decode/decode_common.wgsl.
+    /// shaders/mask.wgsl included (after decode's width and K/V-load files, after the
+    /// cooperative-matrix tier's `enable` file), the fused tiers then
+    /// src/fused/fused_common.wgsl, decode src/decode/decode_common.wgsl.
     pub fn source(self) -> &'static str {
         self.spec.source
     }

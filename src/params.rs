@@ -92,7 +92,8 @@ pub struct ChunkParams {
     pub mask: MaskParams,
 }
 
-/// Parameters of one chunk for the fused kernels (`fused_subgroup`, `fused_portable`).
+/// Parameters of one chunk for the fused kernels (`fused_subgroup`, `fused_portable`,
+/// `fused_tiled`, `fused_coop`).
 /// Window starts of q, k, v and out are in vec4 elements (those bindings are `vec4<f32>`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -131,7 +132,8 @@ pub struct FusedParams {
     pub o_win: u32,
     /// Window start of the LSE, in elements.
     pub lse_win: u32,
-    /// Workgroups per head (per unit on the subgroup tier) along the rows.
+    /// Workgroups per head (per unit on the subgroup, tiled and cooperative-matrix tiers)
+    /// along the rows.
     pub row_groups: u32,
     /// First key of this pass (a multiple of the tier's key block).
     pub key0: u32,
@@ -140,11 +142,12 @@ pub struct FusedParams {
     /// Rows per batch-head in the output binding: `lq`, or in a key pass the rows of all
     /// passes of one head in the partial buffer.
     pub o_rows: u32,
-    /// Subgroup tier: query heads per unit, the heads that share one kv head and whose rows
-    /// one workgroup may mix (the GQA group when the chunk holds whole groups, else 1); 1 on
-    /// the other tiers.
+    /// Subgroup, tiled and cooperative-matrix tiers: query heads per unit, the heads that
+    /// share one kv head and whose rows one workgroup may mix (the GQA group when the chunk
+    /// holds whole groups, else 1); 1 on the portable tier.
     pub unit_heads: u32,
-    /// Subgroup tier: key ranges run side by side in this dispatch (1 on the other tiers).
+    /// Subgroup and cooperative-matrix tiers: key ranges run side by side in this dispatch
+    /// (1 on the others).
     /// Workgroups are numbered range-major; range s takes keys key0 + s x n .. (n: (key1 -
     /// key0) / splits rounded up to the key block) and writes its rows s x rows further on
     /// in the partial buffers.
@@ -155,7 +158,8 @@ pub struct FusedParams {
     pub mask: MaskParams,
 }
 
-/// Parameters of one chunk for `decode_partial.wgsl`. A group is one (batch, kv head) pair
+/// Parameters of one chunk for `decode_partial.wgsl` and `decode_workgroup.wgsl`. A group
+/// is one (batch, kv head) pair
 /// with its `rows = (Hq / Hkv) * Lq` query rows.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -180,7 +184,8 @@ pub struct DecodeParams {
     pub splits: u32,
     /// Keys per split (a multiple of 4; of 64 in decode_workgroup.wgsl).
     pub keys_per_split: u32,
-    /// Row tiles per group: ceil(rows / 4) in decode_partial.wgsl (4 rows an invocation),
+    /// Row tiles per group: ceil(rows / TILE) in decode_partial.wgsl (TILE rows an
+    /// invocation, up to 16, or 8 above width 128: crate::decode::split's invocation_tile_rows),
     /// ceil(rows / ROWS) in decode_workgroup.wgsl.
     pub tiles: u32,
     /// Invocations (decode_partial.wgsl) or workgroups (decode_workgroup.wgsl) that do work.
@@ -213,7 +218,7 @@ pub struct MergeParams {
     pub splits: u32,
     /// Dv / 4.
     pub dv4: u32,
-    /// Invocations that do work: groups * rows * dv4.
+    /// Outputs (vec4) that do work: groups * rows * dv4, each taken by LANES invocations.
     pub total: u32,
     /// Full query length.
     pub lq: u32,
@@ -336,13 +341,13 @@ pub struct RopeParams {
     pub pad: u32,
 }
 
-/// Parameters of `widen_f16.wgsl` and `narrow_f16.wgsl`.
+/// Parameters of `widen_f16.wgsl`, `narrow_f16.wgsl` and their bf16 twins.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct ConvertParams {
     /// Elements to convert.
     pub n: u32,
-    /// First u32 word (two f16 values) of this dispatch.
+    /// First u32 word (two 16-bit values) of this dispatch.
     pub base: u32,
     /// Padding to 16 bytes.
     pub pad: [u32; 2],

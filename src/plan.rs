@@ -54,7 +54,8 @@ impl DeviceBudget {
 
     /// Splits `n` items, one per invocation and 64 invocations per workgroup, into dispatches
     /// that each fit the grid: `(first item, workgroups)` per dispatch. For kernels that
-    /// take the first item as a parameter (pad_columns, widen_f16, narrow_f16).
+    /// take the first item as a parameter (pad_columns, widen_f16, narrow_f16 and their bf16
+    /// twins).
     pub(crate) fn spans(&self, n: u64) -> Vec<(u64, u64)> {
         let per = self.max_groups() * 64;
         (0..n)

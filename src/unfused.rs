@@ -48,7 +48,7 @@ impl Family for Unfused {
         true
     }
 
-    /// Scalar loads: only zero widths are padded (to 1).
+    /// Scalar loads: only zero widths are padded (to 4: crate::widths::nonzero_dims).
     fn kernel_dims(&self, dims: Dims) -> Dims {
         crate::widths::nonzero_dims(dims)
     }

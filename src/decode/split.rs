@@ -44,7 +44,8 @@ pub fn split_for_threads(
 /// The rule of the workgroup form: splits of whole 64-key blocks, as many as bring the
 /// dispatch to about `target` workgroups when the problem has `units` (groups x row tiles)
 /// of them per split, but no more than one block each: [`WORKGROUP_TARGET`] on GPUs, and on
-/// CPU adapters (where this form runs only when forced) [`CPU_WORKGROUPS_PER_THREAD`] per
+/// CPU adapters (where it runs for widths above 256, by auto or a forced `decode`, and
+/// elsewhere only forced as `decode-workgroup`) [`CPU_WORKGROUPS_PER_THREAD`] per
 /// thread, as the CPU rule. At most `max_keys_per_split` keys a split (whole blocks, at
 /// least one).
 pub fn workgroup_split(lk: usize, units: usize, max_keys_per_split: usize, target: usize) -> Split {

@@ -15,8 +15,8 @@ use crate::problem::Problem;
 
 /// Runs the fused path over chunks from [`plan`](super::plan), on a tier the caller has
 /// checked with [`problem_obstacle`](super::problem_obstacle): each chunk in one pass over
-/// the keys, or on llvmpipe with long rows in several ([`key_passes`]) into partial
-/// buffers, then merged.
+/// the keys, or in several ([`key_passes`]: on llvmpipe with long rows, the subgroup and
+/// cooperative-matrix tiers' ranges side by side) into partial buffers, then merged.
 pub(super) fn run(
     ctx: &Context,
     p: &Problem,
@@ -185,9 +185,10 @@ pub(super) fn run(
             // the partial buffers: u32 window starts wrap, as the shader's index arithmetic does.
             let o_rows = (passes * c.rows) as u32;
             let (scratch, lse_scratch) = partial_windows(c.scratch_bytes, d.dv);
-            // Each dispatch runs `n` passes from pass s side by side (the subgroup tier all of
-            // them, numbering workgroups pass-major and adding its pass's s * rows to the
-            // rows it writes), so its windows are those of pass s.
+            // Each dispatch runs `n` passes from pass s side by side (the subgroup and
+            // cooperative-matrix tiers all of them, numbering workgroups pass-major and
+            // adding its pass's s * rows to the rows it writes), so its windows are those of
+            // pass s.
             let n = passes_per_dispatch(tier, passes);
             for s in (0..passes).step_by(n) {
                 let first = (c.bh0 as u32)

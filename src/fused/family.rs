@@ -44,8 +44,9 @@ impl Family for Tier {
         super::plan(dev, p, *self)
     }
 
-    /// Several only on llvmpipe with long rows, or on the subgroup tier where its row
-    /// blocks alone would leave threads idle.
+    /// Several only on llvmpipe with long rows, on the subgroup tier where its row blocks
+    /// alone would leave threads idle, or on the cooperative-matrix tier where its
+    /// workgroups would leave a GPU idle (coop::key_splits).
     fn key_passes(&self, dev: &DeviceProfile, p: &Problem) -> usize {
         key_passes(dev, p, *self)
     }

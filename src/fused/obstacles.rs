@@ -47,8 +47,9 @@ pub fn widths_obstacle(p: &Problem, (max_d, max_dv): (usize, usize)) -> Option<S
 }
 
 /// Why this tier cannot run this problem on this adapter, or `None` when it can: the
-/// tier's widths, then what the adapter lacks ([`tier_obstacle`], and the wide portable
-/// variant's 16 KiB of workgroup memory).
+/// tier's widths, llvmpipe's loop limit for the merge of key passes, the wide portable
+/// variant's 16 KiB of workgroup memory, what the adapter lacks ([`tier_obstacle`]), then
+/// the cooperative-matrix tier's own checks of the problem.
 pub fn problem_obstacle(dev: &DeviceProfile, p: &Problem, tier: Tier) -> Option<String> {
     if let Some(why) = widths_obstacle(p, tier.max_widths()) {
         return Some(why);
@@ -89,7 +90,7 @@ pub fn tier_obstacle(dev: &DeviceProfile, tier: Tier) -> Option<String> {
     match tier {
         Tier::Coop => super::coop::adapter_obstacle(dev),
         Tier::Portable => {
-            // k_tile and v_tile in fused_portable.wgsl: 2 x 256 vec4<f32>.
+            // k_tile and v_tile in portable_width_128.wgsl: 2 x 256 vec4<f32>.
             let have = dev.limits().max_compute_workgroup_storage_size;
             (have < PORTABLE_WORKGROUP_BYTES).then(|| {
                 format!("the portable tier needs {PORTABLE_WORKGROUP_BYTES} bytes of workgroup memory; the device allows {have}")

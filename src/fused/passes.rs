@@ -1,6 +1,7 @@
 //! How many passes a fused tier takes over the keys: one, or on llvmpipe as many as its
-//! loop limit asks for (crate::loops), and on the subgroup tier as many as keep the
-//! adapter's threads busy; their partial outputs merge.
+//! loop limit asks for (crate::loops), on the subgroup tier as many as keep the adapter's
+//! threads busy, and on the cooperative-matrix tier as many as fill a GPU's wave
+//! (coop::key_splits); their partial outputs merge.
 
 use super::subgroup_layout::side_by_side;
 use super::{coop, subgroup_keys, tiled_wider, wide, Tier};

@@ -9,8 +9,8 @@ use crate::profile::DeviceProfile;
 use crate::family::DeviceInputs;
 
 /// Texels per row of the textures that hold K and V for the subgroup tier
-/// (shaders/kv_loads_texture.wgsl's TEXTURE_WIDTH): 64 KiB rows, which
-/// `copy_buffer_to_texture` takes (rows must be multiples of 256 bytes).
+/// (shaders/kv_loads_texture.wgsl's TEXTURE_WIDTH): 64 KiB rows (32 KiB for 16-bit K/V),
+/// which `copy_buffer_to_texture` takes (rows must be multiples of 256 bytes).
 pub const KV_TEXTURE_WIDTH: u32 = 4096;
 
 /// Whether `tier` reads K and V from textures for `p` here (shaders/kv_loads_texture.wgsl):

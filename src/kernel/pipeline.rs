@@ -17,10 +17,12 @@ pub struct PipelineKey {
     pub constants: Vec<(&'static str, u32)>,
     /// Module-scope `const NAME: u32` declarations of the kernel's source given another
     /// value for this pipeline ([`PipelineKey::source`]): the sizes of its per-invocation
-    /// arrays, which WGSL does not let an `override` set. Each follows from `constants`
-    /// (the families derive them from D, Dv and the rows per invocation), so they add no
-    /// pipelines; they only shrink the arrays of the source, sized for the largest case, to
-    /// what the pipeline uses.
+    /// arrays, which WGSL does not let an `override` set. For the subgroup tier and decode
+    /// each follows from `constants` (the families derive them from D, Dv and the rows per
+    /// invocation), so they add no pipelines; they only shrink the arrays of the source,
+    /// sized for the largest case, to what the pipeline uses. The cooperative-matrix tier
+    /// also writes its key block (BC, which may grow the source's 32) and SPLIT_P here,
+    /// which do tell pipelines apart.
     pub sizes: Vec<(&'static str, u32)>,
 }
 
