@@ -70,7 +70,7 @@ device)
     # cooperative-matrix tier's shapes, the hidden cases' flow, PyTorch's rows, then the
     # tier's forced variants until H200_COOP_DEADLINE: the first run where device time is
     # short, in one call of about 540 s), decode
-    # (decode's rows, decode_rows above, and PyTorch's) or run (`run --dtype f16` on
+    # (decode's rows, decode_rows below, and PyTorch's) or run (`run --dtype f16` on
     # GPU-sized problems beside PyTorch's f16 error, below). H200_GRID: a
     # different bench grid, one "B,H,Lq,Lk,D causal kv-heads paths" entry per line (to try
     # the script elsewhere).

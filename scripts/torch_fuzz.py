@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Random cases against PyTorch's scaled_dot_product_attention, through every path.
 
-Developer check beside scripts/torch_parity.py (needs torch and numpy; CI has neither): draws
-N random problems (ranks 2-5, batches, GQA, Lq and Lk from 1 to 1000, widths that are and are
-not multiples of 4 or above 128, bool, float and broadcast masks, both causal alignments,
-custom scales, large logits) and runs them through torch_parity's comparison, against
-torch's result in f64; cases with large logits get the allowance the Rust tests give them
-(see allowance()). The widths come
-from a short list so that lavapipe compiles few new pipelines.
+Developer check beside scripts/torch_parity.py (needs torch and numpy; CI has neither):
+draws N random problems (ranks 2-5, batches, GQA, Lq from 1 to 100 and Lk from 1 to 1000,
+widths that are and are not multiples of 4 or above 128, bool, float and broadcast masks,
+both causal alignments, custom scales, large logits) and runs them through torch_parity's
+comparison, against torch's result in f64; cases with large logits get the allowance the
+Rust tests give them (see allowance()). The widths come from a short list so that lavapipe
+compiles few new pipelines.
 Usage: python3 scripts/torch_fuzz.py [N] [SEED] [path/to/wgpu-attention] [--dtype f16|bf16]
        (TORCH_FUZZ_LK=a,b,c: the key lengths to draw from instead of 1 .. 1000;
         TORCH_FUZZ_WIDTHS=a,b,c: the widths, D and Dv, to draw from;

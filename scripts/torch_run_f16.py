@@ -4,10 +4,11 @@ against SDPA in f64 on the same f16 inputs beside PyTorch's own f16 error: the f
 issue 36's hidden cases (float16 .npy in, float16 .npy out), rehearsed on the device.
 
 Usage: python3 scripts/torch_run_f16.py [path/to/wgpu-attention]. Run by scripts/h200.sh
-(the tests part) on the device, which has torch with CUDA. Prints one table row a case:
-the path the tool ran (its stderr's "ran on" line), its largest error against f64, PyTorch's
-f16 SDPA error on the same inputs, their ratio, and "ok" where the tool's error is at most
-twice PyTorch's (the issue's rule), "OVER" elsewhere; then "N passed, N failed".
+(parts all, tests, run, and coop unless H200_COOP_RUN=0) on the device, which has torch with
+CUDA. Prints one table row a case: the path the tool ran (its stderr's "ran on" line), its
+largest error against f64, PyTorch's f16 SDPA error on the same inputs, their ratio, and
+"ok" where the tool's error is at most twice PyTorch's (the issue's rule), "OVER" elsewhere;
+then "N passed, N failed".
 
 Errors are measured on the first batch and the first kv head's group of query heads (as
 scripts/torch_gpu_sdpa.py does), so that the f64 reference of a 4x32x4096x4096 problem

@@ -23,13 +23,7 @@ fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|e| cli::options::exit_on_parse_error(e));
     let result = match cli.command {
         None => cli::selfcheck::run(),
-        Some(Command::Devices) => match cli::devices::run() {
-            0 => Ok(()),
-            code => Err(Failure {
-                code,
-                message: "no adapters".to_string(),
-            }),
-        },
+        Some(Command::Devices) => cli::devices::run(),
         Some(Command::Run(args)) => cli::run::run(args),
         Some(Command::Bench(args)) => cli::bench::run(args),
         Some(Command::Heatmap(args)) => cli::heatmap::run(args),

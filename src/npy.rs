@@ -260,7 +260,7 @@ fn parse_header(name: &str, header: &str) -> Result<(Dtype, Vec<usize>, bool)> {
             };
             return Err(fail(
                 name,
-                format!("{kind} dtype '{other}' is not supported; expected float32 ('<f4'), float64 ('<f8'), or bool ('|b1') for masks"),
+                format!("{kind} dtype '{other}' is not supported; expected float32 ('<f4'), float64 ('<f8'), float16 ('<f2'), or bool ('|b1') for masks"),
             ));
         }
     };

@@ -25,14 +25,15 @@ use super::Failure;
 
 /// `bench --help`'s description.
 pub const LONG_ABOUT: &str = "\
-Every path side by side on one shape, in one run, each checked against the CPU reference \
-before it is timed (all query rows, or 16 spread over Lq when the problem is large).
+The paths --path names (auto by default; all for every one) side by side on one shape, in \
+one run, each checked against the CPU reference before it is timed (all query rows, or 16 \
+spread over Lq when the problem is large).
 
 Per path: median ms (GPU timestamps where the adapter has them, wall clock beside), GFLOP/s \
 (4*B*Hq*Lq*Lk*D, unmasked pairs only when causal), GB/s, and the max error against the \
 reference. A path that cannot run the shape is reported as skipped with the reason (on \
 stderr with --json); where no path asked for can, bench exits 2. With decode, a plain copy \
-kernel of the same bytes is timed beside it (the bandwidth baseline) and the decode row \
+kernel of K and V's f32 bytes is timed beside it (the bandwidth baseline) and the decode row \
 gives tokens/s.";
 
 /// `wgpu-attention bench`'s options.
@@ -57,7 +58,8 @@ pub struct BenchArgs {
         action = clap::ArgAction::Set
     )]
     path: Vec<BenchPath>,
-    /// Timed runs per path (the median is reported)
+    /// Timed runs per path (the median is reported; cpu-ndarray at most 5, the --plot sweep
+    /// at most 3)
     #[arg(
         long,
         value_name = "N",
@@ -124,9 +126,9 @@ impl ValueEnum for BenchPath {
         use clap::builder::PossibleValue;
         match self {
             BenchPath::Kernel(p) => p.to_possible_value(),
-            BenchPath::All => {
-                Some(PossibleValue::new("all").help("Every path below (alone, not in a list)"))
-            }
+            BenchPath::All => Some(PossibleValue::new("all").help(
+                "Every path below but fused, which chooses among them (alone, not in a list)",
+            )),
             BenchPath::CpuNdarray => Some(
                 PossibleValue::new("cpu-ndarray")
                     .help("Per-head ndarray matmul, softmax, matmul on the CPU (f32, all cores)"),

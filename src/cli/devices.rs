@@ -7,13 +7,19 @@ use wgpu_attention::{
     CoopSupport,
 };
 
-pub fn run() -> i32 {
+use super::{exit_code, Failure};
+
+/// Lists the adapters; fails (after the list, with one line saying why) where there are
+/// none, or where no context opens on the one `run`, `bench` and the self-check would take:
+/// exit 2 for a refused `WGPU_ATTENTION_` variable, as those commands give, else 1.
+pub fn run() -> Result<(), Failure> {
     let adapters = enumerate_adapters();
     if adapters.is_empty() {
-        eprintln!(
-            "wgpu-attention: no adapters found (on Linux without a GPU, install mesa-vulkan-drivers)"
-        );
-        return 1;
+        return Err(Failure {
+            code: 1,
+            message: "no adapters found (on Linux without a GPU, install mesa-vulkan-drivers)"
+                .to_string(),
+        });
     }
     // The mark goes where a context opens (WGPU_ADAPTER_NAME honoured), which is where
     // `run`, `bench` and the self-check run.
@@ -97,17 +103,21 @@ pub fn run() -> i32 {
         }
     }
     if let Some(e) = chosen_fails {
-        eprintln!("wgpu-attention: no context opens on the default adapter: {e}");
-        return 1;
+        return Err(Failure {
+            code: exit_code(&e),
+            message: format!("no context opens on the default adapter: {e}"),
+        });
     }
     if chosen.is_none() {
         let filter = std::env::var("WGPU_ADAPTER_NAME").unwrap_or_default();
-        eprintln!(
-            "wgpu-attention: no adapter's name contains WGPU_ADAPTER_NAME={filter}, so no context opens"
-        );
-        return 1;
+        return Err(Failure {
+            code: 1,
+            message: format!(
+                "no adapter's name contains WGPU_ADAPTER_NAME={filter}, so no context opens"
+            ),
+        });
     }
-    0
+    Ok(())
 }
 
 /// How the tier runs on the hardware: with subgroups of `subgroup` lanes, which where the

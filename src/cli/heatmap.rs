@@ -14,9 +14,9 @@ use wgpu_attention::Causal;
 pub const LONG_ABOUT: &str = "\
 Attention weights computed on the GPU, drawn as a PNG: token labels on both axes, the value \
 in each cell when cells are large enough, a colour bar, and a title with the adapter; one \
-panel per head for rank 3 and 4 inputs.
+panel per head (and batch) for inputs of rank 3 and more.
 
-Either --demo, or --q and --k (float32 or float64 .npy, rank 2 to 4).";
+Either --demo, or --q and --k (float32, float64 or float16 .npy, rank 2 to 8).";
 
 /// `wgpu-attention heatmap`'s options.
 #[derive(Debug, clap::Args)]
@@ -70,7 +70,7 @@ fn read_f32(path: &str) -> Result<ArrayD<f32>, Failure> {
     match npy::read(path).map_err(Failure::from_error)? {
         NpyArray::F32(a) => Ok(a),
         NpyArray::Bool(_) => Err(Failure::input(format!(
-            "{path}: expected float32 or float64, got bool"
+            "{path}: expected float32, float64 or float16, got bool"
         ))),
     }
 }

@@ -68,7 +68,9 @@ pub fn check_output_path(flag: &str, path: &str) -> Result<(), Failure> {
     }
 }
 
-/// 2 for anything the user's input caused, 1 for the device or the environment.
+/// 2 for anything the user's input caused (a refused WGPU_ATTENTION_ variable included), 1
+/// for the device and its driver (no adapter, a failed device request, a GPU error, a lost
+/// device).
 pub fn exit_code(e: &Error) -> i32 {
     match e {
         Error::NoAdapter { .. }

@@ -61,8 +61,8 @@ ENVIRONMENT:
     WGPU_ATTENTION_DECODE_V_KEYS=0 or 1 whether its output loop's invocation sets share
     out the keys (1) or the rows;
     WGPU_ATTENTION_MERGE_LANES=1, 2, 4, 8 or 16 the invocations that share each output's
-    splits in the merge of decode's splits (GPUs a lane for every 4 splits, up to 16; CPU
-    adapters 1), to time them side by side.
+    splits in the merge of key splits (decode's, and the fused tiers' key passes; GPUs a
+    lane for every 4 splits, up to 16; CPU adapters 1), to time them side by side.
     WGPU_ATTENTION_COOP_LANES
     (16, 32, 64, 128; default 32) sets the lanes of the emulated tier's subgroups, to test
     it as adapters with other subgroup sizes run it, and WGPU_ATTENTION_COOP_DRIVER_LANES
@@ -75,12 +75,12 @@ ENVIRONMENT:
     (docs/testing.md). A WGPU_ATTENTION_ variable that is none of these, or holds a value
     they do not list, is refused before any work (exit 2); an empty one means its default.
     LP_NATIVE_VECTOR_WIDTH (lavapipe's vector width in bits): when unset on a CPU with
-    AVX-512, `bench` (and `run` from 2 TFLOP) sets it to 512 (16-lane subgroups) except for
-    decode shapes (few query rows per kv head over many keys), which run faster at
-    lavapipe's default 256, and widths above 640 (auto gives them only to decode's
-    workgroup form and the unfused path; not measured at 512). It then also sets
-    MESA_SHADER_CACHE_DIR, when unset, to ~/.cache/wgpu-attention-512-bit: Mesa's cache
-    does not tell the two widths apart.";
+    AVX-512, `bench`, the self-check's prefill rows (and `run` from 2 TFLOP) set it to 512
+    (16-lane subgroups) except for decode shapes (few query rows per kv head over many
+    keys), which run faster at lavapipe's default 256, and widths above 640 (auto gives
+    them only to decode's workgroup form and the unfused path; not measured at 512). It
+    then also sets MESA_SHADER_CACHE_DIR, when unset, to wgpu-attention-512-bit in
+    $XDG_CACHE_HOME (else ~/.cache): Mesa's cache does not tell the two widths apart.";
 
 /// `wgpu-attention`: scaled dot-product attention on the GPU, checked against a CPU
 /// reference.
@@ -117,7 +117,7 @@ pub enum Command {
         after_long_help = EXIT_CODES_AND_ENVIRONMENT,
     )]
     Run(run::RunArgs),
-    /// Every path side by side on one shape, each checked before it is timed
+    /// Paths side by side on one shape (--path), each checked before it is timed
     #[command(
         long_about = bench::LONG_ABOUT,
         after_help = EXIT_CODES_SHORT,

@@ -15,7 +15,7 @@ const TICK: Duration = Duration::from_millis(120);
 pub struct Progress(ProgressBar);
 
 impl Progress {
-    /// A bar of `total` steps, each named by [`Progress::step`]'s message.
+    /// A bar of `total` steps, each named by [`Progress::working_on`].
     pub fn bar(total: usize, what: &str) -> Self {
         if !std::io::stderr().is_terminal() {
             return Progress(ProgressBar::hidden());

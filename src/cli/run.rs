@@ -116,7 +116,7 @@ fn read_f32(flag: &str, path: &str) -> Result<ArrayD<f32>, Failure> {
     match npy::read(path).map_err(Failure::from_error)? {
         NpyArray::F32(a) => Ok(a),
         NpyArray::Bool(_) => Err(Failure::input(format!(
-            "{path}: --{flag} must be float32 or float64, got bool"
+            "{path}: --{flag} must be float32, float64 or float16, got bool"
         ))),
     }
 }
@@ -302,17 +302,47 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
             message: "result outside tolerance; no output written".to_string(),
         });
     }
-    // Everything computed and checked: only now write files.
+    // Everything computed and checked: only now write files, each to a temporary name
+    // beside it first, renamed once all are written, so that a write that fails (a full
+    // disk, permissions) leaves no output file, nor a half-written one.
+    let mut written: Vec<(String, &str)> = Vec::new();
+    let mut wrote = Ok(());
     for (flag, file, array) in [
         ("out", &args.out, Some(&result.out)),
         ("lse", &args.lse, result.lse.as_ref()),
         ("weights", &args.weights, result.weights.as_ref()),
     ] {
         if let (Some(path), Some(a)) = (file, array) {
-            match (&out16, flag) {
-                (Some(o), "out") => npy::write_f16(path, &o.view()).map_err(Failure::from_error)?,
-                _ => npy::write(path, &a.view()).map_err(Failure::from_error)?,
+            let temporary = temporary_beside(path, flag);
+            wrote = match (&out16, flag) {
+                (Some(o), "out") => npy::write_f16(&temporary, &o.view()),
+                _ => npy::write(&temporary, &a.view()),
+            };
+            written.push((temporary, path));
+            if wrote.is_err() {
+                break;
             }
+        }
+    }
+    if let Err(e) = wrote {
+        let mut failure = Failure::from_error(e);
+        if let Some((temporary, path)) = written.last() {
+            failure.message = failure.message.replace(temporary.as_str(), path);
+        }
+        for (temporary, _) in &written {
+            let _ = std::fs::remove_file(temporary);
+        }
+        return Err(failure);
+    }
+    for (i, (temporary, path)) in written.iter().enumerate() {
+        if let Err(e) = std::fs::rename(temporary, path) {
+            for (left, _) in &written[i..] {
+                let _ = std::fs::remove_file(left);
+            }
+            return Err(Failure {
+                code: 1,
+                message: format!("{path}: could not be written ({e})"),
+            });
         }
     }
     if args.out.is_none() {
@@ -322,6 +352,17 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// A temporary name for output `flag` in `path`'s directory (so that renaming it to `path`
+/// stays on one file system), whatever `path`'s own name's length.
+fn temporary_beside(path: &str, flag: &str) -> String {
+    let dir = std::path::Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let name = format!(".wgpu-attention-{}-{flag}.tmp", std::process::id());
+    dir.join(name).display().to_string()
 }
 
 /// `--check`: prints how `result` compares with the reference on `q`, `k`, `v` and `opts`

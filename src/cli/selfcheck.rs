@@ -265,7 +265,8 @@ fn timing(ctx: &Context) -> Result<(), Failure> {
         on_cpu && std::env::var_os(cpu_vectors::VAR).is_none() && cpu_vectors::cpu_has_512();
     println!(
         "\nTiming of the planner's choice ({}, median of 5 after a warm-up of 2 runs\n\
-         and at least 0.5 s; `wgpu-attention bench --path all` compares every path):",
+         and at least 0.5 s; `wgpu-attention bench --shape B,H,Lq,Lk,D --path all`\n\
+         compares every path):",
         if gpu {
             "GPU timestamps"
         } else {

@@ -234,6 +234,8 @@ fn devices_marks_the_adapter_a_context_opens() {
         .env("WGPU_ADAPTER_NAME", "no-adapter-is-named-this"));
     assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
     assert!(marked(&o.stdout).is_empty(), "{}", o.stdout);
+    // One line saying why (before 2026-12-07's ninth session a second said "no adapters").
+    assert_eq!(error_lines(&o.stderr).len(), 1, "{}", o.stderr);
     assert!(
         o.stderr
             .contains("WGPU_ADAPTER_NAME=no-adapter-is-named-this"),
@@ -244,11 +246,13 @@ fn devices_marks_the_adapter_a_context_opens() {
         .arg("devices")
         .env("WGPU_ADAPTER_NAME", &name)
         .env("WGPU_ATTENTION_COOP_KEY_SPLITS", "9"));
-    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    // A refused variable is input, exit 2 as `run` gives; one error line after the list.
+    assert_eq!(o.code, Some(2), "{}{}", o.stdout, o.stderr);
     let why = "no context opens on the default adapter";
     assert!(
         o.stderr.contains(why) && o.stderr.contains("WGPU_ATTENTION_COOP_KEY_SPLITS"),
         "{}",
         o.stderr
     );
+    assert_eq!(error_lines(&o.stderr).len(), 1, "{}", o.stderr);
 }

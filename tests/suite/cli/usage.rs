@@ -377,3 +377,45 @@ fn subcommands_have_help_and_take_name_equals_value() {
     o.usage_error("--json=yes", &["--json", "'yes'"]);
     assert!(o.stdout.is_empty());
 }
+
+/// A write that fails after the work (here `--lse` into /proc, which takes no files; a full
+/// disk or permissions elsewhere) leaves no output file behind, not even the ones written
+/// before it: each goes to a temporary name first, renamed once all are written (before
+/// 2026-12-07's ninth session `--out` stayed on disk).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_write_leaves_no_output_file() {
+    if common::ctx().is_none() {
+        return;
+    }
+    let dir = tmpdir("failed-write");
+    let mut rng = Rng::new(33);
+    let q = save(&dir, "q.npy", &rng.array(&[1, 2, 9, 8], 1.0));
+    let out = dir.join("o.npy");
+    let args = [
+        "run",
+        "--q",
+        &q,
+        "--k",
+        &q,
+        "--v",
+        &q,
+        "--out",
+        &out.display().to_string(),
+        "--lse",
+        "/proc/lse.npy",
+    ];
+    let o = ran(tool().args(args));
+    assert_ne!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let lines = error_lines(&o.stderr);
+    assert_eq!(lines.len(), 1, "{}", o.stderr);
+    assert!(lines[0].contains("/proc/lse.npy"), "{}", lines[0]);
+    assert!(!out.exists(), "--out was left behind");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "q.npy")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
