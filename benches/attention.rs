@@ -32,8 +32,8 @@ const PATHS: [PathChoice; 7] = [
 ];
 
 /// (B, Hq, Hkv, Lq, Lk, D): prefill shapes, a GQA decode shape, and an MLA-like decode of
-/// width 512 (16 query heads over one kv head), which only the unfused path and decode's
-/// workgroup form take.
+/// width 512 (16 query heads over one kv head), which the unfused path, decode's workgroup
+/// form, and the subgroup (widths up to 640) and tiled (Dv up to 512) tiers take.
 const SHAPES: [(usize, usize, usize, usize, usize, usize); 4] = [
     (1, 8, 8, 256, 256, 64),
     (1, 8, 8, 512, 512, 64),

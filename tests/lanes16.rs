@@ -1,6 +1,6 @@
 //! The subgroup tier's 16-key variants (`fused::kernels::SUBGROUP_TEXTURE_16` and
-//! `FusedSubgroupWideTexture16`, which read K and V from textures, and their storage-buffer
-//! forms `FusedSubgroup16`, `FusedSubgroupWide16`), which run where every subgroup has 16
+//! `SUBGROUP_WIDE_TEXTURE_16`, which read K and V from textures, and their storage-buffer
+//! forms `SUBGROUP_16`, `SUBGROUP_WIDE_16`), which run where every subgroup has 16
 //! lanes: on lavapipe with `LP_NATIVE_VECTOR_WIDTH=512`
 //! (wgpu_attention::cpu_vectors). The driver reads that variable once per process, so this
 //! test is its own binary with a plain `main` (Cargo.toml: `harness = false`) that sets it
@@ -11,7 +11,7 @@
 //! Against the reference, forced and through auto: lengths around the 16-key block, Lq != Lk
 //! both ways, both causal alignments, widths that need padding, GQA, bool and additive masks,
 //! large logits, rows with no key, the wide variant, and the llvmpipe loop limit (one pass at
-//! the most keys the estimate allows, two passes one block past it), all with K/V read from
+//! the most keys the estimate allows, two key ranges one block past it), all with K/V read from
 //! textures; then the storage-buffer form, in a context whose texture limit turns textures
 //! off, and the textures in the memory estimate; f16 and bf16 K and V read from their 16-bit
 //! textures (rgba16float, rg32uint), standard and wide. Other adapters have no

@@ -296,8 +296,10 @@ fn decode_widths_above_128() {
 
 /// Above 256, only decode's workgroup form takes the widths (up to 4096, `decode::
 /// WORKGROUP_MAX_WIDTH`): forcing either form runs it, and auto takes it for decode shapes on
-/// every adapter (on CPU adapters up to `decode::CPU_WIDE_AUTO_LQ` query positions, past
-/// which the unfused path was faster). Above Dv = 256 each invocation owns several output
+/// every adapter (on CPU adapters that run the subgroup tier up to
+/// `decode::CPU_WIDE_DECODE_ROWS` rows per kv head, that tier past them; on other CPU
+/// adapters up to `decode::CPU_WIDE_AUTO_LQ` query positions, the unfused path past them).
+/// Above Dv = 256 each invocation owns several output
 /// columns (`decode::workgroup_cols`) and a tile holds 16 / cols rows: Dv 320 and 512 (2
 /// columns, 8 rows a tile), 1000 (4 columns, the last one only partly below Dv/4; 4 rows a
 /// tile), 4096 (16 columns, one row a tile); padded widths (D 333, Dv 257); GQA; both causal alignments; a
@@ -555,7 +557,8 @@ fn merging_shards_equals_attention_over_all_keys() {
     assert!(
         wgpu_attention::compare(&l.view(), &all.lse.expect("lse").view(), Tolerance::F32).passed()
     );
-    // Errors: mismatched shapes and NaN.
+    // Errors: mismatched shapes, no parts, and a NaN in a part's output or LSE (a -inf LSE,
+    // a part with no visible key, is allowed).
     let bad = ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 2, 5, 7]));
     assert!(merge_partials(&[
         (views[0].0.clone(), views[0].1.clone()),
@@ -563,4 +566,11 @@ fn merging_shards_equals_attention_over_all_keys() {
     ])
     .is_err());
     assert!(merge_partials(&[]).is_err());
+    let (mut nan_o, mut nan_l) = (parts[0].0.clone(), parts[0].1.clone());
+    nan_o.as_slice_mut().expect("contiguous")[3] = f32::NAN;
+    nan_l.as_slice_mut().expect("contiguous")[1] = f32::NAN;
+    for (o, l) in [(&nan_o, &parts[0].1), (&parts[0].0, &nan_l)] {
+        let e = merge_partials(&[(o.view(), l.view()), views[1].clone()]).expect_err("NaN");
+        assert!(matches!(e, wgpu_attention::Error::NonFinite { .. }), "{e}");
+    }
 }

@@ -1,12 +1,14 @@
-//! Decode's property tests: seeded random decode problems (a few query rows over hundreds to
-//! thousands of keys, so that every split runs several blocks of keys and the splits are
+//! Decode's property tests: seeded random decode problems (a few query rows over hundreds
+//! to thousands of keys, so that every split runs several blocks of keys and the splits are
 //! merged) in f32, f16 and bf16, through the planner's path and both decode forms, and in a
-//! `KvCache` of the same format with room for more keys, against the f64 reference. tests/suite/properties.rs draws at most 40 keys, within one block of
-//! decode's workgroup form; here the blocks, the splits, the staging of K across blocks,
-//! the output sets' shares of V's keys and the merge's lanes run on random shapes, masks
-//! and causal rules. In `.ci/run`'s pass planned as on a GPU they run with a GPU's defaults.
-//! `DECODE_PROPERTY_CASES` (default 12) and `DECODE_PROPERTY_SEED` (default 1) reproduce
-//! any run; a failure names the case's seed and shape.
+//! `KvCache` of the same format with room for more keys, against the f64 reference.
+//! tests/suite/properties.rs draws at most 40 keys (its small-limits run stretches some
+//! past a binding), within one block of decode's workgroup form; here the blocks, the
+//! splits, the staging of K across blocks, the output sets' shares of V's keys and the
+//! merge's lanes run on random shapes, masks and causal rules. In `.ci/run`'s pass planned
+//! as on a GPU they run with a GPU's defaults. `DECODE_PROPERTY_CASES` (default 12) and
+//! `DECODE_PROPERTY_SEED` (default 1) reproduce any run; a failure names the case's seed
+//! and shape.
 
 use crate::common;
 use crate::f16::{assert_within_twice_cpu_bf16, assert_within_twice_cpu_f16};

@@ -84,8 +84,9 @@ fn option_and_value_errors() {
 }
 
 /// The scan for non-finite values and the largest |x| runs in lanes of 8 with a remainder:
-/// a bad value or the largest one is found at every position of a 21-element tensor (two
-/// full lanes and 5 left over), in q, k, v and an additive mask.
+/// a bad value is found at every position of a 21-element tensor (two full lanes and 5 left
+/// over) in q, k, v and an additive mask, and the largest |x| in q and in k (whose product
+/// bounds the scores).
 #[test]
 fn values_are_scanned_at_every_position() {
     let o = AttentionOptions::default();
@@ -121,11 +122,17 @@ fn values_are_scanned_at_every_position() {
                 );
             }
         }
-        // The largest |q| alone makes the scores overflow f32.
-        let mut q = arr(&[7, 3]);
-        q[[at / 3, at % 3]] = -1e31;
-        let e = reference::attention(&q, &arr(&[7, 3]), &arr(&[7, 3]), &o).expect_err("large");
-        assert!(matches!(e, Error::TooLarge { .. }), "at {at}: {e}");
+        // The largest |q| alone, or |k| alone, makes the scores overflow f32.
+        for in_k in [false, true] {
+            let [mut q, mut k] = [arr(&[7, 3]), arr(&[7, 3])];
+            let x = if in_k { &mut k } else { &mut q };
+            x[[at / 3, at % 3]] = -1e31;
+            let e = reference::attention(&q, &k, &arr(&[7, 3]), &o).expect_err("large");
+            assert!(
+                matches!(e, Error::TooLarge { .. }),
+                "k {in_k}, at {at}: {e}"
+            );
+        }
     }
 }
 

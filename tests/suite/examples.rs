@@ -1,4 +1,5 @@
-//! Every example runs (they check their own results against the reference).
+//! The three examples that check their own results against the reference (sentence, decode,
+//! tiny_transformer) run; the others (timing and fuzzing tools) are only built, by clippy.
 
 use crate::common;
 

@@ -412,8 +412,9 @@ fn broadcasts_and_zero_sizes() {
 
 /// bfloat16 arrays through `attention_bf16` on every path, held to the same rule in bf16:
 /// the GPU's error at most twice that of rounding the exact result (the reference on the
-/// bf16 inputs) to bf16; decode reads K and V as bf16, the other paths widen them. Values
-/// beyond f16's range are fine in bf16; non-finite ones are refused with their index.
+/// bf16 inputs) to bf16; decode, the portable and tiled tiers (and the subgroup tier from its
+/// textures) read K and V as bf16 where the widths need no padding, the others widen them.
+/// Values beyond f16's range are fine in bf16; non-finite ones are refused with their index.
 #[test]
 fn bf16_on_every_path_within_twice_the_cpu_bf16_error() {
     use half::bf16;

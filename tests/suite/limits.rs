@@ -114,7 +114,7 @@ fn unsplittable_rows_are_an_error_not_a_crash() {
         return;
     };
     let mut rng = Rng::new(23);
-    // One row of scores alone is 8000 bytes, and so is each kv head's K: the keys run in
+    // One row of scores alone is 8000 bytes, and each kv head's K 32 000: the keys run in
     // segments (below), but the weights of a row cannot be split.
     let q = rng.array(&[1, 4], 1.0);
     let k = rng.array(&[2000, 4], 1.0);

@@ -620,8 +620,9 @@ fn workgroup_batches_sized_per_pipeline() {
     vulkan.validate();
 }
 
-/// The texture width the 16-key kernels index K and V with is the one the host lays the
-/// textures out in (fused::KV_TEXTURE_WIDTH), and both texture kernels read it.
+/// The texture width the subgroup tier's texture kernels (8- and 16-lane, standard and
+/// wide, float and bf16 forms) index K and V with is the one the host lays the textures out
+/// in (fused::KV_TEXTURE_WIDTH).
 #[test]
 fn texture_width_matches_the_host() {
     use wgpu_attention::fused::KV_TEXTURE_WIDTH;
@@ -631,6 +632,8 @@ fn texture_width_matches_the_host() {
         fused::SUBGROUP_TEXTURE_16,
         fused::SUBGROUP_WIDE_TEXTURE_16,
         fused::SUBGROUP_TEXTURE_BF16,
+        fused::SUBGROUP_WIDE_TEXTURE_BF16,
+        fused::SUBGROUP_TEXTURE_16_BF16,
         fused::SUBGROUP_WIDE_TEXTURE_16_BF16,
     ] {
         let (module, _) = module(kernel);

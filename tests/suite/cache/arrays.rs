@@ -50,8 +50,20 @@ fn cache_matches_arrays_on_every_path() {
                     ran.push(plan.path);
                 }
             }
-            // Every adapter runs the unfused path, the portable tier and both decode forms.
-            for must in ["unfused", "fused-portable", "decode-workgroup"] {
+            // Every adapter runs the unfused path, the portable tier and both decode forms
+            // (forced `decode` as the planner says it runs here: the invocation form on CPU
+            // adapters up to width 256, else the workgroup form).
+            let forced_decode = AttentionOptions::default().path(PathChoice::Decode);
+            let decode = wgpu_attention::plan(
+                &ctx,
+                &[b, hq, lq, d],
+                &[b, hkv, len, d],
+                &[b, hkv, len, dv],
+                &forced_decode,
+            )
+            .expect("forced decode plans")
+            .path;
+            for must in ["unfused", "fused-portable", "decode-workgroup", decode] {
                 assert!(ran.contains(&must), "{must} did not run: {ran:?}");
             }
         }

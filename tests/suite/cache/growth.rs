@@ -143,9 +143,10 @@ fn device_tensors_append_like_host_arrays() {
     }
 }
 
-/// A call through an f16 cache on a path that reads f32 widens only the cached rows of each
-/// kv head into compact copies, not the whole capacity: its estimate stays far below what
-/// widening the capacity would take, and the result matches the reference.
+/// A call through an f16 cache on the unfused path, which reads f32, widens only the cached
+/// rows of each kv head into compact copies, not the whole capacity: its estimate stays far
+/// below what widening the capacity would take, and the result matches the reference. The
+/// portable tier beside it reads the cache as f16 (its plan says so) and holds no copy.
 #[test]
 fn f16_cache_widens_only_its_rows() {
     let Some(ctx) = common::ctx() else { return };

@@ -82,12 +82,11 @@ fn heatmap_takes_the_demo_or_files() {
     }
 }
 
-/// A short soak: mixed calls, results sampled against the reference, memory reported.
 /// The main job (no arguments): every path agrees with the reference, and the timing table
 /// has its three rows (two prefill, one decode), each with a path and positive ms and
 /// GFLOP/s; where the tensor-core tier runs on the hardware, two more, the prefill rows with
 /// f16 compute on fused-coop. On CPUs with AVX-512 the prefill rows come from a second
-/// process at 512-bit vectors (`self-check-rows`), which must print the same two rows.
+/// process at 512-bit vectors (`self-check-rows`), which must print two timed rows.
 #[test]
 fn self_check_passes_and_times_three_rows() {
     let Some(ctx) = common::ctx() else {
@@ -137,6 +136,7 @@ fn self_check_passes_and_times_three_rows() {
     assert_eq!(timed(rows_out).len(), 2, "{rows_out}");
 }
 
+/// A short soak: mixed calls, results sampled against the reference, memory reported.
 #[test]
 fn soak_runs_and_reports_memory() {
     if common::ctx().is_none() {
@@ -191,7 +191,8 @@ fn self_check_with_the_cooperative_matrix_tier_emulated() {
 /// (`chosen_adapter`): with `WGPU_ADAPTER_NAME` naming the test's own adapter, that one;
 /// with a name no adapter has, none, and it says so and exits 1, as a context would fail
 /// to open (marking the first adapter regardless fails this); and where the environment
-/// holds a switch value no context takes, it says why and exits 1 too.
+/// holds a switch value no context takes, it says why in one line and exits 2 (bad input,
+/// as `run` gives).
 #[test]
 fn devices_marks_the_adapter_a_context_opens() {
     let Some(ctx) = common::ctx() else { return };

@@ -302,7 +302,8 @@ pub fn ctx_without_textures(int64: bool) -> Context {
 
 /// What a kernel's vec4 form runs on [`ctx_without_int64`], `path` forced: `shape` (B, Hq,
 /// Hkv, Lq, Lk, D, Dv; Hq at least 3) under every causal rule, with a mask that leaves the
-/// last row of head 2 no key (an LSE of -inf there), with logits 50 times larger, and `wide`
+/// last row of head 2 no key (an LSE of -inf there), with q and k 50 times larger (logits
+/// 2500 times), and `wide`
 /// (widths above 128) under top-left causal. `plan_ok` checks each plan.
 pub fn vec4_load_cases(
     ctx: &Context,

@@ -93,7 +93,8 @@ fn widths_above_128_on_the_wide_variants() {
 }
 
 /// Widths above 256 on the subgroup tier's wide variant, which takes D and Dv up to 640
-/// (`fused::SUBGROUP_WIDE_MAX_WIDTH`; the other tiers stop at 256): multi-head latent
+/// (`fused::SUBGROUP_WIDE_MAX_WIDTH`; the portable tier stops at 256, the tiled tier at D
+/// 4096 and Dv 512: the next test): multi-head latent
 /// attention's absorbed form (D 576, Dv 512) with GQA, bottom-right causal, a mask with an
 /// empty row and large logits, what auto picks for it; D = Dv = 640 top-left; and past
 /// 640 a refusal that names the limit. Each width pair is a new pipeline for lavapipe to
