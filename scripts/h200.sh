@@ -95,18 +95,19 @@ for line in open(path):
         continue
     r = json.loads(line)
     num = lambda x, f: "NaN" if x is None else format(x, f)  # bench writes null for NaN
+    row_label = label  # this row's, so that one row's remarks stay off the next
     # A forced cooperative-matrix variant that the plan did not take (it does not fit the
     # device or hold the widths) ran the default one: say so.
     if forced and f"variant {forced}:" not in r.get("notes", ""):
-        label += " (not taken: the default ran)"
+        row_label += " (not taken: the default ran)"
     # A path run again on a new device without the tier after a loss (a hang) with it.
     if r.get("notes", "").startswith("run again without the tier"):
-        label += " (without the tier: the device was lost with it)"
+        row_label += " (without the tier: the device was lost with it)"
     # Keys asked to be split ("+kN", N > 1) that the plan ran in one range.
     asked = re.search(r"\+k([0-9]+)", label)
     if asked and int(asked.group(1)) > 1 and "key ranges side by side" not in r.get("notes", ""):
-        label += " (keys not split)"
-    print(f"| {shape} | {kvh} | {causal} | {r['path']}{label} | {num(r['ms'], '.3f')} "
+        row_label += " (keys not split)"
+    print(f"| {shape} | {kvh} | {causal} | {r['path']}{row_label} | {num(r['ms'], '.3f')} "
           f"| {num(r['gflops'], '.1f')} | {num(r['gbps'], '.1f')} | {num(r['max_abs_err'], '.1e')} |")
 PY
     }
