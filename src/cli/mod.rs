@@ -44,16 +44,21 @@ impl Failure {
     }
 }
 
+/// The directory an output file named on the command line goes to (`.` for a bare name).
+pub fn output_dir(path: &str) -> &std::path::Path {
+    std::path::Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."))
+}
+
 /// Fails before any work where an output file named on the command line (`--flag path`)
 /// could not be written: its directory does not exist, or the path is a directory. Other
 /// failures (permissions, a full disk) are still reported when the file is written, after
 /// the work; this only spares a long run that could never save its result.
 pub fn check_output_path(flag: &str, path: &str) -> Result<(), Failure> {
     let file = std::path::Path::new(path);
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
+    let dir = output_dir(path);
     if file.is_dir() {
         Err(Failure::input(format!(
             "--{flag} {path}: is a directory; expected a file name"

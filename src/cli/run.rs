@@ -357,12 +357,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 /// A temporary name for output `flag` in `path`'s directory (so that renaming it to `path`
 /// stays on one file system), whatever `path`'s own name's length.
 fn temporary_beside(path: &str, flag: &str) -> String {
-    let dir = std::path::Path::new(path)
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
     let name = format!(".wgpu-attention-{}-{flag}.tmp", std::process::id());
-    dir.join(name).display().to_string()
+    super::output_dir(path).join(name).display().to_string()
 }
 
 /// `--check`: prints how `result` compares with the reference on `q`, `k`, `v` and `opts`
