@@ -91,6 +91,11 @@ pub const F16_MIN_NORMAL: f32 = 1.0 / 16384.0;
 /// just below f32's largest, round to infinity in bfloat16.
 pub const BF16_MAX: f32 = bf16::MAX.to_f32_const();
 
+/// (2 - 2^-8) 2^127, about 3.39618e38, half a unit of bfloat16 past [`BF16_MAX`]: the
+/// smallest f32 magnitude that rounds to infinity in bfloat16 (the tie rounds to the even
+/// neighbour, infinity).
+const BF16_OVERFLOW: f32 = f32::from_bits(0x7f7f_8000);
+
 /// Converts an f32 array to f16, refusing values beyond f16's range (instead of turning
 /// them into infinities) and non-finite values. `name` appears in the error.
 pub fn to_f16_checked(name: &'static str, a: &ndarray::ArrayViewD<'_, f32>) -> Result<ArrayD<f16>> {
@@ -107,13 +112,7 @@ pub fn to_bf16_checked(
     a: &ndarray::ArrayViewD<'_, f32>,
 ) -> Result<ArrayD<bf16>> {
     let range = format!("bfloat16's range (|x| <= {BF16_MAX:e} once rounded)");
-    to_half_checked(
-        name,
-        a,
-        bf16::from_f32,
-        |x| bf16::from_f32(x).is_finite(),
-        &range,
-    )
+    to_half_checked(name, a, bf16::from_f32, |x| x.abs() < BF16_OVERFLOW, &range)
 }
 
 /// `a` converted by `convert`, or the first value (in logical order) that is not finite or
@@ -249,6 +248,35 @@ impl KvStorage {
         match self {
             KvStorage::F32 => None,
             KvStorage::Half(format) => Some(format),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BF16_OVERFLOW is the boundary half::bf16's rounding draws: it and everything above
+    /// round to infinity, the f32 just below it to BF16_MAX; `to_bf16_checked` refuses
+    /// exactly those that do.
+    #[test]
+    fn bf16_overflow_is_the_rounding_boundary() {
+        let below = f32::from_bits(BF16_OVERFLOW.to_bits() - 1);
+        assert!(bf16::from_f32(BF16_OVERFLOW).is_infinite());
+        assert!(bf16::from_f32(-BF16_OVERFLOW).is_infinite());
+        assert_eq!(bf16::from_f32(below).to_f32(), BF16_MAX);
+        let a = |x: f32| ndarray::ArrayD::from_elem(IxDyn(&[2]), x);
+        for x in [below, -below, BF16_MAX, 1.0, 0.0] {
+            assert!(to_bf16_checked("v", &a(x).view()).is_ok(), "{x:e}");
+        }
+        for x in [
+            BF16_OVERFLOW,
+            -BF16_OVERFLOW,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+        ] {
+            assert!(to_bf16_checked("v", &a(x).view()).is_err(), "{x:e}");
         }
     }
 }
